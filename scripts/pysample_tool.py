@@ -1010,7 +1010,8 @@ def library_candidates(here):
     except OSError:
         subdirs = []
     for entry in subdirs:
-        if os.path.isdir(os.path.join(libdir, entry)):
+        # (not Meson's private <target>.p directories of a build dir)
+        if not entry.endswith(".p") and os.path.isdir(os.path.join(libdir, entry)):
             places.extend(os.path.join(libdir, entry, n) for n in names)
     return places
 
@@ -1061,8 +1062,15 @@ def plan_outputs(pids, main_pid, output, fmt, hostname, start):
 
 
 def _describe_command(command):
-    text = " ".join(command)
+    text = " ".join(" ".join(command).split())
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _signal_name(signum):
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "signal %d" % signum
 
 
 def _exit_status(returncode):
@@ -1125,11 +1133,18 @@ def cmd_record(args, command):
             m = re.match(r"^pysample-(\d+)\.txt$", name)
             if m:
                 produced[int(m.group(1))] = os.path.join(workdir, name)
+        if returncode < 0:
+            sys.stderr.write("%s: `%s` was killed by %s\n"
+                             % (PROG, _describe_command(command), _signal_name(-returncode)))
         if not produced:
-            sys.stderr.write(
-                "%s: no profile was written: is `%s` a Python program, and did it run long enough for "
-                "one sample (1/%d s)? See docs/troubleshooting.md (\"Nothing written\").\n"
-                % (PROG, _describe_command(command), rate))
+            if returncode < 0:
+                sys.stderr.write("%s: no profile was written: the process died before it could write "
+                                 "one (see docs/troubleshooting.md)\n" % PROG)
+            else:
+                sys.stderr.write(
+                    "%s: no profile was written: is `%s` a Python program, and did it run long enough "
+                    "for one sample (1/%d s)? See docs/troubleshooting.md (\"Nothing written\").\n"
+                    % (PROG, _describe_command(command), rate))
             return _exit_status(returncode)
         _finish(args, command, produced, main_pid, fmt, rate, mode, hostname, start)
     finally:
