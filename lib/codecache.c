@@ -1,0 +1,182 @@
+/*
+ * codecache.c - resolving code objects once.
+ *
+ * Reading a code object's names and decoding its line table costs a few
+ * microseconds; a sample touches the same few hundred code objects again
+ * and again.  So the result is cached, keyed by the code object's address.
+ *
+ * Why a cached entry is never confused with a freed-and-reused code object.
+ * An address alone proves nothing: functions made by exec() or lambdas in a
+ * loop are freed, and a new code object may land at the same address.  So
+ * every lookup compares, besides the address, the identity snapshot taken
+ * from the *current* bytes of the object (the caller copies them for the
+ * type check anyway): the pointers to co_filename, co_name, co_qualname and
+ * the line table, co_firstlineno and the bytecode length.  A new code object
+ * at the same address owns a new line table object; for all of these to
+ * match, the new object would need the same names, the same first line, the
+ * same length, and a line table allocated at exactly the old one's address
+ * -- and even then the table describes the same compiled source, so the
+ * answer we cached is the right one.  Entries are never trusted without
+ * this check, so an entry cannot outlive its code object in any way that
+ * shows: a stale one is simply replaced on its next miss.
+ *
+ * The cache is bounded (set-associative, least recently used way replaced),
+ * so programs that create code without end cannot grow it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codecache.h"
+#include "memread.h"
+#include "pystr.h"
+
+/* Line tables larger than this are not decoded (the frame keeps line 0). */
+#define PS_MAX_LINETABLE (1u << 20)
+
+int ps_codecache_init(struct ps_codecache *c, size_t max_entries)
+{
+    memset(c, 0, sizeof *c);
+    size_t sets = 64;
+    while (sets * PS_CODECACHE_WAYS < max_entries)
+        sets *= 2;
+    c->e = calloc(sets * PS_CODECACHE_WAYS, sizeof *c->e);
+    if (c->e == NULL)
+        return -1;
+    c->sets = sets;
+    return 0;
+}
+
+static void drop(struct ps_code_entry *e)
+{
+    free(e->ranges);
+    memset(e, 0, sizeof *e);
+}
+
+void ps_codecache_clear(struct ps_codecache *c)
+{
+    for (size_t i = 0; i < c->sets * PS_CODECACHE_WAYS; i++)
+        drop(&c->e[i]);
+}
+
+void ps_codecache_free(struct ps_codecache *c)
+{
+    if (c->e != NULL)
+        ps_codecache_clear(c);
+    free(c->e);
+    memset(c, 0, sizeof *c);
+}
+
+static uintptr_t ptr_at(const uint8_t *snap, uint32_t off)
+{
+    uintptr_t v = 0;
+    if (off != PS_NOFIELD)
+        memcpy(&v, snap + off, sizeof v);
+    return v;
+}
+
+static void snapshot_id(const struct ps_layout *L, uintptr_t addr, const uint8_t *snap,
+                        struct ps_code_id *id)
+{
+    memset(id, 0, sizeof *id);
+    id->addr = addr;
+    id->filename = ptr_at(snap, L->co_filename);
+    id->name = ptr_at(snap, L->co_name);
+    id->qualname = ptr_at(snap, L->co_qualname);
+    id->linetable = ptr_at(snap, L->co_linetable);
+    if (L->co_nunits != PS_NOFIELD)
+        memcpy(&id->nunits, snap + L->co_nunits, sizeof id->nunits);
+    memcpy(&id->firstlineno, snap + L->co_firstlineno, sizeof id->firstlineno);
+}
+
+/* Reads names and the line table into e.  0 or -1. */
+static int fill(struct ps_code_entry *e, const struct ps_python *py,
+                struct ps_stacktab *t, int lines)
+{
+    const struct ps_layout *L = &py->L;
+    static char name[PS_STR_MAX * 4 + 1], file[PS_STR_MAX * 4 + 1];
+    uintptr_t nameobj = e->id.qualname ? e->id.qualname : e->id.name;
+
+    if (ps_str_read(L, nameobj, name, sizeof name) < 0 ||
+        ps_str_read(L, e->id.filename, file, sizeof file) < 0)
+        return -1;
+
+    /* Interpreter-made shims, not user code: 3.12's entry frame code
+     * ("<shim>") and 3.13+'s _Py_InitCleanup (named "__init__" everywhere,
+     * with no locations). */
+    e->skip = strcmp(file, "<shim>") == 0 ||
+              (strcmp(file, "__init__") == 0 && strcmp(name, "__init__") == 0);
+
+    e->func = ps_func_intern(t, name, file);
+    if (e->func == PS_ID_NONE)
+        return -1;
+
+    e->nranges = 0;
+    e->ranges = NULL;
+    if (!lines)
+        return 0;
+    uint8_t *tab;
+    size_t len;
+    if (ps_bytes_read(L, e->id.linetable, PS_MAX_LINETABLE, &tab, &len) != 0)
+        return -1;
+    /* Each table byte yields at most one range, plus one for the lnotab tail. */
+    struct ps_lt_range *r = malloc((len + 2) * sizeof *r);
+    if (r == NULL) {
+        free(tab);
+        return -1;
+    }
+    int n = ps_linetable_decode(L->lt_format, tab, len, e->id.firstlineno, r, len + 2);
+    free(tab);
+    if (n < 0) {
+        free(r);
+        return -1;
+    }
+    e->ranges = r;
+    e->nranges = (uint32_t)n;
+    return 0;
+}
+
+const struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
+                                            const struct ps_python *py,
+                                            struct ps_stacktab *t, int lines,
+                                            uintptr_t addr, const uint8_t *snap)
+{
+    struct ps_code_id id;
+    snapshot_id(&py->L, addr, snap, &id);
+
+    size_t set = (size_t)((addr >> 4) * 0x9E3779B97F4A7C15ull >> 32) & (c->sets - 1);
+    struct ps_code_entry *ways = &c->e[set * PS_CODECACHE_WAYS];
+    struct ps_code_entry *victim = &ways[0];
+    c->clock++;
+    for (int w = 0; w < PS_CODECACHE_WAYS; w++) {
+        struct ps_code_entry *e = &ways[w];
+        if (e->valid && memcmp(&e->id, &id, sizeof id) == 0) {
+            e->stamp = c->clock;
+            c->hits++;
+            return e;
+        }
+        if (!e->valid || e->stamp < victim->stamp)
+            victim = e;
+        if (!e->valid)
+            break;
+    }
+    c->misses++;
+    if (victim->valid)
+        c->evictions++;
+    drop(victim);
+    victim->id = id;
+    if (fill(victim, py, t, lines) != 0) {
+        drop(victim);
+        return NULL;
+    }
+    victim->valid = 1;
+    victim->stamp = c->clock;
+    return victim;
+}
+
+int32_t ps_code_line(const struct ps_code_entry *e, int64_t addr)
+{
+    int line = ps_linetable_lookup(e->ranges, e->nranges, addr, e->id.firstlineno);
+    /* No location (compiler-generated instructions): the function's first
+     * line is the most useful thing to show. */
+    return line < 0 ? e->id.firstlineno : line;
+}

@@ -1,0 +1,57 @@
+/*
+ * codecache.h - code object -> (function id, line table), resolved once.
+ */
+#ifndef PS_CODECACHE_H
+#define PS_CODECACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "linetable.h"
+#include "python.h"
+#include "stacktab.h"
+
+/* What identifies a code object beyond its address (see codecache.c). */
+struct ps_code_id {
+    uintptr_t addr, filename, name, qualname, linetable;
+    int64_t nunits;
+    int32_t firstlineno;
+};
+
+struct ps_code_entry {
+    struct ps_code_id id;
+    uint32_t func;              /* interned (qualname, filename) */
+    uint8_t skip;               /* interpreter shim: not shown */
+    uint8_t valid;
+    uint32_t nranges;
+    struct ps_lt_range *ranges; /* owned */
+    uint64_t stamp;             /* last use, for replacement */
+};
+
+#define PS_CODECACHE_WAYS 4
+
+struct ps_codecache {
+    struct ps_code_entry *e;  /* sets * WAYS entries */
+    size_t sets;              /* power of two */
+    uint64_t clock;
+    uint64_t hits, misses, evictions;
+};
+
+int ps_codecache_init(struct ps_codecache *c, size_t max_entries);
+void ps_codecache_free(struct ps_codecache *c);
+void ps_codecache_clear(struct ps_codecache *c);
+
+/*
+ * Resolves the code object at addr.  snap holds L.co_read bytes copied from
+ * addr (already checked to be a code object).  Returns the entry, or NULL
+ * if its names or table cannot be read (the frame is then dropped).
+ */
+const struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
+                                            const struct ps_python *py,
+                                            struct ps_stacktab *t, int lines,
+                                            uintptr_t addr, const uint8_t *snap);
+
+/* Line for an address in the format's unit (firstlineno if unknown). */
+int32_t ps_code_line(const struct ps_code_entry *e, int64_t addr);
+
+#endif

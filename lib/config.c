@@ -1,0 +1,165 @@
+/*
+ * config.c - parsing and validation of the PYSAMPLE_* environment variables.
+ *
+ * Each variable is checked on its own: a bad value produces one message and
+ * falls back to that variable's default, so a typo in one setting never
+ * costs the user the whole profile.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+/* Parses a whole decimal integer in [lo, hi]; 0 on success. */
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    if (s == NULL || *s == '\0')
+        return -1;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    while (*end == ' ' || *end == '\t')
+        end++;
+    if (errno != 0 || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static void warnf(void (*warn)(void *, const char *), void *ctx, const char *fmt,
+                  const char *name, const char *val, const char *tail)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, name, val, tail);
+    warn(ctx, msg);
+}
+
+static int get_int(ps_env_get get, void *ctx, void (*warn)(void *, const char *),
+                   const char *name, long lo, long hi, long def, const char *range)
+{
+    const char *s = get(name, ctx);
+    long v;
+    if (s == NULL)
+        return (int)def;
+    if (parse_int(s, lo, hi, &v) != 0) {
+        char tail[128];
+        snprintf(tail, sizeof tail, "%s; using %ld", range, def);
+        warnf(warn, ctx, "%s='%.64s' is not %s", name, s, tail);
+        return (int)def;
+    }
+    return (int)v;
+}
+
+void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
+                     void (*warn)(void *ctx, const char *msg))
+{
+    const char *s;
+
+    memset(c, 0, sizeof *c);
+    s = get("PYSAMPLE_OUTPUT", ctx);
+    if (s != NULL && *s != '\0') {
+        if (strlen(s) >= sizeof c->output)
+            warnf(warn, ctx, "%s is longer than %s bytes%s; profiling is off",
+                  "PYSAMPLE_OUTPUT", "4095", "");
+        else
+            strcpy(c->output, s);
+    }
+
+    c->rate_hz = get_int(get, ctx, warn, "PYSAMPLE_RATE", 1, PS_MAX_RATE, PS_DEFAULT_RATE,
+                         "a whole number of samples per second from 1 to 100000");
+    c->max_depth = get_int(get, ctx, warn, "PYSAMPLE_MAX_DEPTH", 1, PS_LIMIT_MAX_DEPTH,
+                           PS_DEFAULT_MAX_DEPTH, "a frame count from 1 to 65536");
+    c->flush_interval_s = get_int(get, ctx, warn, "PYSAMPLE_FLUSH_INTERVAL", 0, 86400,
+                                  PS_DEFAULT_FLUSH_S,
+                                  "a number of seconds from 0 (only at exit) to 86400");
+    c->max_stacks = get_int(get, ctx, warn, "PYSAMPLE_MAX_STACKS", 100, 10000000,
+                            PS_DEFAULT_MAX_STACKS, "a count from 100 to 10000000");
+
+    c->mode = PS_MODE_WALL;
+    s = get("PYSAMPLE_MODE", ctx);
+    if (s != NULL) {
+        if (strcmp(s, "wall") == 0)
+            c->mode = PS_MODE_WALL;
+        else if (strcmp(s, "cpu") == 0)
+            c->mode = PS_MODE_CPU;
+        else
+            warnf(warn, ctx, "%s='%.64s' is not 'wall' or 'cpu'%s; using wall",
+                  "PYSAMPLE_MODE", s, "");
+    }
+
+    c->lines = 1;
+    s = get("PYSAMPLE_LINES", ctx);
+    if (s != NULL) {
+        if (strcmp(s, "1") == 0 || strcmp(s, "yes") == 0 || strcmp(s, "true") == 0)
+            c->lines = 1;
+        else if (strcmp(s, "0") == 0 || strcmp(s, "no") == 0 || strcmp(s, "false") == 0)
+            c->lines = 0;
+        else
+            warnf(warn, ctx, "%s='%.64s' is not 0 or 1%s; using 1", "PYSAMPLE_LINES", s, "");
+    }
+
+    c->file_mode = PS_DEFAULT_FILE_MODE;
+    s = get("PYSAMPLE_FILE_MODE", ctx);
+    if (s != NULL) {
+        char *end;
+        errno = 0;
+        long m = strtol(s, &end, 8);
+        if (errno != 0 || *s == '\0' || *end != '\0' || m < 0 || m > 0777 || !(m & 0400))
+            warnf(warn, ctx, "%s='%.64s' is not an octal file mode such as 0600 or 0644%s; using 0600",
+                  "PYSAMPLE_FILE_MODE", s, "");
+        else
+            c->file_mode = (int)m;
+    }
+
+    s = get("PYSAMPLE_FORMAT", ctx);
+    if (s != NULL && strcmp(s, "collapsed") != 0)
+        warnf(warn, ctx, "%s='%.64s' is not supported by the library (only 'collapsed')%s; "
+              "writing collapsed stacks (convert them with 'pysample convert')",
+              "PYSAMPLE_FORMAT", s, "");
+}
+
+int ps_template_has_pid(const char *tmpl)
+{
+    for (const char *p = tmpl; *p; p++) {
+        if (p[0] == '%' && p[1] == '%')
+            p++;
+        else if (p[0] == '%' && p[1] == 'p')
+            return 1;
+    }
+    return 0;
+}
+
+int ps_expand_path(const char *tmpl, long pid, const char *host, long start_time,
+                   char *out, size_t outlen)
+{
+    size_t o = 0;
+    char num[32];
+    for (const char *p = tmpl; *p; p++) {
+        const char *add = NULL;
+        char one[2] = { *p, '\0' };
+        if (*p != '%') {
+            add = one;
+        } else {
+            switch (p[1]) {
+            case 'p': snprintf(num, sizeof num, "%ld", pid); add = num; break;
+            case 't': snprintf(num, sizeof num, "%ld", start_time); add = num; break;
+            case 'h': add = host; break;
+            case '%': add = "%"; break;
+            default: return -1;
+            }
+            p++;
+        }
+        size_t n = strlen(add);
+        if (o + n + 1 > outlen)
+            return -1;
+        memcpy(out + o, add, n);
+        o += n;
+    }
+    if (outlen == 0)
+        return -1;
+    out[o] = '\0';
+    return 0;
+}

@@ -1,0 +1,56 @@
+/*
+ * config.h - profiler settings, read from the environment once at start-up.
+ */
+#ifndef PS_CONFIG_H
+#define PS_CONFIG_H
+
+#include <stddef.h>
+
+enum ps_mode { PS_MODE_WALL = 0, PS_MODE_CPU };
+
+#define PS_DEFAULT_RATE 100
+#define PS_MAX_RATE 100000
+#define PS_DEFAULT_MAX_DEPTH 4096
+#define PS_LIMIT_MAX_DEPTH 65536
+#define PS_DEFAULT_FLUSH_S 30
+#define PS_DEFAULT_MAX_STACKS 200000
+#define PS_DEFAULT_FILE_MODE 0600
+
+struct ps_config {
+    char output[4096];    /* template from PYSAMPLE_OUTPUT; "" = profiling off */
+    int rate_hz;
+    enum ps_mode mode;
+    int lines;            /* 0: aggregate per function */
+    int max_depth;
+    int flush_interval_s; /* 0: only at exit */
+    int max_stacks;
+    int file_mode;
+};
+
+/*
+ * How the parser reaches the environment: get returns the value of name or
+ * NULL.  (The library passes a reader of the process's initial environ, not
+ * getenv: some hosts, bash among them, replace getenv with their own.)
+ */
+typedef const char *(*ps_env_get)(const char *name, void *ctx);
+
+/*
+ * Fills *c.  For each invalid value, warn(ctx, message) is called once with a
+ * complete message (without the "pysample: " prefix and newline) and the
+ * default is used.
+ */
+void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
+                     void (*warn)(void *ctx, const char *msg));
+
+/*
+ * Expands %p (pid), %h (host name), %t (start time, seconds since the
+ * epoch) and %% in tmpl.  Returns 0, or -1 if the result does not fit or
+ * the template has an unknown placeholder.
+ */
+int ps_expand_path(const char *tmpl, long pid, const char *host, long start_time,
+                   char *out, size_t outlen);
+
+/* 1 if the template contains %p. */
+int ps_template_has_pid(const char *tmpl);
+
+#endif

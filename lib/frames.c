@@ -1,0 +1,153 @@
+/*
+ * frames.c - where frames are walked.
+ *
+ * One loop serves every version; the layout says where the fields are and
+ * how a frame's position turns into a line-table address:
+ *   3.9/3.10  PyFrameObject chain via f_back; f_lasti is a byte offset (3.9)
+ *             or a code-unit index (3.10, the table wants bytes: x2).
+ *   3.11+     _PyInterpreterFrame chain via previous; the position is a
+ *             pointer into the code's inline bytecode; frames whose owner
+ *             says "C stack / interpreter entry" are shims and are skipped
+ *             (3.12+), as is anything whose executable is not a code object
+ *             (3.13+ entry frames hold None).  3.14+ tags f_executable in
+ *             its low bits.
+ *
+ * The owning thread keeps running while we walk, so the chain can change
+ * under us: every frame is copied in one read, every pointer is checked
+ * before it is followed, code objects are recognised by their type, and a
+ * walk that stops making sense is reported, never guessed at.  The walk is
+ * bounded by max plus a margin for skipped shim frames, so a cycle built by
+ * a torn read ends it.
+ */
+#include <string.h>
+
+#include "frames.h"
+#include "memread.h"
+
+static uintptr_t ptr_at(const uint8_t *b, uint32_t off)
+{
+    uintptr_t v;
+    memcpy(&v, b + off, sizeof v);
+    return v;
+}
+
+int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts, uintptr_t *frame)
+{
+    const struct ps_layout *L = &py->L;
+    if (L->ts_cframe == PS_NOFIELD) {
+        *frame = ptr_at(ts, L->ts_frame);
+        return 0;
+    }
+    /* 3.11/3.12: tstate->cframe->current_frame */
+    uintptr_t cf = ptr_at(ts, L->ts_cframe);
+    if (cf == 0) {
+        *frame = 0;
+        return 0;
+    }
+    return ps_read_ptr(cf + L->cf_current_frame, frame);
+}
+
+/* Instruction address of a 3.11+ frame, in code units from the start of
+ * the bytecode it executes; INT64_MIN if the pointer makes no sense. */
+static int64_t interp_addr(const struct ps_layout *L, uintptr_t code, const uint8_t *fr,
+                           const struct ps_code_entry *ce)
+{
+    uintptr_t ip = ptr_at(fr, L->fr_pos);
+    uintptr_t base = code + L->co_code_adaptive;
+    int64_t n = ce->id.nunits;
+
+    if (ip + 2 >= base && ip < base + 2 * (uint64_t)n)
+        return ((int64_t)ip - (int64_t)base) / 2;
+    /* 3.14t: the thread may run its own copy of the bytecode. */
+    if (L->fr_tlbc_index != PS_NOFIELD && L->co_tlbc != PS_NOFIELD) {
+        int32_t idx;
+        uintptr_t arr, entry;
+        int64_t size;
+        memcpy(&idx, fr + L->fr_tlbc_index, sizeof idx);
+        if (ps_read_ptr(code + L->co_tlbc, &arr) == 0 && arr != 0 &&
+            ps_read(&size, arr, sizeof size) == 0 && idx >= 0 && idx < size && size < 4096 &&
+            ps_read_ptr(arr + 8 + 8 * (uintptr_t)idx, &entry) == 0 &&
+            ip + 2 >= entry && ip < entry + 2 * (uint64_t)n)
+            return ((int64_t)ip - (int64_t)entry) / 2;
+    }
+    return INT64_MIN;
+}
+
+int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stacktab *t,
+            int lines, uintptr_t frame, uint64_t *out, int max, int *truncated)
+{
+    const struct ps_layout *L = &py->L;
+    uint8_t fr[512], co[1024];
+    int n = 0;
+    int budget = max + 256;  /* shims are skipped but still cost a step */
+
+    *truncated = 0;
+    if (L->fr_read > sizeof fr || L->co_read > sizeof co)
+        return PS_WALK_UNREADABLE;
+
+    while (frame != 0) {
+        if (budget-- <= 0) {
+            *truncated = 1;
+            break;
+        }
+        if ((frame & 7) != 0 || ps_read(fr, frame, L->fr_read) != 0)
+            return PS_WALK_UNREADABLE;
+        uintptr_t back = ptr_at(fr, L->fr_back);
+        if (back == frame)
+            return PS_WALK_INCONSISTENT;
+
+        if (L->fr_owner != PS_NOFIELD && (int8_t)fr[L->fr_owner] >= L->owner_first_native) {
+            frame = back;
+            continue;
+        }
+        uintptr_t code = ptr_at(fr, L->fr_code) & ~L->code_tag_mask;
+        if (code == 0) {
+            frame = back;
+            continue;
+        }
+        uintptr_t type;
+        if (ps_read(co, code, L->co_read) != 0)
+            return PS_WALK_UNREADABLE;
+        memcpy(&type, co + L->ob_type, sizeof type);
+        if (type != py->code_type) {
+            /* 3.13+ entry frames hold None; elsewhere this is a frame that
+             * was popped and reused while we looked. */
+            if (L->frame_kind == PS_FRAMES_INTERP && L->minor >= 13) {
+                frame = back;
+                continue;
+            }
+            return PS_WALK_INCONSISTENT;
+        }
+        const struct ps_code_entry *ce = ps_code_resolve(cc, py, t, lines, code, co);
+        if (ce == NULL)
+            return PS_WALK_UNREADABLE;
+        if (ce->skip) {
+            frame = back;
+            continue;
+        }
+
+        if (n >= max) {
+            /* Another Python frame beyond the limit: the stack is cut. */
+            *truncated = 1;
+            break;
+        }
+        int32_t line = PS_LINE_NONE;
+        if (lines) {
+            int64_t addr;
+            if (L->pos_kind == PS_POS_INSTR_PTR) {
+                addr = interp_addr(L, code, fr, ce);
+                if (addr == INT64_MIN)
+                    return PS_WALK_INCONSISTENT;
+            } else {
+                int32_t lasti;
+                memcpy(&lasti, fr + L->fr_pos, sizeof lasti);
+                addr = (L->pos_kind == PS_POS_LASTI_UNITS && lasti >= 0) ? 2 * (int64_t)lasti
+                                                                         : lasti;
+            }
+            line = ps_code_line(ce, addr);
+        }
+        out[n++] = ps_frame(ce->func, line);
+        frame = back;
+    }
+    return n;
+}

@@ -1,0 +1,129 @@
+/*
+ * layout.h - where things are inside one CPython build.
+ *
+ * Every version difference the sampler cares about is data in struct
+ * ps_layout: byte offsets of the fields it reads and a few small enums for
+ * the handful of places where the *meaning* changed (how a frame records its
+ * position, which line table format a code object carries).  The frame
+ * walker, string reader and code cache are written once against this struct.
+ *
+ *   3.9-3.12  built-in tables      lib/layout_legacy.c
+ *   3.13+     the interpreter's own _Py_DebugOffsets
+ *                                  lib/layout_debugoffsets.c
+ */
+#ifndef PS_LAYOUT_H
+#define PS_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "linetable.h"
+
+/* Offset value for "this build has no such field". */
+#define PS_NOFIELD 0xffffffffu
+
+enum ps_frame_kind {
+    PS_FRAMES_OBJECT = 1, /* 3.9/3.10: heap PyFrameObject chain via f_back */
+    PS_FRAMES_INTERP,     /* 3.11+: _PyInterpreterFrame chain via previous */
+};
+
+enum ps_pos_kind {
+    PS_POS_LASTI_BYTES = 1, /* 3.9: int f_lasti, byte offset */
+    PS_POS_LASTI_UNITS,     /* 3.10: int f_lasti, code units (line table wants bytes) */
+    PS_POS_INSTR_PTR,       /* 3.11+: pointer into the code's bytecode */
+};
+
+struct ps_layout {
+    uint32_t hexversion;    /* PY_VERSION_HEX; micro 0 when only major.minor is known */
+    int minor;              /* 9 .. 15 (major is always 3) */
+    int free_threaded;
+    int from_debug_offsets; /* 1 if the offsets below came from _Py_DebugOffsets */
+
+    /* _PyRuntimeState */
+    uint32_t rt_finalizing;      /* pointer, non-NULL once finalizing */
+    uint32_t rt_interp_head;
+
+    /* PyInterpreterState */
+    uint32_t is_next;
+    uint32_t is_threads_head;
+
+    /* PyThreadState */
+    uint32_t ts_read;            /* bytes to snapshot: covers every ts_ field */
+    uint32_t ts_next;
+    uint32_t ts_interp;
+    uint32_t ts_thread_id;       /* pthread_t of the thread */
+    uint32_t ts_native_id;       /* kernel tid, 3.11+ */
+    uint32_t ts_frame;           /* 3.9/3.10 frame, 3.13+ current_frame */
+    uint32_t ts_cframe;          /* 3.11/3.12: _PyCFrame pointer ... */
+    uint32_t cf_current_frame;   /* ... and current_frame inside it */
+
+    /* frames */
+    enum ps_frame_kind frame_kind;
+    enum ps_pos_kind pos_kind;
+    uint32_t fr_read;            /* bytes to snapshot per frame */
+    uint32_t fr_back;
+    uint32_t fr_code;
+    uint32_t fr_pos;             /* f_lasti (int) or prev_instr/instr_ptr */
+    uint32_t fr_owner;           /* signed char; PS_NOFIELD before 3.12 */
+    uint32_t fr_tlbc_index;      /* int32, 3.14t thread-local bytecode */
+    int owner_first_native;      /* owner >= this is not a Python frame */
+    uintptr_t code_tag_mask;     /* low bits tagging f_executable (3.14+) */
+
+    /* objects */
+    uint32_t ob_type;
+
+    /* PyCodeObject */
+    uint32_t co_read;            /* bytes to snapshot: covers every co_ field */
+    uint32_t co_filename;
+    uint32_t co_name;
+    uint32_t co_qualname;        /* PS_NOFIELD before 3.11 */
+    uint32_t co_linetable;
+    uint32_t co_firstlineno;     /* int */
+    uint32_t co_nunits;          /* ob_size: code units of bytecode, 3.11+ */
+    uint32_t co_code_adaptive;   /* inline bytecode, 3.11+ */
+    uint32_t co_tlbc;            /* _PyCodeArray*, 3.14t */
+    enum ps_lt_format lt_format;
+
+    /* bytes */
+    uint32_t bytes_size;
+    uint32_t bytes_sval;
+
+    /* str */
+    uint32_t str_length;
+    uint32_t str_state;
+    uint32_t str_ascii_data;     /* sizeof(PyASCIIObject) */
+    uint32_t str_utf8_length;    /* in PyCompactUnicodeObject */
+    uint32_t str_utf8;
+    uint32_t str_compact_data;   /* sizeof(PyCompactUnicodeObject) */
+    uint8_t st_kind_shift;       /* state bit positions */
+    uint8_t st_compact_bit;
+    uint8_t st_ascii_bit;
+    uint8_t st_ready_bit;        /* 0xff when strings are always ready (3.12+) */
+};
+
+/* Result of trying to describe the running interpreter. */
+enum ps_layout_status {
+    PS_LAYOUT_OK = 0,
+    PS_LAYOUT_UNSUPPORTED,   /* a version we know we cannot read */
+    PS_LAYOUT_INVALID,       /* the data we found does not make sense */
+};
+
+/*
+ * Fills *l for a 3.9-3.12 interpreter (minor 9..12).  why receives a
+ * message for the user when the build cannot be read (trace-refs builds).
+ */
+enum ps_layout_status ps_layout_legacy(int minor, uint32_t hexversion,
+                                       struct ps_layout *l,
+                                       char *why, size_t whylen);
+
+/*
+ * Fills *l from a copy of the _Py_DebugOffsets block (3.13+), which starts
+ * at _PyRuntime.  do_len is how many bytes of it the caller copied.
+ */
+enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
+                                                   size_t do_len,
+                                                   uint32_t hexversion,
+                                                   struct ps_layout *l,
+                                                   char *why, size_t whylen);
+
+#endif

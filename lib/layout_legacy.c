@@ -1,0 +1,150 @@
+/*
+ * layout_legacy.c - built-in layouts for CPython 3.9 to 3.12.
+ *
+ * These versions carry no description of themselves, so the offsets are
+ * data written down here, one table row per minor version.  They were taken
+ * with offsetof() against each version's internal headers (release and
+ * Py_DEBUG builds give identical values for every field used here) and are
+ * stable across patch releases; x86_64 and aarch64 Linux agree, and so does
+ * macOS, because none of these fields sits behind a pthread type.
+ *
+ * The one build flavour that moves them, --with-trace-refs (two extra
+ * pointers in every object header), is refused by the caller.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "layout.h"
+
+/* Per-minor table.  Columns that are PS_NOFIELD do not exist in that version. */
+struct legacy_row {
+    int minor;
+    /* runtime, interpreter, thread */
+    uint32_t rt_finalizing, rt_interp_head, is_threads_head;
+    uint32_t ts_thread_id, ts_native_id, ts_frame, ts_cframe, cf_current_frame;
+    /* frames */
+    enum ps_frame_kind frame_kind;
+    enum ps_pos_kind pos_kind;
+    uint32_t fr_back, fr_code, fr_pos, fr_owner;
+    /* code */
+    uint32_t co_filename, co_name, co_qualname, co_linetable, co_firstlineno;
+    uint32_t co_nunits, co_code_adaptive;
+    enum ps_lt_format lt_format;
+    /* str: sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject) */
+    uint32_t str_ascii_data, str_compact_data;
+};
+
+#define NO PS_NOFIELD
+
+static const struct legacy_row rows[] = {
+    /* 3.9: PyFrameObject chain; f_lasti is a byte offset; lnotab */
+    { 9, 16, 32, 8,   176, NO, 24, NO, NO,
+      PS_FRAMES_OBJECT, PS_POS_LASTI_BYTES, 24, 32, 104, NO,
+      104, 112, NO, 120, 40, NO, NO, PS_LT_LNOTAB, 48, 72 },
+    /* 3.10: f_lasti counts code units; PEP 626 line table */
+    { 10, 16, 32, 8,  176, NO, 24, NO, NO,
+      PS_FRAMES_OBJECT, PS_POS_LASTI_UNITS, 24, 32, 96, NO,
+      104, 112, NO, 120, 40, NO, NO, PS_LT_LINETABLE310, 48, 72 },
+    /* 3.11: _PyInterpreterFrame in data-stack chunks, reached through
+     * tstate->cframe->current_frame; no shim frames; co_qualname appears */
+    { 11, 24, 40, 16, 152, 160, NO, 56, 8,
+      PS_FRAMES_INTERP, PS_POS_INSTR_PTR, 48, 32, 56, NO,
+      112, 120, 128, 136, 72, 16, 184, PS_LT_LOCATIONS, 48, 72 },
+    /* 3.12: f_code moves to the front; owner 3 marks C-stack entry shims;
+     * str loses wstr (smaller headers) */
+    { 12, 24, 40, 72, 136, 144, NO, 56, 0,
+      PS_FRAMES_INTERP, PS_POS_INSTR_PTR, 8, 0, 56, 70,
+      112, 120, 128, 136, 68, 16, 192, PS_LT_LOCATIONS, 40, 56 },
+};
+
+static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+/* Bytes to read from a struct so every listed field (width 8) is covered. */
+static uint32_t span(const uint32_t *offs, size_t n)
+{
+    uint32_t end = 0;
+    for (size_t i = 0; i < n; i++)
+        if (offs[i] != PS_NOFIELD)
+            end = max_u32(end, offs[i] + 8);
+    return end;
+}
+
+enum ps_layout_status ps_layout_legacy(int minor, uint32_t hexversion,
+                                       struct ps_layout *l,
+                                       char *why, size_t whylen)
+{
+    const struct legacy_row *r = NULL;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].minor == minor)
+            r = &rows[i];
+    if (r == NULL) {
+        snprintf(why, whylen, "Python 3.%d is not supported (3.9 or newer is needed)", minor);
+        return PS_LAYOUT_UNSUPPORTED;
+    }
+
+    memset(l, 0, sizeof *l);
+    l->hexversion = hexversion;
+    l->minor = minor;
+    l->rt_finalizing = r->rt_finalizing;
+    l->rt_interp_head = r->rt_interp_head;
+    l->is_next = 0;
+    l->is_threads_head = r->is_threads_head;
+    l->ts_next = 8;
+    l->ts_interp = 16;
+    l->ts_thread_id = r->ts_thread_id;
+    l->ts_native_id = r->ts_native_id;
+    l->ts_frame = r->ts_frame;
+    l->ts_cframe = r->ts_cframe;
+    l->cf_current_frame = r->cf_current_frame;
+    {
+        const uint32_t f[] = { l->ts_next, l->ts_interp, l->ts_thread_id,
+                               l->ts_native_id, l->ts_frame, l->ts_cframe };
+        l->ts_read = span(f, sizeof f / sizeof f[0]);
+    }
+
+    l->frame_kind = r->frame_kind;
+    l->pos_kind = r->pos_kind;
+    l->fr_back = r->fr_back;
+    l->fr_code = r->fr_code;
+    l->fr_pos = r->fr_pos;
+    l->fr_owner = r->fr_owner;
+    l->fr_tlbc_index = PS_NOFIELD;
+    l->owner_first_native = r->fr_owner == PS_NOFIELD ? 256 : 3;
+    l->code_tag_mask = 0;
+    {
+        const uint32_t f[] = { l->fr_back, l->fr_code, l->fr_pos, l->fr_owner };
+        l->fr_read = span(f, sizeof f / sizeof f[0]);
+    }
+
+    l->ob_type = 8;
+    l->co_filename = r->co_filename;
+    l->co_name = r->co_name;
+    l->co_qualname = r->co_qualname;
+    l->co_linetable = r->co_linetable;
+    l->co_firstlineno = r->co_firstlineno;
+    l->co_nunits = r->co_nunits;
+    l->co_code_adaptive = r->co_code_adaptive;
+    l->co_tlbc = PS_NOFIELD;
+    l->lt_format = r->lt_format;
+    {
+        const uint32_t f[] = { l->ob_type, l->co_filename, l->co_name, l->co_qualname,
+                               l->co_linetable, l->co_firstlineno, l->co_nunits };
+        l->co_read = span(f, sizeof f / sizeof f[0]);
+    }
+
+    l->bytes_size = 16;
+    l->bytes_sval = 32;
+    l->str_length = 16;
+    l->str_state = 32;
+    l->str_ascii_data = r->str_ascii_data;
+    l->str_utf8_length = r->str_ascii_data;
+    l->str_utf8 = r->str_ascii_data + 8;
+    l->str_compact_data = r->str_compact_data;
+    l->st_kind_shift = 2;
+    l->st_compact_bit = 5;
+    l->st_ascii_bit = 6;
+    l->st_ready_bit = minor <= 11 ? 7 : 0xff;
+    (void)why;
+    (void)whylen;
+    return PS_LAYOUT_OK;
+}

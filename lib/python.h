@@ -1,0 +1,44 @@
+/*
+ * python.h - the CPython runtime we are sampling: where it is and how it is
+ * laid out.  Filled once by ps_python_detect() (runtime.c).
+ */
+#ifndef PS_PYTHON_H
+#define PS_PYTHON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+
+struct ps_python {
+    uintptr_t runtime;    /* &_PyRuntime */
+    uintptr_t code_type;  /* &PyCode_Type, to recognise code objects */
+    struct ps_layout L;
+};
+
+enum ps_detect {
+    PS_DETECT_OK = 0,
+    PS_DETECT_NOT_PYTHON,   /* no _PyRuntime: stay inert, say nothing */
+    PS_DETECT_UNSUPPORTED,  /* CPython, but not one we can read: why says so */
+};
+
+/*
+ * Looks for _PyRuntime and works out the layout.  Only dlsym() lookups and
+ * reads of static data: safe in a constructor, before the interpreter runs.
+ */
+enum ps_detect ps_python_detect(struct ps_python *py, char *why, size_t whylen);
+
+/* Only the _PyRuntime lookup: the constructor's whole cost in a process
+ * that is not Python. */
+int ps_python_present(void);
+
+/* 1 once an interpreter with a thread state exists. */
+int ps_python_ready(const struct ps_python *py);
+
+/* 1 once the runtime is finalizing (or unreadable): stop reading. */
+int ps_python_finalizing(const struct ps_python *py);
+
+/* "3.12" or "3.13.1", for messages. */
+void ps_python_version_str(const struct ps_python *py, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,413 @@
+/*
+ * sampler.c - the sampler thread: each tick, every thread of every
+ * interpreter, walked, resolved and counted.
+ *
+ * Locking.  The sampler never takes a lock that a program thread can hold:
+ * it reads interpreter memory without the GIL or the runtime's HEAD_LOCK,
+ * through ps_read() only.  Its own mutex guards the profile tables and is
+ * held for one tick at a time; the only other takers are the writers
+ * (exit, periodic flush runs on this thread anyway, pysample_write) and
+ * fork(), which takes it in the prepare handler so that the child never
+ * inherits it locked by a thread that does not exist there.
+ *
+ * Memory.  The thread list and frames are copied into fixed buffers owned
+ * by this thread; malloc only happens when a new code object or stack is
+ * seen, outside any guarded read.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codecache.h"
+#include "frames.h"
+#include "memread.h"
+#include "platform.h"
+#include "sampler.h"
+#include "stacktab.h"
+
+#define PS_MAX_INTERPS 256
+#define PS_MAX_THREADS 4096
+#define PS_WALK_TRIES 3
+#define PS_NAME_REFRESH_NS 1000000000ull
+#define PS_TIDCACHE 1024   /* power of two */
+
+/* Per-thread memory of the sampler: CPU time seen last tick, the name and
+ * the label id (valid while gen matches the profile's generation). */
+struct tid_info {
+    long tid;
+    int64_t last_cpu;
+    uint64_t name_at;
+    uint32_t label;
+    uint32_t gen;
+    char name[32];
+};
+
+static struct {
+    struct ps_python py;
+    struct ps_config cfg;
+    ps_flush_fn flush;
+    int setup_done;
+
+    pthread_mutex_t lock;       /* guards tab, cc, tids, gen */
+    struct ps_stacktab tab;
+    struct ps_codecache cc;
+    struct tid_info tids[PS_TIDCACHE];
+    uint32_t gen;               /* bumped when tab is cleared */
+    uint64_t *scratch;          /* max_depth + 1 frames */
+    uint64_t *rooted;
+
+    pthread_t thread;
+    _Atomic int running;        /* thread exists and samples */
+    _Atomic int stop;           /* asks it to leave */
+    _Atomic int rate_hz;
+    _Atomic int finished;       /* runtime finalizing: nothing more to read */
+
+    _Atomic uint64_t ticks, samples, errors, late_ticks;
+    _Atomic int64_t cpu_ns;
+    uint64_t next_flush;
+    pid_t pid;
+} S = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg,
+                     ps_flush_fn flush)
+{
+    S.py = *py;
+    S.cfg = *cfg;
+    S.flush = flush;
+    S.pid = getpid();
+    atomic_store(&S.rate_hz, cfg->rate_hz);
+    if (ps_stacktab_init(&S.tab, (size_t)cfg->max_stacks) != 0 ||
+        ps_codecache_init(&S.cc, 16384) != 0)
+        return -1;
+    S.scratch = malloc(((size_t)cfg->max_depth + 2) * sizeof *S.scratch);
+    S.rooted = malloc(((size_t)cfg->max_depth + 2) * sizeof *S.rooted);
+    if (S.scratch == NULL || S.rooted == NULL)
+        return -1;
+    S.setup_done = 1;
+    return 0;
+}
+
+static struct tid_info *tid_slot(long tid)
+{
+    size_t i = (size_t)tid & (PS_TIDCACHE - 1);
+    for (size_t n = 0; n < 8; n++, i = (i + 1) & (PS_TIDCACHE - 1))
+        if (S.tids[i].tid == tid || S.tids[i].tid == 0)
+            break;
+    struct tid_info *ti = &S.tids[i];
+    if (ti->tid != tid) {
+        /* New thread, or a slot reclaimed from a thread long gone. */
+        memset(ti, 0, sizeof *ti);
+        ti->tid = tid;
+        ti->last_cpu = -1;
+        ti->label = PS_ID_NONE;
+    }
+    return ti;
+}
+
+/* Label id of thread tid, refreshing its OS name now and then (3.14+ and
+ * programs that name threads change it at any time). */
+static uint32_t thread_label(struct tid_info *ti, uint64_t now)
+{
+    if (ti->gen != S.gen || ti->label == PS_ID_NONE || now >= ti->name_at) {
+        char name[32];
+        if (ti->tid == S.pid)
+            strcpy(name, "MainThread");
+        else if (ti->tid <= 0 || ps_thread_os_name(ti->tid, name, sizeof name) != 0)
+            name[0] = '\0';
+        if (ti->gen != S.gen || ti->label == PS_ID_NONE || strcmp(name, ti->name) != 0) {
+            strcpy(ti->name, name);
+            ti->label = ps_label_intern(&S.tab, ti->tid, name[0] ? name : NULL);
+            ti->gen = S.gen;
+        }
+        ti->name_at = now + PS_NAME_REFRESH_NS;
+    }
+    return ti->label;
+}
+
+/* Samples one thread state (snapshot ts).  Caller holds S.lock. */
+static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now)
+{
+    const struct ps_layout *L = &S.py.L;
+    long tid = -1;
+    uintptr_t pth;
+
+    if (L->ts_native_id != PS_NOFIELD) {
+        unsigned long nid;
+        memcpy(&nid, ts + L->ts_native_id, sizeof nid);
+        tid = nid != 0 ? (long)nid : -1;
+    }
+    memcpy(&pth, ts + L->ts_thread_id, sizeof pth);
+    if (tid < 0)
+        tid = ps_thread_tid(pth);
+    if (tid < 0 && pth == 0)
+        return;  /* not yet bound to an OS thread */
+
+    struct tid_info *ti = tid_slot(tid);
+    if (S.cfg.mode == PS_MODE_CPU) {
+        int64_t cpu = tid > 0 ? ps_thread_cpu_ns(tid) : -1;
+        int64_t last = ti->last_cpu;
+        ti->last_cpu = cpu;
+        if (cpu < 0 || last < 0 || cpu <= last)
+            return;  /* idle since the previous tick (or just seen) */
+    }
+
+    int n = 0, truncated = 0;
+    for (int tries = 0; tries < PS_WALK_TRIES; tries++) {
+        uintptr_t frame;
+        /* A failed walk means the thread moved on under us: start again
+         * from a fresh copy of its thread state. */
+        if (tries > 0 && ps_read(ts, tsp, L->ts_read) != 0)
+            break;
+        if (ps_thread_top_frame(&S.py, ts, &frame) != 0) {
+            n = PS_WALK_UNREADABLE;
+            continue;
+        }
+        n = ps_walk(&S.py, &S.cc, &S.tab, S.cfg.lines, frame, S.scratch,
+                    S.cfg.max_depth, &truncated);
+        if (n >= 0)
+            break;
+    }
+    if (n < 0) {
+        atomic_fetch_add(&S.errors, 1);
+        return;
+    }
+    if (n == 0)
+        return;  /* no Python code on this thread right now */
+
+    /* Root first; a cut stack starts with a marker so it is never silent. */
+    int d = 0;
+    if (truncated) {
+        static uint32_t marker_func = PS_ID_NONE;
+        static uint32_t marker_gen = UINT32_MAX;
+        if (marker_gen != S.gen || marker_func == PS_ID_NONE) {
+            marker_func = ps_func_intern(&S.tab, "[pysample: truncated]", NULL);
+            marker_gen = S.gen;
+        }
+        S.rooted[d++] = ps_frame(marker_func, PS_LINE_NONE);
+    }
+    for (int i = n - 1; i >= 0; i--)
+        S.rooted[d++] = S.scratch[i];
+    uint32_t label = thread_label(ti, now);
+    if (label == PS_ID_NONE || ps_stacktab_add(&S.tab, label, S.rooted, (uint32_t)d, 1) != 0) {
+        atomic_fetch_add(&S.errors, 1);
+        return;
+    }
+    atomic_fetch_add(&S.samples, 1);
+}
+
+void ps_sampler_tick(void)
+{
+    const struct ps_layout *L = &S.py.L;
+    uint8_t ts[1024];
+    uint64_t now = ps_now_ns();
+
+    ps_mem_tick();
+    if (ps_python_finalizing(&S.py)) {
+        atomic_store(&S.finished, 1);
+        return;
+    }
+    if (L->ts_read > sizeof ts)
+        return;
+
+    pthread_mutex_lock(&S.lock);
+    uintptr_t interp;
+    int ni = 0;
+    if (ps_read_ptr(S.py.runtime + L->rt_interp_head, &interp) != 0)
+        interp = 0;
+    while (interp != 0 && ni++ < PS_MAX_INTERPS) {
+        uintptr_t tsp, next_interp;
+        if (ps_read_ptr(interp + L->is_threads_head, &tsp) != 0 ||
+            ps_read_ptr(interp + L->is_next, &next_interp) != 0)
+            break;
+        int nt = 0;
+        while (tsp != 0 && nt++ < PS_MAX_THREADS) {
+            if (ps_read(ts, tsp, L->ts_read) != 0)
+                break;
+            uintptr_t back;
+            memcpy(&back, ts + L->ts_interp, sizeof back);
+            /* A thread state that does not point back at its interpreter
+             * was freed (and maybe reused) while we looked: the rest of
+             * this list cannot be trusted either. */
+            if (back != interp) {
+                atomic_fetch_add(&S.errors, 1);
+                break;
+            }
+            sample_thread(tsp, ts, now);
+            memcpy(&tsp, ts + L->ts_next, sizeof tsp);
+        }
+        interp = next_interp;
+    }
+    pthread_mutex_unlock(&S.lock);
+    atomic_fetch_add(&S.ticks, 1);
+}
+
+static void *sampler_main(void *arg)
+{
+    (void)arg;
+    sigset_t all;
+    /* Signals sent to the process are the program's business: never run
+     * its handlers on this thread.  Faults must stay deliverable: a
+     * blocked SIGSEGV raised by a guarded read would kill the process
+     * instead of reaching our handler. */
+    sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGILL);
+    sigdelset(&all, SIGFPE);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+    /* Wait for the interpreter to exist before the first tick. */
+    while (!atomic_load(&S.stop) && !ps_python_ready(&S.py) && !ps_python_finalizing(&S.py))
+        ps_sleep_until_ns(ps_now_ns() + 1000000);
+    ps_mem_enable_direct();
+
+    uint64_t interval = 1000000000ull / (uint64_t)atomic_load(&S.rate_hz);
+    uint64_t next = ps_now_ns() + interval;
+    if (S.cfg.flush_interval_s > 0)
+        S.next_flush = ps_now_ns() + (uint64_t)S.cfg.flush_interval_s * 1000000000ull;
+
+    while (!atomic_load(&S.stop) && !atomic_load(&S.finished)) {
+        ps_sleep_until_ns(next);
+        if (atomic_load(&S.stop))
+            break;
+        ps_sampler_tick();
+        uint64_t now = ps_now_ns();
+        next += interval;
+        if (now > next) {
+            /* We fell behind (descheduled, or a tick took too long): skip
+             * the missed ticks rather than burst to catch up. */
+            uint64_t missed = (now - next) / interval + 1;
+            atomic_fetch_add(&S.late_ticks, missed);
+            next += missed * interval;
+        }
+        if (S.next_flush && now >= S.next_flush && S.flush) {
+            S.flush();
+            S.next_flush = now + (uint64_t)S.cfg.flush_interval_s * 1000000000ull;
+        }
+        atomic_store(&S.cpu_ns, ps_self_cpu_ns());
+    }
+    atomic_store(&S.cpu_ns, ps_self_cpu_ns());
+    return NULL;
+}
+
+int ps_sampler_start(int rate_hz)
+{
+    if (!S.setup_done)
+        return -ENOENT;
+    if (rate_hz < 0 || rate_hz > PS_MAX_RATE)
+        return -EINVAL;
+    if (atomic_load(&S.running))
+        return 0;
+    if (rate_hz > 0)
+        atomic_store(&S.rate_hz, rate_hz);
+    atomic_store(&S.stop, 0);
+    atomic_store(&S.finished, 0);
+
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    /* frames.c and pystr.c keep their buffers on the stack: 256 KiB is
+     * several times what they need and far less than the 8 MiB default. */
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    int rc = pthread_create(&S.thread, &attr, sampler_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0)
+        return -rc;
+    atomic_store(&S.running, 1);
+    return 0;
+}
+
+void ps_sampler_stop(void)
+{
+    if (!atomic_load(&S.running))
+        return;
+    atomic_store(&S.stop, 1);
+    if (!pthread_equal(pthread_self(), S.thread))
+        pthread_join(S.thread, NULL);
+    atomic_store(&S.running, 0);
+}
+
+int ps_sampler_running(void)
+{
+    return atomic_load(&S.running) && !atomic_load(&S.finished);
+}
+
+int ps_sampler_rate(void)
+{
+    return atomic_load(&S.rate_hz);
+}
+
+int ps_sampler_render(char **out, size_t *len)
+{
+    if (!S.setup_done)
+        return -1;
+    pthread_mutex_lock(&S.lock);
+    int rc = ps_stacktab_render(&S.tab, out, len);
+    pthread_mutex_unlock(&S.lock);
+    return rc;
+}
+
+static void clear_locked(void)
+{
+    ps_stacktab_clear(&S.tab);
+    ps_codecache_clear(&S.cc);  /* its entries hold ids into the old table */
+    S.gen++;
+}
+
+void ps_sampler_reset(void)
+{
+    if (!S.setup_done)
+        return;
+    pthread_mutex_lock(&S.lock);
+    clear_locked();
+    pthread_mutex_unlock(&S.lock);
+}
+
+void ps_sampler_stats(struct ps_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    st->ticks = atomic_load(&S.ticks);
+    st->samples = atomic_load(&S.samples);
+    st->errors = atomic_load(&S.errors);
+    st->late_ticks = atomic_load(&S.late_ticks);
+    st->sampler_cpu_ns = atomic_load(&S.cpu_ns);
+    if (S.setup_done) {
+        pthread_mutex_lock(&S.lock);
+        st->distinct_stacks = S.tab.used;
+        pthread_mutex_unlock(&S.lock);
+    }
+}
+
+void ps_sampler_prepare_fork(void)
+{
+    pthread_mutex_lock(&S.lock);
+}
+
+void ps_sampler_parent_after_fork(void)
+{
+    pthread_mutex_unlock(&S.lock);
+}
+
+void ps_sampler_child_after_fork(void)
+{
+    /* Only the forking thread exists here; the sampler thread does not.
+     * The lock was taken by this very thread in prepare. */
+    pthread_mutex_init(&S.lock, NULL);
+    int was_running = atomic_load(&S.running) && !atomic_load(&S.finished);
+    atomic_store(&S.running, 0);
+    S.pid = getpid();
+    memset(S.tids, 0, sizeof S.tids);
+    atomic_store(&S.ticks, 0);
+    atomic_store(&S.samples, 0);
+    atomic_store(&S.errors, 0);
+    atomic_store(&S.late_ticks, 0);
+    atomic_store(&S.cpu_ns, 0);
+    if (S.setup_done) {
+        clear_locked();
+        if (was_running)
+            ps_sampler_start(0);
+    }
+}

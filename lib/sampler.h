@@ -1,0 +1,48 @@
+/*
+ * sampler.h - the sampler thread and the profile it fills.
+ */
+#ifndef PS_SAMPLER_H
+#define PS_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "python.h"
+
+struct ps_stats {
+    uint64_t ticks;
+    uint64_t samples;
+    uint64_t errors;
+    uint64_t late_ticks;
+    uint64_t distinct_stacks;
+    int64_t sampler_cpu_ns;
+};
+
+/* Called on the sampler thread when a periodic flush is due. */
+typedef void (*ps_flush_fn)(void);
+
+/* Prepares tables for py and cfg.  0 or -1 (out of memory). */
+int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg,
+                     ps_flush_fn flush);
+
+/* Starts or stops the thread; rate_hz 0 keeps the configured rate. */
+int ps_sampler_start(int rate_hz);
+void ps_sampler_stop(void);
+int ps_sampler_running(void);
+int ps_sampler_rate(void);
+
+/* One tick on the calling thread (used by the thread and by tests). */
+void ps_sampler_tick(void);
+
+/* Renders the profile (collapsed lines) into a malloc'ed buffer. */
+int ps_sampler_render(char **out, size_t *len);
+void ps_sampler_reset(void);
+void ps_sampler_stats(struct ps_stats *st);
+
+/* fork(): hold the profile lock across it; the child starts afresh. */
+void ps_sampler_prepare_fork(void);
+void ps_sampler_parent_after_fork(void);
+void ps_sampler_child_after_fork(void);
+
+#endif
