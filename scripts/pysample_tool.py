@@ -143,19 +143,20 @@ class Profile(object):
         return sorted(counts.items(), key=lambda item: (item[0].tid, item[0].name or ""))
 
 
-def _malformed(path, lineno, why, text):
+def _malformed(path, lineno, why, text, data):
     if len(text) > 120:
         text = text[:117] + "..."
-    return ToolError("%s:%d: malformed line: %s: %s" % (path, lineno, why, printable(text)))
+    hint = _sniff(data) if lineno == 1 else ""
+    return ToolError("%s:%d: malformed line: %s: %s%s" % (path, lineno, why, printable(text), hint))
 
 
 def _sniff(data):
     """A hint when a file is obviously not a collapsed profile."""
     head = data[:512].lstrip()
     if b"\0" in data[:4096]:
-        return " (this is a binary file, e.g. a pprof profile: pysample reads the text profile libpysample writes)"
+        return " (this is a binary file, e.g. a pprof profile; pysample reads the text profiles libpysample writes)"
     if head.startswith(b"<?xml") or head.startswith(b"<svg"):
-        return " (this is an SVG/XML file, not a collapsed-stack profile)"
+        return " (this is an SVG or XML file, not a collapsed-stack profile)"
     if head.startswith(b"{"):
         return " (this is a JSON file, not a collapsed-stack profile)"
     return ""
@@ -184,10 +185,10 @@ def parse_collapsed(path, data=None):
             continue
         stack_text, sep, count_text = line.rpartition(" ")
         if not sep or not _COUNT_RE.match(count_text):
-            raise _malformed(path, lineno, "expected a sample count at the end of the line", line)
+            raise _malformed(path, lineno, "expected a sample count at the end of the line", line, data)
         count = int(count_text)
         if count <= 0:
-            raise _malformed(path, lineno, "the sample count must be positive", line)
+            raise _malformed(path, lineno, "the sample count must be positive", line, data)
         parts = stack_text.split(";")
         thread = thread_cache.get(parts[0])
         if thread is None:
@@ -195,7 +196,7 @@ def parse_collapsed(path, data=None):
             if not m:
                 raise _malformed(path, lineno,
                                  "the first frame must be \"thread <tid>\" or \"thread <tid> (<name>)\", not %r"
-                                 % parts[0][:60] + _sniff(data), line)
+                                 % parts[0][:60], line, data)
             name = m.group(2)
             thread = Thread(int(m.group(1)), unescape(name) if name is not None else None)
             thread_cache[parts[0]] = thread
@@ -207,7 +208,7 @@ def parse_collapsed(path, data=None):
                 if frame is None:
                     raise _malformed(path, lineno,
                                      "frame %d is neither \"name (file:line)\", \"name (file)\" nor a "
-                                     "\"[pysample: ...]\" marker: %r" % (index, text[:60]), line)
+                                     "\"[pysample: ...]\" marker: %r" % (index, text[:60]), line, data)
                 frame_cache[text] = frame
             frames.append(frame)
         key = (thread, tuple(frames))
@@ -251,12 +252,11 @@ def printable(text):
     return text
 
 
-def xml_text(text, newlines=False):
-    """Escapes for XML text and attributes; with newlines=True, line breaks
-    are kept (for multi-line tooltips) and only other control characters are
-    made visible."""
-    if newlines:
-        text = "\n".join(printable(part) for part in text.split("\n"))
+def xml_text(text, lines=None):
+    """Escapes text for XML text and attributes.  Control characters are made
+    visible; to get line breaks (multi-line tooltips) pass the lines instead."""
+    if lines is not None:
+        text = "\n".join(printable(line) for line in lines)
     else:
         text = printable(text)
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
@@ -538,13 +538,13 @@ def render_flamegraph(profile, title=None, minwidth=0.1, subtitle=None):
         px = XPAD + x * scale
         pw = node.count * scale
         y = base_y - (depth + 1) * FRAME_HEIGHT
-        tip = "%s\n%s sample%s (%.2f%%)" % (node.title, thousands(node.count),
-                                             "" if node.count == 1 else "s", percent(node.count, total))
+        stats = "%s sample%s (%.2f%%)" % (thousands(node.count), "" if node.count == 1 else "s",
+                                          percent(node.count, total))
         if node.self_count and node.children:
-            tip += ", self %s (%.2f%%)" % (thousands(node.self_count), percent(node.self_count, total))
+            stats += ", self %s (%.2f%%)" % (thousands(node.self_count), percent(node.self_count, total))
+        tip = [node.title, stats]
         if node.kind == KIND_PY:
-            category, group = classify(node.colour_key.file)
-            tip += "\n%s: %s" % (category, group)
+            tip.append("%s: %s" % classify(node.colour_key.file))
         attrs = ' fg:x="%d" fg:w="%d"' % (x, node.count)
         if node.long != node.title:
             attrs += ' fg:l="%s"' % xml_text(node.long)
@@ -552,7 +552,7 @@ def render_flamegraph(profile, title=None, minwidth=0.1, subtitle=None):
             attrs += ' fg:s="%s"' % xml_text(node.short)
         w('<g class="f"%s><title>%s</title><rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" '
           'rx="2" ry="2"/><text x="%.2f" y="%.1f">%s</text></g>\n'
-          % (attrs, xml_text(tip, newlines=True), px, y, pw, FRAME_HEIGHT - 1, frame_colour(node),
+          % (attrs, xml_text(None, lines=tip), px, y, pw, FRAME_HEIGHT - 1, frame_colour(node),
              px + 3, y + 10.5 + 0.5, xml_text(fit_label(node.long, node.short, pw))))
     w('</g>\n')
     w('<script type="text/ecmascript"><![CDATA[\n%s]]></script>\n' % FLAMEGRAPH_JS)

@@ -1,0 +1,1150 @@
+#!/usr/bin/env python3
+"""Tests of the pysample command (scripts/pysample, scripts/pysample_tool.py).
+
+Run by Meson (test/tools/meson.build, suite 'tools'), one test case class per
+Meson test, e.g.  python3 test_pysample.py FlamegraphTests -v
+They can also run by hand from a source checkout; what needs a build dir
+(the fake library, the build-dir script, the install) is then skipped unless
+the PYSAMPLE_TEST_* variables below point at one.
+
+Environment (set by meson.build):
+  PYSAMPLE_TEST_BUILD_ROOT   the build dir
+  PYSAMPLE_TEST_FAKE_LIB     test/tools/fake_libpysample.c built as a module
+  PYSAMPLE_TEST_MESON        the meson program, for the install test
+  PYSAMPLE_TEST_VERSION      meson.project_version()
+  PYSAMPLE_TEST_PREFIX, _BINDIR, _DATADIR, _MANDIR, _LIBDIR  install layout
+"""
+
+import collections
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_ROOT = os.path.normpath(os.path.join(HERE, os.pardir, os.pardir))
+SCRIPTS = os.path.join(SOURCE_ROOT, "scripts")
+FRONT_END = os.path.join(SCRIPTS, "pysample")
+FIXTURES = os.path.join(HERE, "fixtures")
+
+CONFIG = dict((k, v) for k, v in os.environ.items() if k.startswith("PYSAMPLE_TEST_"))
+BUILD_ROOT = CONFIG.get("PYSAMPLE_TEST_BUILD_ROOT")
+PYTHON = sys.executable
+
+sys.path.insert(0, SCRIPTS)
+import pysample_tool  # noqa: E402  (the module under test)
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+FG_NS = "{urn:x-pysample:flamegraph}"
+USABLE_WIDTH = 1180.0     # 1200 px image, 10 px on each side
+CHAR_WIDTH = 12 * 0.59
+
+
+def fixture(name):
+    return os.path.join(FIXTURES, name)
+
+
+def clean_env(**extra):
+    """The environment without anything that would change what pysample does."""
+    env = dict((k, v) for k, v in os.environ.items()
+               if not k.startswith("PYSAMPLE_") and k not in ("LD_PRELOAD", "DYLD_INSERT_LIBRARIES"))
+    env.update(extra)
+    return env
+
+
+def run(args, cwd=None, env=None, timeout=120, stdin=subprocess.DEVNULL):
+    """Runs a command and returns (returncode, stdout bytes, stderr text)."""
+    proc = subprocess.run(args, cwd=cwd, env=env if env is not None else clean_env(),
+                          stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace")
+
+
+def pysample(*args, **kwargs):
+    front_end = kwargs.pop("front_end", FRONT_END)
+    return run([front_end] + list(args), **kwargs)
+
+
+def read_stacks(path):
+    """The fixture read independently of the tool: {(thread, frames): count}
+    with everything still escaped."""
+    stacks = collections.Counter()
+    with open(path, "rb") as f:
+        for line in f.read().decode("utf-8").splitlines():
+            if line.strip():
+                text, count = line.rsplit(" ", 1)
+                parts = text.split(";")
+                stacks[(parts[0], tuple(parts[1:]))] += int(count)
+    return stacks
+
+
+def unescape(text):
+    return re.sub(r"%([0-9A-F]{2})", lambda m: chr(int(m.group(1), 16)), text)
+
+
+def split_frame(frame):
+    """(name, file, line) of an escaped frame, unescaped, as the test sees it."""
+    if frame.startswith("[pysample: "):
+        return (frame, None, None)
+    m = re.match(r"^(.+?) \((.*):(\d+)\)$", frame)
+    if m:
+        return (unescape(m.group(1)), unescape(m.group(2)), int(m.group(3)))
+    m = re.match(r"^(.+?) \((.*)\)$", frame)
+    return (unescape(m.group(1)), unescape(m.group(2)), None)
+
+
+class TempDirTestCase(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="pysample-test-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def write(self, name, data):
+        path = os.path.join(self.tmp, name)
+        with open(path, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        return path
+
+
+# ---------------------------------------------------------------------------
+# The collapsed-format reader
+# ---------------------------------------------------------------------------
+
+class ParseTests(TempDirTestCase):
+    def test_basic_fixture_counts_threads_and_totals(self):
+        profile = pysample_tool.parse_collapsed(fixture("basic.txt"))
+        self.assertEqual(profile.total, 100)
+        self.assertTrue(profile.has_lines)
+        threads = dict((t.tid, (t.name, n)) for t, n in profile.threads())
+        self.assertEqual(threads, {100: ("MainThread", 78), 101: ("worker;pool-1", 16), 102: (None, 6)})
+
+    def test_python_frames_have_name_file_and_line(self):
+        profile = pysample_tool.parse_collapsed(fixture("basic.txt"))
+        frames = set(f for _, stack, _ in profile.stacks for f in stack)
+        self.assertIn(pysample_tool.Frame("py", "compute", "/srv/app/work.py", 5), frames)
+        self.assertIn(pysample_tool.Frame("py", "<lambda>", "<frozen importlib._bootstrap>", 241), frames)
+
+    def test_escapes_are_undone_in_names_paths_and_thread_names(self):
+        profile = pysample_tool.parse_collapsed(fixture("basic.txt"))
+        frames = set(f for _, stack, _ in profile.stacks for f in stack)
+        self.assertIn(pysample_tool.Frame("py", "weird%name;x", "/tmp/dir with space/odd\nfile (1).py", 7),
+                      frames)
+        profile = pysample_tool.parse_collapsed(fixture("escapes.txt"))
+        frames = set(f for _, stack, _ in profile.stacks for f in stack)
+        names = dict((f.name, f) for f in frames)
+        self.assertEqual(names["ctl\x01\x7fx\r"].file, "/srv/%app/c;d.py")
+        self.assertEqual(names["lt<&>\"'"].file, "'quoted' <dir>/a&b.py")
+        self.assertEqual(names["ünïcødé.函数"].file, "/srv/ñ/файл.py")
+        self.assertEqual([t.name for t, _ in profile.threads()], ["Main\nThread"])
+
+    def test_markers_are_their_own_kind(self):
+        profile = pysample_tool.parse_collapsed(fixture("basic.txt"))
+        markers = set(f.name for _, stack, _ in profile.stacks for f in stack if f.kind == "marker")
+        self.assertEqual(markers, {"[pysample: truncated]", "[pysample: stack table full]"})
+
+    def test_lines_off_profile_has_no_line_numbers(self):
+        profile = pysample_tool.parse_collapsed(fixture("nolines.txt"))
+        self.assertFalse(profile.has_lines)
+        frames = set(f for _, stack, _ in profile.stacks for f in stack)
+        self.assertIn(pysample_tool.Frame("py", "compute", "/srv/app/work.py", None), frames)
+        self.assertIn(pysample_tool.Frame("py", "Thread._bootstrap", "<frozen threading>", None), frames)
+
+    def test_crlf_line_ends_and_blank_lines_are_tolerated(self):
+        self.assertEqual(pysample_tool.parse_collapsed(fixture("crlf.txt")).total, 5)
+        path = self.write("gaps.txt", "\nthread 1;f (/a.py:1) 2\n\n\nthread 1;f (/a.py:1) 3\n")
+        profile = pysample_tool.parse_collapsed(path)
+        self.assertEqual(profile.total, 5)
+        self.assertEqual(len(profile.stacks), 1, "identical stacks are merged")
+
+    def test_file_with_colon_and_parentheses_in_its_name(self):
+        path = self.write("p.txt", "thread 1;C.m (/odd (x):y/z.py:12) 1\n")
+        (_, (frame,), _), = pysample_tool.parse_collapsed(path).stacks
+        self.assertEqual(frame, pysample_tool.Frame("py", "C.m", "/odd (x):y/z.py", 12))
+
+    def test_thread_without_python_frames(self):
+        path = self.write("t.txt", "thread 9 (Idle) 4\n")
+        profile = pysample_tool.parse_collapsed(path)
+        self.assertEqual(profile.stacks[0][1], ())
+        self.assertEqual(profile.total, 4)
+
+
+# ---------------------------------------------------------------------------
+# Errors and help
+# ---------------------------------------------------------------------------
+
+class ErrorTests(TempDirTestCase):
+    READERS = (["top"], ["flamegraph"], ["convert", "--to", "speedscope"], ["convert", "--to", "pprof"])
+
+    def assertOneLineError(self, result, *fragments):
+        code, out, err = result
+        self.assertEqual(code, 2, "exit status 2 expected; stderr: %r" % err)
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, "one line expected on stderr, got %r" % err)
+        self.assertTrue(lines[0].startswith("pysample: "), lines[0])
+        for fragment in fragments:
+            self.assertIn(fragment, lines[0])
+        self.assertEqual(out, b"", "nothing on stdout after an error")
+
+    def run_reader(self, command, path):
+        args = list(command)
+        args.insert(1, path)
+        return pysample(*args, cwd=self.tmp)
+
+    def test_missing_file(self):
+        for command in self.READERS:
+            with self.subTest(command=command[0]):
+                self.assertOneLineError(self.run_reader(command, "no-such-profile.txt"),
+                                        "no-such-profile.txt", "No such file")
+
+    def test_empty_file(self):
+        for name in ("empty.txt", "blank.txt"):
+            for command in self.READERS:
+                with self.subTest(fixture=name, command=command[0]):
+                    self.assertOneLineError(self.run_reader(command, fixture(name)), name, "empty profile")
+
+    MALFORMED = [
+        # (content, line number, words the message must contain)
+        ("thread 1;f (/a.py:1) 3\nthread 1;f (/a.py:1)\n", 2, "sample count"),
+        ("thread 1;f (/a.py:1) 0\n", 1, "positive"),
+        ("thread 1;f (/a.py:1) 3x\n", 1, "sample count"),
+        ("thread 1;f (/a.py:1) -3\n", 1, "sample count"),
+        ("thread 1;f (/a.py:1) 3\n\nf (/a.py:1);g (/a.py:2) 5\n", 3, "first frame"),
+        ("thread one;f (/a.py:1) 3\n", 1, "first frame"),
+        ("thread 1;f (/a.py:1);garbage 3\n", 1, "frame 3"),
+        ("thread 1;f (/a.py:1);;g (/a.py:2) 3\n", 1, "frame 3"),
+        ("<?xml version=\"1.0\"?>\n<svg>x 1</svg>\n", 1, "SVG"),
+        ("hello world\n", 1, "sample count"),
+    ]
+
+    def test_malformed_lines_are_reported_with_their_line_number(self):
+        for content, lineno, words in self.MALFORMED:
+            path = self.write("bad.txt", content)
+            for command in self.READERS:
+                with self.subTest(content=content, command=command[0]):
+                    self.assertOneLineError(self.run_reader(command, path),
+                                            "bad.txt:%d: malformed line" % lineno, words)
+
+    def test_every_command_has_help(self):
+        for command in ("record", "flamegraph", "top", "convert", "info"):
+            with self.subTest(command=command):
+                code, out, err = pysample(command, "--help")
+                self.assertEqual(code, 0, err)
+                self.assertIn("usage: pysample %s" % command, out.decode())
+        code, out, _ = pysample("--help")
+        self.assertEqual(code, 0)
+        for command in ("record", "flamegraph", "top", "convert"):
+            self.assertIn(command, out.decode())
+
+    def test_usage_errors_are_one_line(self):
+        self.assertOneLineError(pysample("top"), "FILE")
+        self.assertOneLineError(pysample("convert", fixture("basic.txt")), "--to")
+        self.assertOneLineError(pysample("convert", fixture("basic.txt"), "--to", "perf"), "invalid choice")
+        self.assertOneLineError(pysample("frobnicate"), "invalid choice")
+        self.assertOneLineError(pysample("top", fixture("basic.txt"), "-n", "many"), "-n")
+        self.assertOneLineError(pysample("record", "--rate", "0", "--", PYTHON, "-c", "pass"), "--rate")
+        self.assertOneLineError(pysample("record", "--mode", "idle"), "--mode")
+
+    def test_no_arguments_prints_usage_and_fails(self):
+        code, out, err = pysample()
+        self.assertEqual(code, 2)
+        self.assertIn("usage: pysample", err)
+
+    def test_version_matches_the_project(self):
+        code, out, _ = pysample("--version")
+        self.assertEqual(code, 0)
+        version = CONFIG.get("PYSAMPLE_TEST_VERSION", pysample_tool.VERSION)
+        self.assertEqual(out.decode().strip(), "pysample %s" % version)
+
+    def test_record_without_library_says_where_it_looked(self):
+        env = clean_env(PYSAMPLE_LIB=os.path.join(self.tmp, "missing", "libpysample.so"))
+        self.assertOneLineError(pysample("record", "--", PYTHON, "-c", "pass", env=env, cwd=self.tmp),
+                                "cannot find libpysample", "PYSAMPLE_LIB")
+
+    def test_refuses_binary_pprof_on_a_terminal(self):
+        try:
+            import pty
+        except ImportError:
+            self.skipTest("no pty module")
+        master, slave = pty.openpty()
+        try:
+            proc = subprocess.run([FRONT_END, "convert", fixture("basic.txt"), "--to", "pprof"],
+                                  stdout=slave, stderr=subprocess.PIPE, env=clean_env(), timeout=60)
+        finally:
+            os.close(slave)
+            os.close(master)
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("use -o FILE", proc.stderr.decode())
+
+
+# ---------------------------------------------------------------------------
+# top
+# ---------------------------------------------------------------------------
+
+TOP_ROW = re.compile(r"^\s*(\d+)\s+(\d+\.\d)%\s+(\d+)\s+(\d+\.\d)%\s+(.*)$")
+
+
+def top_rows(text):
+    rows = {}
+    for line in text.splitlines():
+        m = TOP_ROW.match(line)
+        if m:
+            rows[m.group(5)] = (int(m.group(1)), float(m.group(2)), int(m.group(3)), float(m.group(4)))
+    return rows
+
+
+class TopTests(unittest.TestCase):
+    def top(self, *args):
+        code, out, err = pysample("top", *args)
+        self.assertEqual(code, 0, err)
+        return out.decode("utf-8")
+
+    def test_self_and_total_of_each_function(self):
+        rows = top_rows(self.top(fixture("basic.txt"), "-n", "0"))
+        self.assertEqual(rows["compute (/srv/app/work.py)"], (50, 50.0, 50, 50.0),
+                         "the lines of a function are added up")
+        self.assertEqual(rows["JSONEncoder.encode (/usr/lib/python3.11/json/encoder.py)"], (15, 15.0, 15, 15.0))
+        self.assertEqual(rows["fib (/srv/app/work.py)"], (10, 10.0, 10, 10.0),
+                         "recursion counts once in the total")
+        self.assertEqual(rows["main (/srv/app/main.py)"], (0, 0.0, 75, 75.0))
+        self.assertEqual(rows["[pysample: stack table full]"], (4, 4.0, 4, 4.0))
+        self.assertEqual(rows["[pysample: truncated]"], (0, 0.0, 3, 3.0))
+        self.assertEqual(rows["weird%name;x (/tmp/dir with space/odd\\nfile (1).py)"], (5, 5.0, 5, 5.0),
+                         "names are unescaped, control characters shown as \\n")
+        self.assertEqual(sum(r[0] for r in rows.values()), 100, "self samples add up to the total")
+
+    def test_sorted_by_self_samples(self):
+        rows = [TOP_ROW.match(line) for line in self.top(fixture("basic.txt"), "-n", "0").splitlines()]
+        selfs = [int(m.group(1)) for m in rows if m]
+        self.assertEqual(selfs, sorted(selfs, reverse=True))
+        self.assertGreater(len(selfs), 10)
+
+    def test_header_and_limit(self):
+        text = self.top(fixture("basic.txt"), "-n", "3")
+        self.assertIn("100 samples in 3 threads", text.splitlines()[0])
+        self.assertEqual(len(top_rows(text)), 3)
+        self.assertRegex(text, r"\.\.\. \d+ more functions")
+
+    def test_lines_off_profile(self):
+        text = self.top(fixture("nolines.txt"))
+        self.assertIn("line numbers off", text)
+        rows = top_rows(text)
+        self.assertEqual(rows["compute (/srv/app/work.py)"], (30, 50.0, 30, 50.0))
+        self.assertEqual(rows["Thread._bootstrap (<frozen threading>)"], (0, 0.0, 20, 33.3))
+
+    def test_output_into_a_closed_pipe_is_not_an_error(self):
+        proc = subprocess.Popen([FRONT_END, "top", fixture("basic.txt"), "-n", "0"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=clean_env())
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        self.assertEqual(proc.wait(timeout=60), 0)
+        self.assertNotIn("Traceback", err)
+
+
+# ---------------------------------------------------------------------------
+# flamegraph
+# ---------------------------------------------------------------------------
+
+def expected_nodes(stacks):
+    """{(depth, label): [counts]} of the flame graph of a fixture: one node for
+    the root, one per thread, one per distinct frame per call path."""
+    nodes = collections.Counter()
+    total = 0
+    for (thread, frames), count in stacks.items():
+        total += count
+        nodes[("thread", thread)] += count
+        for i in range(1, len(frames) + 1):
+            nodes[(thread,) + frames[:i]] += count
+    result = collections.defaultdict(list)
+    result[(0, "all")].append(total)
+    for key, count in nodes.items():
+        if key[0] == "thread":
+            result[(1, unescape(key[1]))].append(count)
+        else:
+            name, filename, line = split_frame(key[-1])
+            label = name if filename is None else "%s (%s:%d)" % (name, filename, line)
+            result[(len(key), pysample_tool.printable(label))].append(count)
+    for counts in result.values():
+        counts.sort()
+    return dict(result), total
+
+
+class FlamegraphTests(TempDirTestCase):
+    def render(self, path, *args):
+        code, out, err = pysample("flamegraph", path, *args)
+        self.assertEqual(code, 0, err)
+        return out, ET.fromstring(out)
+
+    def frames(self, root):
+        group = root.find(SVG_NS + "g[@id='frames']")
+        self.assertIsNotNone(group, "a <g id='frames'> holds the boxes")
+        return group.findall(SVG_NS + "g")
+
+    def test_valid_xml_with_one_group_per_frame(self):
+        out, root = self.render(fixture("basic.txt"))
+        self.assertEqual(root.tag, SVG_NS + "svg")
+        self.assertTrue(out.startswith(b"<?xml"))
+        expected, total = expected_nodes(read_stacks(fixture("basic.txt")))
+        boxes = self.frames(root)
+        self.assertEqual(len(boxes), sum(len(c) for c in expected.values()))
+        for g in boxes:
+            self.assertEqual(g.get("class"), "f")
+            self.assertEqual(len(g.findall(SVG_NS + "rect")), 1)
+            self.assertEqual(len(g.findall(SVG_NS + "title")), 1)
+            self.assertEqual(len(g.findall(SVG_NS + "text")), 1)
+
+    def boxes(self, root, total):
+        """[(depth, label, samples, percent, x, y, width, fill, text, g)]"""
+        result = []
+        heights = sorted(set(float(g.find(SVG_NS + "rect").get("y")) for g in self.frames(root)), reverse=True)
+        for g in self.frames(root):
+            rect = g.find(SVG_NS + "rect")
+            title = g.find(SVG_NS + "title").text
+            label, stats = title.split("\n")[:2]
+            m = re.match(r"^([\d,]+) samples? \((\d+\.\d\d)%\)", stats)
+            self.assertIsNotNone(m, "title %r shows samples and a percentage" % title)
+            y = float(rect.get("y"))
+            result.append((heights.index(y), label, int(m.group(1).replace(",", "")), float(m.group(2)),
+                           float(rect.get("x")), y, float(rect.get("width")), rect.get("fill"),
+                           g.find(SVG_NS + "text").text or "", g))
+        return result
+
+    def test_titles_name_file_line_samples_and_percent(self):
+        _, root = self.render(fixture("basic.txt"))
+        expected, total = expected_nodes(read_stacks(fixture("basic.txt")))
+        found = collections.defaultdict(list)
+        for depth, label, samples, pct, *_ in self.boxes(root, total):
+            found[(depth, label)].append(samples)
+            self.assertAlmostEqual(pct, 100.0 * samples / total, places=2)
+        for counts in found.values():
+            counts.sort()
+        self.assertEqual(dict(found), expected)
+
+    def test_widths_are_proportional_to_samples(self):
+        _, root = self.render(fixture("basic.txt"))
+        for depth, label, samples, pct, x, y, width, *_rest in self.boxes(root, 100):
+            g = _rest[-1]
+            self.assertAlmostEqual(width, USABLE_WIDTH * samples / 100, delta=0.01, msg=label)
+            self.assertEqual(int(g.get(FG_NS + "w")), samples)
+            self.assertAlmostEqual(x, 10 + USABLE_WIDTH * int(g.get(FG_NS + "x")) / 100, delta=0.01)
+
+    def test_children_sit_on_their_parent(self):
+        _, root = self.render(fixture("basic.txt"))
+        boxes = self.boxes(root, 100)
+        by_depth = collections.defaultdict(list)
+        for box in boxes:
+            by_depth[box[0]].append(box)
+        for depth, label, samples, pct, x, y, width, *_ in boxes:
+            if depth == 0:
+                continue
+            parents = [p for p in by_depth[depth - 1] if p[4] - 0.01 <= x and x + width <= p[4] + p[6] + 0.01]
+            self.assertEqual(len(parents), 1, "%s has one parent below it" % label)
+            self.assertAlmostEqual(parents[0][5] - y, 16, msg="one frame height above its parent")
+
+    def test_labels_fit_their_boxes(self):
+        _, root = self.render(fixture("basic.txt"))
+        for depth, label, samples, pct, x, y, width, fill, text, g in self.boxes(root, 100):
+            self.assertLessEqual(len(text) * CHAR_WIDTH, width - 6 + 1e-6, "%r fits %r" % (text, label))
+            if text and not text.endswith(".."):
+                self.assertIn(text.split(" (")[0], label)
+
+    def test_colours_by_file_category(self):
+        _, root = self.render(fixture("basic.txt"))
+        fills = collections.defaultdict(set)
+        for depth, label, samples, pct, x, y, width, fill, text, g in self.boxes(root, 100):
+            fills[label].add(fill)
+        rgb = lambda label: tuple(int(v) for v in re.findall(r"\d+", list(fills[label])[0]))
+        self.assertEqual(fills["[pysample: truncated]"], {"rgb(170,170,170)"}, "markers are grey")
+        self.assertEqual(fills["[pysample: stack table full]"], {"rgb(170,170,170)"})
+        user = rgb("compute (/srv/app/work.py:5)")
+        stdlib = rgb("JSONEncoder.encode (/usr/lib/python3.11/json/encoder.py:200)")
+        frozen = rgb("<lambda> (<frozen importlib._bootstrap>:241)")
+        site = rgb("fetch (/venv/lib/python3.11/site-packages/requests/api.py:59)")
+        self.assertGreater(user[0], user[2], "user code is warm")
+        self.assertGreater(stdlib[2], stdlib[0], "the standard library is blue")
+        self.assertGreater(frozen[2], frozen[0], "frozen modules are standard library")
+        self.assertGreater(site[1], max(site[0], site[2]), "site-packages are green")
+        self.assertEqual(fills["compute (/srv/app/work.py:5)"], fills["compute (/srv/app/work.py:6)"],
+                         "one function, one colour")
+
+    def test_colours_are_stable_across_runs(self):
+        first, _ = self.render(fixture("basic.txt"))
+        second, _ = self.render(fixture("basic.txt"))
+        self.assertEqual(re.findall(rb'fill="rgb[^"]*"', first), re.findall(rb'fill="rgb[^"]*"', second))
+
+    def test_interactive_parts_are_present(self):
+        out, root = self.render(fixture("basic.txt"))
+        scripts = root.findall(SVG_NS + "script")
+        self.assertEqual(len(scripts), 1)
+        code = scripts[0].text
+        for word in ("function zoom", "function search", "Matched: ", "mouseover", "keydown"):
+            self.assertIn(word, code)
+        ids = set(e.get("id") for e in root.iter() if e.get("id"))
+        self.assertTrue({"title", "details", "matched", "search", "unzoom", "frames"} <= ids, ids)
+        self.assertEqual(int(root.get(FG_NS + "total")), 100)
+
+    def test_title_option_and_hostile_names_stay_valid_xml(self):
+        out, root = self.render(fixture("escapes.txt"), "--title", "<&> ]]> profile")
+        self.assertEqual(root.find(SVG_NS + "text[@id='title']").text, "<&> ]]> profile")
+        titles = [g.find(SVG_NS + "title").text for g in self.frames(root)]
+        self.assertTrue(any(t.startswith("ctl\\x01\\x7fx\\r (/srv/%app/c;d.py:1)") for t in titles), titles)
+        self.assertTrue(any(t.startswith("lt<&>\"' ('quoted' <dir>/a&b.py:9)") for t in titles), titles)
+        self.assertTrue(any(t.startswith("ünïcødé.函数 (/srv/ñ/файл.py:4)") for t in titles), titles)
+        self.assertTrue(any(t.startswith("thread 1 (Main\\nThread)") for t in titles), titles)
+
+    def test_output_file(self):
+        out_path = os.path.join(self.tmp, "flame.svg")
+        code, out, err = pysample("flamegraph", fixture("basic.txt"), "-o", out_path)
+        self.assertEqual((code, out), (0, b""), err)
+        ET.parse(out_path)
+
+    def test_deep_stacks(self):
+        depth = 3000
+        frames = ";".join("level_%d (/srv/deep.py:%d)" % (i, i) for i in range(depth))
+        path = self.write("deep.txt", "thread 1 (MainThread);%s 7\nthread 1 (MainThread);%s 3\n"
+                          % (frames, frames.rsplit(";", 1)[0]))
+        _, root = self.render(path)
+        boxes = self.frames(root)
+        self.assertEqual(len(boxes), depth + 2)
+        self.assertGreaterEqual(int(root.get("height")), (depth + 2) * 16)
+
+    def test_tiny_frames_are_left_out_and_said_so(self):
+        lines = ["thread 1;big (/a.py:1) 100000"] + ["thread 1;tiny%d (/a.py:%d) 1" % (i, i) for i in range(5)]
+        path = self.write("tiny.txt", "\n".join(lines) + "\n")
+        _, root = self.render(path)
+        self.assertEqual(len(self.frames(root)), 3)
+        self.assertIn("5 frames narrower", root.find(SVG_NS + "text[@id='subtitle']").text)
+        _, root = self.render(path, "--minwidth", "0")
+        self.assertEqual(len(self.frames(root)), 8)
+
+
+# ---------------------------------------------------------------------------
+# convert --to speedscope
+# ---------------------------------------------------------------------------
+
+class SpeedscopeTests(TempDirTestCase):
+    UNITS = {"none", "nanoseconds", "microseconds", "milliseconds", "seconds", "bytes"}
+
+    def convert(self, path, *args):
+        code, out, err = pysample("convert", path, "--to", "speedscope", *args)
+        self.assertEqual(code, 0, err)
+        return json.loads(out.decode("utf-8"))
+
+    def check_schema(self, doc):
+        """The required fields of https://www.speedscope.app/file-format-schema.json."""
+        self.assertEqual(doc["$schema"], "https://www.speedscope.app/file-format-schema.json")
+        self.assertIsInstance(doc["shared"]["frames"], list)
+        for frame in doc["shared"]["frames"]:
+            self.assertIsInstance(frame["name"], str)
+            self.assertLessEqual(set(frame), {"name", "file", "line", "col"})
+            if "file" in frame:
+                self.assertIsInstance(frame["file"], str)
+            if "line" in frame:
+                self.assertIsInstance(frame["line"], int)
+        self.assertIsInstance(doc["profiles"], list)
+        self.assertTrue(doc["profiles"])
+        nframes = len(doc["shared"]["frames"])
+        for profile in doc["profiles"]:
+            self.assertEqual(profile["type"], "sampled")
+            self.assertIsInstance(profile["name"], str)
+            self.assertIn(profile["unit"], self.UNITS)
+            self.assertEqual(len(profile["samples"]), len(profile["weights"]))
+            for stack in profile["samples"]:
+                for index in stack:
+                    self.assertTrue(0 <= index < nframes)
+            self.assertEqual(profile["startValue"], 0)
+            self.assertAlmostEqual(profile["endValue"], sum(profile["weights"]))
+        self.assertIsInstance(doc["exporter"], str)
+        self.assertIsInstance(doc["name"], str)
+        self.assertTrue(0 <= doc["activeProfileIndex"] < len(doc["profiles"]))
+
+    def test_schema_and_total_weight(self):
+        doc = self.convert(fixture("basic.txt"))
+        self.check_schema(doc)
+        self.assertEqual(sum(sum(p["weights"]) for p in doc["profiles"]), 100)
+        self.assertEqual({p["unit"] for p in doc["profiles"]}, {"none"})
+
+    def test_one_profile_per_thread_with_its_stacks(self):
+        doc = self.convert(fixture("basic.txt"))
+        frames = doc["shared"]["frames"]
+        got = collections.Counter()
+        for profile in doc["profiles"]:
+            for stack, weight in zip(profile["samples"], profile["weights"]):
+                got[(profile["name"], tuple((frames[i]["name"], frames[i].get("file"), frames[i].get("line"))
+                                            for i in stack))] += weight
+        want = collections.Counter()
+        for (thread, stack), count in read_stacks(fixture("basic.txt")).items():
+            want[(unescape(thread), tuple(split_frame(f) for f in stack))] += count
+        self.assertEqual(got, want)
+        self.assertEqual([p["name"] for p in doc["profiles"]],
+                         ["thread 100 (MainThread)", "thread 101 (worker;pool-1)", "thread 102"])
+        self.assertEqual(doc["activeProfileIndex"], 0, "the busiest thread is shown first")
+        names = [(f["name"], f.get("file"), f.get("line")) for f in frames]
+        self.assertEqual(len(names), len(set(names)), "frames are shared, not repeated")
+
+    def test_lines_off_frames_have_no_line(self):
+        doc = self.convert(fixture("nolines.txt"))
+        self.check_schema(doc)
+        self.assertFalse(any("line" in f for f in doc["shared"]["frames"]))
+
+    def test_rate_gives_milliseconds(self):
+        doc = self.convert(fixture("basic.txt"), "--rate", "200")
+        self.check_schema(doc)
+        self.assertEqual({p["unit"] for p in doc["profiles"]}, {"milliseconds"})
+        self.assertAlmostEqual(sum(sum(p["weights"]) for p in doc["profiles"]), 500.0)
+
+    def test_output_file_and_unicode(self):
+        out_path = os.path.join(self.tmp, "p.json")
+        code, out, err = pysample("convert", fixture("escapes.txt"), "--to", "speedscope", "-o", out_path)
+        self.assertEqual((code, out), (0, b""), err)
+        with open(out_path, encoding="utf-8") as f:
+            doc = json.load(f)
+        self.check_schema(doc)
+        self.assertIn("ünïcødé.函数", [f["name"] for f in doc["shared"]["frames"]])
+        self.assertIn("ctl\x01\x7fx\r", [f["name"] for f in doc["shared"]["frames"]])
+
+
+# ---------------------------------------------------------------------------
+# convert --to pprof
+# ---------------------------------------------------------------------------
+
+def _varint(buf, i):
+    shift = value = 0
+    while True:
+        byte = buf[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, i
+
+
+def decode_message(buf):
+    """{field number: [int or bytes]} of one protobuf message."""
+    fields = collections.defaultdict(list)
+    i = 0
+    while i < len(buf):
+        key, i = _varint(buf, i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _varint(buf, i)
+        elif wire == 2:
+            length, i = _varint(buf, i)
+            value = bytes(buf[i:i + length])
+            i += length
+        elif wire == 1:
+            value, i = bytes(buf[i:i + 8]), i + 8
+        elif wire == 5:
+            value, i = bytes(buf[i:i + 4]), i + 4
+        else:
+            raise ValueError("wire type %d at %d" % (wire, i))
+        if i > len(buf):
+            raise ValueError("truncated message")
+        fields[number].append(value)
+    return fields
+
+
+def repeated_ints(values):
+    """A repeated integer field, packed or not."""
+    out = []
+    for value in values:
+        if isinstance(value, bytes):
+            i = 0
+            while i < len(value):
+                v, i = _varint(value, i)
+                out.append(v)
+        else:
+            out.append(value)
+    return out
+
+
+def one(fields, number, default=0):
+    values = fields.get(number, [])
+    assert len(values) <= 1, "field %d repeated" % number
+    return values[0] if values else default
+
+
+def decode_pprof(data):
+    p = decode_message(data)
+    strings = [s.decode("utf-8") for s in p[6]]
+    functions = {}
+    for raw in p[5]:
+        f = decode_message(raw)
+        functions[one(f, 1)] = (strings[one(f, 2)], strings[one(f, 4)], one(f, 5))
+    locations = {}
+    for raw in p[4]:
+        loc = decode_message(raw)
+        lines = [decode_message(x) for x in loc[4]]
+        locations[one(loc, 1)] = (one(loc, 2), [(one(ln, 1), one(ln, 2)) for ln in lines])
+    samples = []
+    for raw in p[2]:
+        s = decode_message(raw)
+        labels = {}
+        for lab in s[3]:
+            lab = decode_message(lab)
+            labels[strings[one(lab, 1)]] = strings[one(lab, 2)]
+        samples.append((repeated_ints(s[1]), repeated_ints(s[2]), labels))
+    vt = lambda raw: (strings[one(decode_message(raw), 1)], strings[one(decode_message(raw), 2)])
+    return {
+        "strings": strings,
+        "sample_type": [vt(raw) for raw in p[1]],
+        "samples": samples,
+        "locations": locations,
+        "functions": functions,
+        "mappings": [decode_message(m) for m in p[3]],
+        "period_type": vt(one(p, 11)) if p.get(11) else None,
+        "period": one(p, 12),
+        "comments": [strings[i] for i in repeated_ints(p[13])],
+        "time_nanos": one(p, 9),
+        "default_sample_type": strings[one(p, 14)],
+    }
+
+
+class PprofTests(TempDirTestCase):
+    def convert(self, path, *args):
+        out_path = os.path.join(self.tmp, "p.pb")
+        code, out, err = pysample("convert", path, "--to", "pprof", "-o", out_path, *args)
+        self.assertEqual(code, 0, err)
+        with open(out_path, "rb") as f:
+            data = f.read()
+        self.assertNotEqual(data[:2], b"\x1f\x8b", "uncompressed")
+        return out_path, decode_pprof(data)
+
+    def stacks(self, prof):
+        """{(thread label, root-first frames as (name, file, line)): counts}"""
+        got = collections.Counter()
+        for location_ids, values, labels in prof["samples"]:
+            frames = []
+            for lid in location_ids:
+                mapping, lines = prof["locations"][lid]
+                self.assertEqual(len(lines), 1)
+                fid, line = lines[0]
+                name, filename, _ = prof["functions"][fid]
+                frames.append((name, filename or None, line or None))
+            thread = "thread " + labels["thread_id"]
+            if "thread_name" in labels:
+                thread += " (%s)" % labels["thread_name"]
+            got[(thread, tuple(reversed(frames)))] += values[0]
+        return got
+
+    def test_string_table_and_sample_types(self):
+        _, prof = self.convert(fixture("basic.txt"))
+        self.assertEqual(prof["strings"][0], "")
+        self.assertEqual(len(prof["strings"]), len(set(prof["strings"])), "strings are stored once")
+        self.assertEqual(prof["sample_type"], [("samples", "count")])
+        self.assertEqual(prof["period_type"], ("samples", "count"))
+        self.assertEqual(prof["period"], 1)
+        self.assertTrue(any("pysample" in c for c in prof["comments"]))
+        self.assertGreater(prof["time_nanos"], 0)
+
+    def test_values_sum_to_the_total(self):
+        _, prof = self.convert(fixture("basic.txt"))
+        self.assertEqual(sum(values[0] for _, values, _ in prof["samples"]), 100)
+        for _, values, _ in prof["samples"]:
+            self.assertEqual(len(values), len(prof["sample_type"]))
+
+    def test_stacks_functions_lines_and_thread_labels(self):
+        _, prof = self.convert(fixture("basic.txt"))
+        want = collections.Counter()
+        for (thread, stack), count in read_stacks(fixture("basic.txt")).items():
+            want[(unescape(thread), tuple(split_frame(f) for f in stack))] += count
+        self.assertEqual(self.stacks(prof), want)
+        names = set(name for name, _, _ in prof["functions"].values())
+        self.assertTrue({"compute", "fib", "<module>", "weird%name;x", "[pysample: truncated]"} <= names)
+        self.assertEqual(len(prof["functions"]), len(set(prof["functions"].values())),
+                         "a function is listed once, whatever its lines")
+
+    def test_ids_are_unique_and_nonzero(self):
+        _, prof = self.convert(fixture("basic.txt"))
+        self.assertNotIn(0, prof["functions"])
+        self.assertNotIn(0, prof["locations"])
+        mapping_ids = [one(m, 1) for m in prof["mappings"]]
+        self.assertEqual(mapping_ids, [1])
+        self.assertEqual(one(prof["mappings"][0], 7), 1, "has_functions: pprof must not symbolize")
+        for mapping, lines in prof["locations"].values():
+            self.assertIn(mapping, mapping_ids)
+            for fid, _ in lines:
+                self.assertIn(fid, prof["functions"])
+
+    def test_leaf_first(self):
+        _, prof = self.convert(fixture("basic.txt"))
+        leaves = collections.Counter()
+        for location_ids, values, _ in prof["samples"]:
+            fid = prof["locations"][location_ids[0]][1][0][0]
+            leaves[prof["functions"][fid][0]] += values[0]
+        self.assertEqual(leaves["compute"], 50)
+        self.assertEqual(leaves["main"], 0)
+
+    def test_rate_adds_cpu_nanoseconds(self):
+        _, prof = self.convert(fixture("basic.txt"), "--rate", "250")
+        self.assertEqual(prof["sample_type"], [("samples", "count"), ("cpu", "nanoseconds")])
+        self.assertEqual(prof["period_type"], ("cpu", "nanoseconds"))
+        self.assertEqual(prof["period"], 4000000)
+        self.assertEqual(prof["default_sample_type"], "cpu")
+        for _, values, _ in prof["samples"]:
+            self.assertEqual(values[1], values[0] * 4000000)
+        _, prof = self.convert(fixture("basic.txt"), "--rate", "250", "--mode", "wall")
+        self.assertEqual(prof["sample_type"][1], ("wall", "nanoseconds"))
+
+    def test_lines_off(self):
+        _, prof = self.convert(fixture("nolines.txt"))
+        self.assertEqual({line for _, lines in prof["locations"].values() for _, line in lines}, {0})
+        self.assertEqual(one(prof["mappings"][0], 9), 0, "has_line_numbers is false")
+
+    def test_go_tool_pprof_reads_it(self):
+        go = shutil.which("go")
+        if not go:
+            self.skipTest("go is not installed: `go tool pprof` check skipped")
+        path, _ = self.convert(fixture("basic.txt"), "--rate", "100")
+        code, out, err = run([go, "tool", "pprof", "-raw", path], env=clean_env(HOME=self.tmp))
+        self.assertEqual(code, 0, err)
+        text = out.decode("utf-8", "replace")
+        self.assertIn("compute /srv/app/work.py:5", text)
+        self.assertIn("<module> /srv/app/main.py:30", text)
+        code, out, err = run([go, "tool", "pprof", "-top", "-sample_index=samples", path],
+                             env=clean_env(HOME=self.tmp))
+        self.assertEqual(code, 0, err)
+        self.assertRegex(out.decode(), r"50\s+50(\.00)?%.*compute")
+
+
+# ---------------------------------------------------------------------------
+# record, with a stand-in library (test/tools/fake_libpysample.c)
+# ---------------------------------------------------------------------------
+
+def fake_library():
+    path = CONFIG.get("PYSAMPLE_TEST_FAKE_LIB")
+    if path and os.path.isfile(path):
+        return path
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc or sys.platform == "darwin":
+        return None
+    out = os.path.join(tempfile.mkdtemp(prefix="pysample-fake-"), "libfakepysample.so")
+    code, _, _ = run([cc, "-shared", "-fPIC", "-D_GNU_SOURCE", "-o", out,
+                      os.path.join(HERE, "fake_libpysample.c"), "-ldl"])
+    return out if code == 0 else None
+
+
+class RecordTests(TempDirTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.lib = fake_library()
+
+    def setUp(self):
+        if not self.lib:
+            self.skipTest("the fake library is not built (run through meson test)")
+        TempDirTestCase.setUp(self)
+
+    def record(self, *args, **kwargs):
+        env = clean_env(PYSAMPLE_LIB=self.lib, **kwargs.pop("env", {}))
+        return pysample("record", *args, cwd=kwargs.pop("cwd", self.tmp), env=env, **kwargs)
+
+    def profiles(self, directory=None, pattern=r"^pysample-(\d+)\.txt$"):
+        directory = directory or self.tmp
+        found = {}
+        for name in os.listdir(directory):
+            m = re.match(pattern, name)
+            if m:
+                found[int(m.group(1))] = os.path.join(directory, name)
+        return found
+
+    def test_exit_status_environment_and_summary(self):
+        code, out, err = self.record("--rate", "250", "--mode", "cpu", "--", PYTHON, "-c",
+                                     "import sys; print('child says hi'); sys.exit(3)")
+        self.assertEqual(code, 3, "record exits with the command's status; stderr: %s" % err)
+        self.assertEqual(out, b"child says hi\n", "the command's output is left alone")
+        (pid, path), = self.profiles().items()
+        with open(path) as f:
+            text = f.read()
+        self.assertIn("env rate=250 mode=cpu format=collapsed", text)
+        self.assertIn("pid %d: 4 samples in 1 thread" % pid, err)
+        self.assertIn(path, err)
+        self.assertIn("top functions by self samples", err)
+        self.assertRegex(err, r"3\s+75\.0%\s+3\s+75\.0%\s+env rate=250")
+        self.assertIn("pysample flamegraph pysample-%d.txt" % pid, err)
+
+    def test_every_python_process_gets_a_file(self):
+        code, out, err = self.record("--", PYTHON, "-c",
+                                     "import subprocess, sys\n"
+                                     "for _ in range(2): subprocess.run([sys.executable, '-c', 'pass'])")
+        self.assertEqual(code, 0, err)
+        found = self.profiles()
+        self.assertEqual(len(found), 3, err)
+        for pid, path in found.items():
+            self.assertIn("pid %d:" % pid, err)
+            self.assertIn(path, err)
+        self.assertIn("(all 3 processes)", err)
+
+    def test_output_template_with_pid(self):
+        os.mkdir(os.path.join(self.tmp, "out"))
+        code, out, err = self.record("-o", "out/prof-%p.txt", "--", PYTHON, "-c",
+                                     "import subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'])")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(self.profiles(os.path.join(self.tmp, "out"), r"^prof-(\d+)\.txt$")), 2)
+
+    def test_output_without_pid_and_several_processes(self):
+        code, out, err = self.record("-o", "prof.txt", "--", PYTHON, "-c",
+                                     "import subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'])")
+        self.assertEqual(code, 0, err)
+        names = sorted(os.listdir(self.tmp))
+        self.assertEqual(len(names), 2, names)
+        self.assertIn("prof.txt", names, "the started process gets the name asked for")
+        self.assertRegex([n for n in names if n != "prof.txt"][0], r"^prof\.\d+\.txt$")
+
+    def test_single_process_gets_exactly_the_output_name(self):
+        code, out, err = self.record("-o", "only.txt", "--", PYTHON, "-c", "pass")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(os.listdir(self.tmp), ["only.txt"])
+
+    def test_formats(self):
+        for fmt, ext in (("svg", ".svg"), ("speedscope", ".json"), ("pprof", ".pb")):
+            with self.subTest(format=fmt):
+                directory = os.path.join(self.tmp, fmt)
+                os.mkdir(directory)
+                code, out, err = self.record("--format", fmt, "--", PYTHON, "-c", "pass", cwd=directory)
+                self.assertEqual(code, 0, err)
+                (pid, path), = self.profiles(directory, r"^pysample-(\d+)%s$" % re.escape(ext)).items()
+                with open(path, "rb") as f:
+                    data = f.read()
+                if fmt == "svg":
+                    ET.fromstring(data)
+                elif fmt == "speedscope":
+                    doc = json.loads(data.decode())
+                    self.assertEqual(doc["profiles"][0]["unit"], "milliseconds", "record knows the rate")
+                    self.assertAlmostEqual(sum(sum(p["weights"]) for p in doc["profiles"]), 40.0)
+                else:
+                    prof = decode_pprof(data)
+                    self.assertEqual(prof["sample_type"], [("samples", "count"), ("wall", "nanoseconds")])
+                    self.assertEqual(prof["period"], 10000000, "100 Hz by default")
+                self.assertEqual(os.listdir(directory), [os.path.basename(path)], "no leftovers")
+
+    def test_command_killed_by_a_signal(self):
+        code, out, err = self.record("--", PYTHON, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
+        self.assertEqual(code, 128 + signal.SIGTERM)
+        self.assertIn("killed by SIGTERM", err)
+        self.assertIn("no profile was written", err)
+
+    def test_not_a_python_program(self):
+        code, out, err = self.record("--", "sh", "-c", "exit 4")
+        self.assertEqual(code, 4)
+        self.assertIn("no profile was written", err)
+        self.assertIn("Python program", err)
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_command_not_found(self):
+        code, out, err = self.record("--", "no-such-command-pysample")
+        self.assertEqual(code, 127)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("pysample: cannot run no-such-command-pysample", err)
+
+    def test_py_file_runs_with_python_option(self):
+        self.write("app.py", "print('app ran')\n")
+        code, out, err = self.record("--python", PYTHON, "--", "app.py")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, b"app ran\n")
+        self.assertEqual(len(self.profiles()), 1)
+
+    def test_command_without_double_dash(self):
+        code, out, err = self.record("-q", PYTHON, "-c", "import sys; print(sys.argv[1:])", "-o", "x")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, b"['-o', 'x']\n", "options after the command belong to the command")
+
+    def test_preload_variables(self):
+        code, out, err = self.record("-q", "--", PYTHON, "-c",
+                                     "import os; print(os.environ.get('LD_PRELOAD') or "
+                                     "os.environ.get('DYLD_INSERT_LIBRARIES')); "
+                                     "print(os.environ.get('PYSAMPLE_TOOL_SCRIPT_DIR'))",
+                                     env={"PYSAMPLE_LINES": "0"})
+        self.assertEqual(code, 0, err)
+        preload, script_dir = out.decode().splitlines()
+        self.assertEqual(preload.split(":")[0], self.lib)
+        self.assertEqual(script_dir, "None", "the front end's variable does not reach the command")
+
+    def test_existing_preload_is_kept(self):
+        if sys.platform == "darwin":
+            self.skipTest("LD_PRELOAD test")
+        code, out, err = self.record("-q", "--", PYTHON, "-c", "import os; print(os.environ['LD_PRELOAD'])",
+                                     env={"LD_PRELOAD": self.lib + "-copy.so"})
+        self.assertEqual(out.decode().strip(), "%s:%s-copy.so" % (self.lib, self.lib))
+
+    def test_quiet(self):
+        code, out, err = self.record("-q", "--", PYTHON, "-c", "pass")
+        self.assertEqual((code, err), (0, ""))
+
+    def test_demo_without_command(self):
+        code, out, err = self.record(env={"PYSAMPLE_DEMO_SECONDS": "0.3"})
+        self.assertEqual(code, 0, err)
+        self.assertIn("profiling the bundled demo", err)
+        self.assertIn(b"demo: ", out)
+        self.assertEqual(len(self.profiles()), 1)
+
+    def test_sigterm_is_passed_on_and_the_profile_kept(self):
+        script = self.write("server.py", "import signal, sys, time\n"
+                            "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
+                            "print('ready', flush=True)\n"
+                            "time.sleep(60)\n")
+        proc = subprocess.Popen([FRONT_END, "record", "--", PYTHON, script], cwd=self.tmp,
+                                env=clean_env(PYSAMPLE_LIB=self.lib), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        self.assertEqual(proc.stdout.readline(), b"ready\n")
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(timeout=60), 0)
+        err = proc.stderr.read().decode()
+        self.assertEqual(len(self.profiles()), 1, err)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+# ---------------------------------------------------------------------------
+# The build dir: <builddir>/scripts/pysample and the real library
+# ---------------------------------------------------------------------------
+
+def needs_build_root(test):
+    return unittest.skipUnless(BUILD_ROOT, "PYSAMPLE_TEST_BUILD_ROOT is not set (run through meson test)")(test)
+
+
+SPIN = ("import threading, time\n"
+        "def spin(seconds):\n"
+        "    end = time.time() + seconds\n"
+        "    while time.time() < end:\n"
+        "        pass\n"
+        "t = threading.Thread(target=spin, args=(0.4,), name='Spinner')\n"
+        "t.start()\n"
+        "spin(0.6)\n"
+        "t.join()\n")
+
+
+def real_library(directory):
+    for name in ("libpysample.so", "libpysample.dylib"):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+class BuildDirTests(TempDirTestCase):
+    @needs_build_root
+    def test_build_dir_script_finds_the_module_and_library(self):
+        script = os.path.join(BUILD_ROOT, "scripts", "pysample")
+        self.assertTrue(os.access(script, os.X_OK), "%s is executable" % script)
+        code, out, err = pysample("info", front_end=script)
+        self.assertEqual(code, 0, err)
+        text = out.decode()
+        self.assertIn("tool module: %s" % os.path.join(SCRIPTS, "pysample_tool.py"), text)
+        library = real_library(os.path.join(BUILD_ROOT, "lib"))
+        if library:
+            self.assertIn("library:     %s" % library, text)
+        code, out, err = pysample("top", fixture("basic.txt"), front_end=script)
+        self.assertEqual(code, 0, err)
+
+    @needs_build_root
+    def test_record_with_the_real_library(self):
+        library = real_library(os.path.join(BUILD_ROOT, "lib"))
+        if not library:
+            self.skipTest("%s/lib/libpysample.so is not built yet: real record skipped" % BUILD_ROOT)
+        script = os.path.join(BUILD_ROOT, "scripts", "pysample")
+        code, out, err = pysample("record", "-o", "prof.txt", "--rate", "200", "--", PYTHON, "-c", SPIN,
+                                  front_end=script, cwd=self.tmp)
+        self.assertEqual(code, 0, err)
+        profile = pysample_tool.parse_collapsed(os.path.join(self.tmp, "prof.txt"))
+        functions = set((f.name, f.file) for _, stack, _ in profile.stacks for f in stack)
+        self.assertIn(("spin", "<string>"), functions, err)
+        threads = profile.threads()
+        self.assertEqual(len(threads), 2, "the main thread and the spinner: %r" % threads)
+        self.assertGreater(profile.total, 50, "about 200 Hz x (0.6 + 0.4) s")
+        self.assertIn("top functions by self samples", err)
+        code, out, err = pysample("flamegraph", "prof.txt", "-o", "prof.svg", front_end=script, cwd=self.tmp)
+        self.assertEqual(code, 0, err)
+        ET.parse(os.path.join(self.tmp, "prof.svg"))
+
+
+# ---------------------------------------------------------------------------
+# meson install
+# ---------------------------------------------------------------------------
+
+class InstallTests(TempDirTestCase):
+    def setUp(self):
+        if not (BUILD_ROOT and CONFIG.get("PYSAMPLE_TEST_MESON") and CONFIG.get("PYSAMPLE_TEST_PREFIX")):
+            self.skipTest("run through meson test: the build dir and install layout are not known")
+        TempDirTestCase.setUp(self)
+
+    def installed(self, option):
+        """DESTDIR + prefix + an install dir option."""
+        path = os.path.join(CONFIG["PYSAMPLE_TEST_PREFIX"], CONFIG[option])
+        return os.path.join(self.destdir, path.lstrip("/"))
+
+    def test_install_and_run_the_installed_command(self):
+        self.destdir = os.path.join(self.tmp, "dest")
+        code, out, err = run([CONFIG["PYSAMPLE_TEST_MESON"], "install", "-C", BUILD_ROOT, "--destdir",
+                              self.destdir, "--quiet"], timeout=600)
+        self.assertEqual(code, 0, "meson install failed (does the whole project build?):\n%s%s"
+                         % (out.decode("utf-8", "replace"), err))
+
+        bindir = self.installed("PYSAMPLE_TEST_BINDIR")
+        tooldir = os.path.join(self.installed("PYSAMPLE_TEST_DATADIR"), "pysample")
+        mandir = self.installed("PYSAMPLE_TEST_MANDIR")
+        libdir = self.installed("PYSAMPLE_TEST_LIBDIR")
+        script = os.path.join(bindir, "pysample")
+        self.assertTrue(os.access(script, os.X_OK), "%s installed and executable" % script)
+        for path in (os.path.join(tooldir, "pysample_tool.py"), os.path.join(tooldir, "demo.py"),
+                     os.path.join(mandir, "man1", "pysample.1"), os.path.join(mandir, "man7", "libpysample.7")):
+            self.assertTrue(os.path.isfile(path), "%s installed" % path)
+
+        # The installed command runs its installed module, not the source tree's.
+        work = os.path.join(self.tmp, "work")
+        os.mkdir(work)
+        code, out, err = pysample("info", front_end=script, cwd=work)
+        self.assertEqual(code, 0, err)
+        self.assertIn("tool module: %s" % os.path.join(tooldir, "pysample_tool.py"), out.decode())
+        code, out, err = pysample("top", fixture("basic.txt"), "-n", "3", front_end=script, cwd=work)
+        self.assertEqual(code, 0, err)
+        self.assertIn("compute (/srv/app/work.py)", out.decode())
+        code, out, err = pysample("convert", fixture("basic.txt"), "--to", "pprof", "-o", "p.pb",
+                                  front_end=script, cwd=work)
+        self.assertEqual(code, 0, err)
+        with open(os.path.join(work, "p.pb"), "rb") as f:
+            self.assertEqual(sum(v[0] for _, v, _ in decode_pprof(f.read())["samples"]), 100)
+        code, out, err = pysample("convert", fixture("basic.txt"), "--to", "speedscope", front_end=script)
+        self.assertEqual(code, 0, err)
+        json.loads(out.decode())
+
+        library = real_library(libdir)
+        if not library:
+            sys.stderr.write("InstallTests: no libpysample in %s: pkg-config and installed record not checked "
+                             "(the library target is not built yet)\n" % libdir)
+            return
+        with open(os.path.join(libdir, "pkgconfig", "pysample.pc")) as f:
+            pc = f.read()
+        self.assertIn("-lpysample", pc)
+        self.assertRegex(pc, r"(?m)^Version: %s$" % re.escape(CONFIG.get("PYSAMPLE_TEST_VERSION", "")))
+        code, out, err = pysample("info", front_end=script, cwd=work)
+        self.assertIn("library:     %s" % library, out.decode(), "the installed library is found")
+        code, out, err = pysample("record", "-o", "prof.txt", "--", PYTHON, "-c", SPIN, front_end=script, cwd=work)
+        self.assertEqual(code, 0, err)
+        profile = pysample_tool.parse_collapsed(os.path.join(work, "prof.txt"))
+        self.assertIn("spin", set(f.name for _, stack, _ in profile.stacks for f in stack))
+
+
+class ManPageTests(unittest.TestCase):
+    def test_man_pages_render_without_warnings(self):
+        groff = shutil.which("groff")
+        if not groff:
+            self.skipTest("groff is not installed")
+        for page in ("pysample.1", "libpysample.7"):
+            with self.subTest(page=page):
+                code, out, err = run([groff, "-man", "-ww", "-z", os.path.join(SOURCE_ROOT, "docs", "man", page)])
+                self.assertEqual((code, err), (0, ""))
+
+    def test_man_page_lists_every_library_variable(self):
+        with open(os.path.join(SOURCE_ROOT, "docs", "man", "libpysample.7")) as f:
+            page = f.read()
+        for name in ("PYSAMPLE_OUTPUT", "PYSAMPLE_RATE", "PYSAMPLE_MODE", "PYSAMPLE_LINES", "PYSAMPLE_MAX_DEPTH",
+                     "PYSAMPLE_FLUSH_INTERVAL", "PYSAMPLE_FORMAT"):
+            self.assertIn(".B %s\n" % name, page)
+
+
+if __name__ == "__main__":
+    unittest.main()
