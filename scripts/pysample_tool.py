@@ -701,6 +701,12 @@ FLAMEGRAPH_JS = r"""
   svg.addEventListener("mouseout", function (e) {
     if (find(e.target)) details.textContent = " ";
   });
+  /* Deep Python stacks make tall graphs: start where the root is. */
+  window.addEventListener("load", function () {
+    if (svg.getBoundingClientRect().height > window.innerHeight) {
+      window.scrollTo(0, svg.getBoundingClientRect().height);
+    }
+  });
   window.addEventListener("keydown", function (e) {
     if ((e.ctrlKey || e.metaKey) && e.keyCode === 70) { e.preventDefault(); askSearch(); }
     else if (e.keyCode === 27) { search(null); zoom(null); }
@@ -1062,6 +1068,9 @@ def plan_outputs(pids, main_pid, output, fmt, hostname, start):
 
 
 def _describe_command(command):
+    command = [os.path.basename(command[0])] + list(command[1:])
+    if len(command) == 2 and command[1] == demo_path():
+        command[1] = "demo.py"
     text = " ".join(" ".join(command).split())
     return text if len(text) <= 60 else text[:57] + "..."
 
