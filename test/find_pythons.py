@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Lists the CPython interpreters the integration tests run under.
+
+One line per interpreter: "<label> <path>".  Sources, in order:
+  - pyenv's versions ($(pyenv root)/versions/*/bin/python, or ~/.pyenv);
+  - the system's /usr/bin/python3.N and their debug builds (python3.N-dbg);
+  - interpreters built by test/pythons/build.sh into its cache;
+  - PYSAMPLE_TEST_PYTHONS (colon-separated paths) and argv[1:].
+Interpreters older than 3.8 are ignored (nothing of ours runs there); 3.8
+is listed so the suite can check that it is refused cleanly.  Duplicates
+(same resolved executable) are listed once.
+"""
+import glob
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def probe(path):
+    """(label, version tuple) for an interpreter, or None if it does not run."""
+    code = ("import sys, sysconfig;"
+            "print(sys.version_info[0], sys.version_info[1], sys.version_info[2],"
+            " int(bool(sysconfig.get_config_var('Py_GIL_DISABLED'))),"
+            " int(bool(sysconfig.get_config_var('Py_DEBUG'))),"
+            " int(bool(sysconfig.get_config_var('Py_ENABLE_SHARED'))))")
+    try:
+        out = subprocess.run([path, "-c", code], capture_output=True, text=True,
+                             timeout=30, env={"PATH": os.environ.get("PATH", "")}).stdout
+        major, minor, micro, ft, dbg, shared = map(int, out.split())
+    except Exception:
+        return None
+    if (major, minor) < (3, 8):
+        return None
+    label = "%d.%d.%d%s%s" % (major, minor, micro, "t" if ft else "", "d" if dbg else "")
+    if not shared:
+        label += "-static"
+    return label, (major, minor)
+
+
+def candidates():
+    roots = []
+    try:
+        roots.append(subprocess.run(["pyenv", "root"], capture_output=True, text=True,
+                                    timeout=10).stdout.strip())
+    except Exception:
+        pass
+    roots.append(os.path.expanduser("~/.pyenv"))
+    for root in roots:
+        if root:
+            for p in sorted(glob.glob(os.path.join(root, "versions", "*", "bin", "python3"))):
+                yield p, None
+    for p in sorted(glob.glob("/usr/bin/python3.[0-9]*")):
+        base = os.path.basename(p)
+        if base.endswith("-config") or base.endswith("m"):
+            continue
+        yield p, "debian-"
+    build = os.path.join(HERE, "pythons", "build.sh")
+    if os.path.exists(build):
+        try:
+            out = subprocess.run(["sh", build, "--list"], capture_output=True, text=True,
+                                 timeout=60).stdout
+            for line in out.splitlines():
+                parts = line.split()
+                if len(parts) == 2:
+                    yield parts[1], parts[0] + ":"
+        except Exception:
+            pass
+    for p in os.environ.get("PYSAMPLE_TEST_PYTHONS", "").split(":") + sys.argv[1:]:
+        if p:
+            yield p, None
+
+
+def main():
+    seen_exe = set()
+    seen_label = set()
+    for path, prefix in candidates():
+        if not os.path.exists(path):
+            continue
+        real = os.path.realpath(path)
+        if real in seen_exe:
+            continue
+        seen_exe.add(real)
+        got = probe(path)
+        if got is None:
+            continue
+        label, _ = got
+        if prefix and prefix.endswith(":"):
+            label = prefix[:-1]          # the build script's own label
+        elif prefix:
+            label = prefix + label
+        while label in seen_label:
+            label += "+"
+        seen_label.add(label)
+        print(label, path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""Shared machinery of the integration tests.
+
+A test is a function test_<name>(ctx) in one of the test_*.py modules; it
+runs real programs under the interpreter being tested with libpysample
+preloaded, parses the profiles they leave and asserts on what a user would
+see.  ctx is a Context; failing means raising AssertionError (use ctx.check
+and friends for messages that say what was expected and what came).
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAMS = os.path.join(HERE, "programs")
+
+
+class Skip(Exception):
+    """Raised by a test that does not apply to this interpreter."""
+
+
+class Frame:
+    __slots__ = ("name", "file", "line", "raw")
+
+    def __init__(self, raw):
+        self.raw = raw
+        m = re.match(r"^(.*) \((.*?)(?::(-?\d+))?\)$", raw)
+        if m and not raw.startswith("[pysample:") and not raw.startswith("thread "):
+            self.name = unescape(m.group(1))
+            self.file = unescape(m.group(2))
+            self.line = int(m.group(3)) if m.group(3) is not None else None
+        else:
+            self.name, self.file, self.line = unescape(raw), None, None
+
+    def __repr__(self):
+        return self.raw
+
+
+def unescape(s):
+    return re.sub(r"%([0-9A-F]{2})", lambda m: chr(int(m.group(1), 16)), s)
+
+
+class Stack:
+    def __init__(self, thread, frames, count):
+        self.thread = thread
+        self.frames = frames
+        self.count = count
+
+    def names(self):
+        return [f.name for f in self.frames]
+
+    def __repr__(self):
+        return "%s;%s %d" % (self.thread, ";".join(f.raw for f in self.frames), self.count)
+
+
+class Profile:
+    def __init__(self, path):
+        self.path = path
+        with open(path, "rb") as f:
+            data = f.read()
+        self.text = data.decode("utf-8")  # must be valid UTF-8
+        self.stacks = []
+        for n, line in enumerate(self.text.splitlines(), 1):
+            m = re.match(r"^(.*) (\d+)$", line)
+            if not m:
+                raise AssertionError("%s:%d: malformed line %r" % (path, n, line))
+            parts = m.group(1).split(";")
+            if not parts[0].startswith("thread "):
+                raise AssertionError("%s:%d: first frame is not a thread: %r" % (path, n, line))
+            self.stacks.append(Stack(parts[0], [Frame(p) for p in parts[1:]], int(m.group(2))))
+        if not self.text.endswith("\n") and self.text:
+            raise AssertionError("%s: last line not terminated (truncated file?)" % path)
+
+    @property
+    def total(self):
+        return sum(s.count for s in self.stacks)
+
+    def threads(self):
+        return sorted({s.thread for s in self.stacks})
+
+    def count_where(self, pred):
+        return sum(s.count for s in self.stacks if pred(s))
+
+    def with_frame(self, name, file_suffix=None, line=None):
+        """Samples whose stack contains a matching frame."""
+        def match(f):
+            return (f.name == name and (file_suffix is None or (f.file or "").endswith(file_suffix))
+                    and (line is None or f.line == line))
+        return self.count_where(lambda s: any(match(f) for f in s.frames))
+
+    def leaf_count(self, name, line=None):
+        return self.count_where(lambda s: s.frames and s.frames[-1].name == name
+                                and (line is None or s.frames[-1].line == line))
+
+    def dump(self, limit=25):
+        top = sorted(self.stacks, key=lambda s: -s.count)[:limit]
+        return "\n".join("    " + repr(s)[:400] for s in top)
+
+
+class Result:
+    def __init__(self, proc, outdir, elapsed):
+        self.rc = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.outdir = outdir
+        self.elapsed = elapsed
+        self.files = sorted(os.listdir(outdir))
+
+    def profile(self, name=None):
+        files = [f for f in self.files if not f.startswith(".")]
+        if name is None:
+            if len(files) != 1:
+                raise AssertionError("expected exactly one profile, found %r\nstderr:\n%s"
+                                     % (files, self.stderr))
+            name = files[0]
+        return Profile(os.path.join(self.outdir, name))
+
+
+def program_lines(path, marker):
+    """Line number of the line carrying the comment '# <marker>'."""
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.rstrip().endswith("# " + marker):
+                return n
+    raise AssertionError("marker %r not found in %s" % (marker, path))
+
+
+class Context:
+    def __init__(self, python, lib, label, version, tmp_root):
+        self.python = python
+        self.lib = lib
+        self.label = label
+        self.version = version  # (major, minor)
+        self.tmp_root = tmp_root
+        self.stress = int(os.environ.get("PYSAMPLE_STRESS_ITERATIONS", "1") or 1)
+
+    def program(self, name):
+        return os.path.join(PROGRAMS, name)
+
+    def tmpdir(self):
+        return tempfile.mkdtemp(dir=self.tmp_root)
+
+    def env(self, extra=None, preload=True):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PYSAMPLE_") and k not in ("LD_PRELOAD", "PYTHONPATH")}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        if preload:
+            env["LD_PRELOAD"] = self.lib
+        env.update(extra or {})
+        return env
+
+    def run(self, args, output="prof.%p.txt", env=None, timeout=120, preload=True,
+            outdir=None, python=True, cwd=None, stdin=None):
+        """Runs python args (or a plain command when python=False) with the
+        library preloaded and PYSAMPLE_OUTPUT=<fresh dir>/<output>."""
+        import time
+        outdir = outdir or self.tmpdir()
+        e = {}
+        if output is not None:
+            e["PYSAMPLE_OUTPUT"] = os.path.join(outdir, output)
+        e.update(env or {})
+        cmd = ([self.python] + list(args)) if python else list(args)
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, env=self.env(e, preload), capture_output=True, text=True,
+                              timeout=timeout, cwd=cwd, stdin=stdin)
+        return Result(proc, outdir, time.monotonic() - t0)
+
+    # --- assertions with useful messages ---
+
+    def check(self, cond, msg, *extra):
+        if not cond:
+            raise AssertionError(msg + "".join("\n" + str(x) for x in extra))
+
+    def check_clean_run(self, res, expect_rc=0):
+        self.check(res.rc == expect_rc, "exit status %s, expected %s" % (res.rc, expect_rc),
+                   "stdout:\n" + res.stdout[-2000:], "stderr:\n" + res.stderr[-2000:])
+        self.check("pysample:" not in res.stderr, "unexpected message on stderr",
+                   res.stderr[-2000:])
+
+    def qual(self, cls, meth):
+        """The name a method shows with: qualname on 3.11+, bare before."""
+        return "%s.%s" % (cls, meth) if self.version >= (3, 11) else meth
+
+    def skip(self, why):
+        raise Skip(why)

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Integration test runner: runs one suite of scenarios under one interpreter.
+
+    run.py --python PATH --lib LIBPYSAMPLE --suite core [--only NAME] [--label L]
+
+Prints one line per scenario ("ok", "FAIL" with the reason, or "skip") and
+exits non-zero if any failed, so meson reports the interpreter and suite as
+one named test; the lines say which scenario broke.
+"""
+import argparse
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+
+def version_of(python):
+    out = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"],
+                         capture_output=True, text=True, timeout=60).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--suite", default="core")
+    ap.add_argument("--only", default=None)
+    ap.add_argument("--label", default=None)
+    a = ap.parse_args()
+
+    version = version_of(a.python)
+    mod = importlib.import_module("test_" + a.suite)
+    tests = [(n[5:], getattr(mod, n)) for n in dir(mod) if n.startswith("test_")]
+    tests.sort(key=lambda t: getattr(t[1], "__code__").co_firstlineno)
+    if a.only:
+        tests = [t for t in tests if t[0] in a.only.split(",")]
+    unsupported = version < (3, 9)
+    if unsupported:
+        # Only the scenarios about refusing an old Python apply.
+        tests = [t for t in tests if getattr(t[1], "old_python", False)]
+    else:
+        tests = [t for t in tests if not getattr(t[1], "old_python_only", False)]
+
+    tmp_root = tempfile.mkdtemp(prefix="pysample-it-")
+    ctx = harness.Context(a.python, os.path.abspath(a.lib), a.label or "", version, tmp_root)
+    failed = passed = skipped = 0
+    for name, fn in tests:
+        t0 = time.monotonic()
+        try:
+            fn(ctx)
+        except harness.Skip as e:
+            skipped += 1
+            print("skip %-28s %s" % (name, e), flush=True)
+            continue
+        except Exception as e:
+            failed += 1
+            detail = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
+            print("FAIL %-28s (%.1fs)\n    %s" % (name, time.monotonic() - t0,
+                                                 detail.replace("\n", "\n    ")), flush=True)
+            continue
+        passed += 1
+        print("ok   %-28s (%.1fs)" % (name, time.monotonic() - t0), flush=True)
+    shutil.rmtree(tmp_root, ignore_errors=True)
+    print("%s %s: %d passed, %d failed, %d skipped" % (a.suite, a.label or a.python,
+                                                      passed, failed, skipped))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""Issue 2: correct collapsed stacks for real programs, and an inert library
+where it should be inert.  Every test runs under each interpreter."""
+import os
+import shutil
+import subprocess
+
+from harness import program_lines
+
+
+def test_exact_lines(ctx):
+    prog = ctx.program("lines.py")
+    res = ctx.run([prog, "1.0"], env={"PYSAMPLE_RATE": "200"})
+    ctx.check_clean_run(res)
+    ctx.check(res.stdout == "done\n", "program output changed: %r" % res.stdout)
+    p = res.profile()
+    loop = program_lines(prog, "@leaf-loop")
+    call_leaf = program_lines(prog, "@call-leaf")
+    call_caller = program_lines(prog, "@call-caller")
+    want = [("<module>", call_caller), ("caller", call_leaf), ("leaf", loop)]
+
+    def is_wanted(s):
+        got = [(f.name, f.line) for f in s.frames if f.file == prog]
+        return got == want and all(f.file == prog for f in s.frames)
+    hits = p.count_where(is_wanted)
+    # 1 s at 200 Hz; most samples must be this exact stack (the bound
+    # leaves room for a loaded machine delaying the sampler).
+    ctx.check(hits >= 100 and hits >= 0.9 * p.with_frame("leaf"), "only %d samples of <module>:%d > caller:%d > leaf:%d"
+              % (hits, call_caller, call_leaf, loop), p.dump())
+    main = [s for s in p.stacks if s.thread.endswith("(MainThread)")]
+    ctx.check(main, "no stack labelled MainThread", p.dump())
+
+
+def test_split_60_30_10(ctx):
+    res = ctx.run([ctx.program("split.py"), "1.5"], env={"PYSAMPLE_RATE": "500"})
+    ctx.check_clean_run(res)
+    p = res.profile()
+    counts = {n: p.with_frame(n) for n in ("sixty", "thirty", "ten")}
+    total = sum(counts.values())
+    ctx.check(total >= 0.7 * 750, "too few samples: %d" % total, p.dump())
+    for name, share in (("sixty", 60), ("thirty", 30), ("ten", 10)):
+        got = 100.0 * counts[name] / total
+        ctx.check(abs(got - share) <= 8, "%s: %.1f%% of samples, expected %d%% +- 8"
+                  % (name, got, share), counts)
+
+
+def test_four_threads(ctx):
+    res = ctx.run([ctx.program("threads4.py")], env={"PYSAMPLE_RATE": "200"})
+    ctx.check_clean_run(res)
+    p = res.profile()
+    tids = dict(line.split() for line in res.stdout.splitlines())
+    for fname, tid in tids.items():
+        stacks = [s for s in p.stacks if any(f.name == fname for f in s.frames)]
+        ctx.check(stacks, "%s never sampled" % fname, p.dump())
+        labels = {s.thread.split()[1] for s in stacks}
+        ctx.check(labels == {tid}, "%s seen on threads %s, it ran on %s" % (fname, labels, tid))
+        others = {"func%d" % i for i in range(4)} - {fname}
+        mixed = [s for s in p.stacks if s.thread.split()[1] == tid
+                 and any(f.name in others for f in s.frames)]
+        ctx.check(not mixed, "thread %s shows another thread's function" % tid, mixed[:3])
+        samples = sum(s.count for s in stacks)
+        ctx.check(samples >= 100, "%s: only %d samples in 1 s at 200 Hz" % (fname, samples))
+        if ctx.version >= (3, 14):
+            ctx.check(all("worker-" in s.thread for s in stacks), "thread names missing",
+                      {s.thread for s in stacks})
+
+
+def test_deep_recursion_900(ctx):
+    prog = ctx.program("deep.py")
+    res = ctx.run([prog, "900", "0.8"], env={"PYSAMPLE_RATE": "200"})
+    ctx.check_clean_run(res)
+    p = res.profile()
+    rec_line = program_lines(prog, "@rec")
+    bottom_line = program_lines(prog, "@bottom")
+    last_line = program_lines(prog, "@rec-bottom")
+    whole = [s for s in p.stacks if s.frames and s.frames[-1].name == "bottom"]
+    ctx.check(whole, "no sample at the bottom of the recursion", p.dump(5))
+    for s in whole:
+        names = s.names()
+        ctx.check(names[0] == "<module>", "stack does not reach <module>: starts %r" % names[:3])
+        ctx.check(names.count("rec") == 900, "%d rec frames, expected 900" % names.count("rec"))
+        recs = [f.line for f in s.frames if f.name == "rec"]
+        ctx.check(recs[:-1] == [rec_line] * 899 and recs[-1] == last_line
+                  and s.frames[-1].line == bottom_line, "wrong lines in the deep stack",
+                  repr(s)[-300:])
+        ctx.check(not any(f.name.startswith("[pysample:") for f in s.frames), "marker in a whole stack")
+
+
+def test_truncation_marker(ctx):
+    res = ctx.run([ctx.program("deep.py"), "200", "0.4"],
+                  env={"PYSAMPLE_RATE": "200", "PYSAMPLE_MAX_DEPTH": "50"})
+    ctx.check_clean_run(res)
+    p = res.profile()
+    cut = [s for s in p.stacks if s.frames and s.frames[-1].name == "bottom"]
+    ctx.check(cut, "no sample at the bottom", p.dump(5))
+    for s in cut:
+        ctx.check(s.frames[0].name == "[pysample: truncated]", "cut stack has no marker: %r"
+                  % s.frames[:2])
+        ctx.check(len(s.frames) == 51, "%d frames, expected marker + 50" % len(s.frames))
+
+
+def test_generators_and_coroutines(ctx):
+    prog = ctx.program("gens.py")
+    res = ctx.run([prog], env={"PYSAMPLE_RATE": "300"})
+    ctx.check_clean_run(res)
+    p = res.profile()
+
+    def chain(s, names):
+        got = [f.name for f in s.frames if f.file == prog]
+        return got[-len(names):] == names
+    gen = p.count_where(lambda s: chain(s, ["<module>", "consume", "produce", "spin"]))
+    ctx.check(gen >= 60, "generator chain consume > produce > spin: %d samples" % gen, p.dump())
+    gen_line = program_lines(prog, "@gen-spin")
+    ctx.check(p.with_frame("produce", line=gen_line) >= 60, "produce not at line %d" % gen_line)
+    co = p.count_where(lambda s: chain(s, ["coro_main", "coro_leaf", "spin"]))
+    ctx.check(co >= 60, "coroutine chain coro_main > coro_leaf > spin: %d samples" % co, p.dump())
+    ctx.check(p.with_frame("coro_main", line=program_lines(prog, "@coro-await")) >= 60,
+              "coro_main not at its await line")
+
+
+def test_callable_names(ctx):
+    prog = ctx.program("names.py")
+    res = ctx.run([prog], env={"PYSAMPLE_RATE": "300"})
+    ctx.check_clean_run(res)
+    p = res.profile()
+    expect = [ctx.qual("Klass", "method"), ctx.qual("Klass", "static"),
+              "outer.<locals>.inner" if ctx.version >= (3, 11) else "inner",
+              "<lambda>", "<genexpr>" if ctx.version < (3, 11) else
+              "generator_expression.<locals>.<genexpr>"]
+    if ctx.version < (3, 12):   # PEP 709 inlined comprehensions in 3.12
+        expect.append("<listcomp>" if ctx.version < (3, 11) else "comprehension.<locals>.<listcomp>")
+    for name in expect:
+        n = p.count_where(lambda s: any(f.name == name and f.file == prog for f in s.frames)
+                          and s.frames[-1].name == "spin")
+        ctx.check(n >= 40, "%r calling spin: %d samples" % (name, n), p.dump())
+    n = p.count_where(lambda s: [f.name for f in s.frames][-2:] == ["comprehension", "spin"])
+    if ctx.version >= (3, 12):
+        ctx.check(n >= 40, "inlined comprehension: comprehension > spin only %d" % n, p.dump())
+
+
+def test_non_ascii_names_and_path(ctx):
+    d = ctx.tmpdir()
+    path = os.path.join(d, "prögrâm_файл_名前.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("import time\n"
+                "def función_ñ():\n"
+                "    end = time.perf_counter() + 0.4\n"
+                "    while time.perf_counter() < end: pass\n"
+                "def 関数_λ():\n"
+                "    función_ñ()\n"
+                "def deseret_𐐀():\n"
+                "    関数_λ()\n"
+                "deseret_𐐀()\n")
+    res = ctx.run([path], env={"PYSAMPLE_RATE": "300"})
+    ctx.check_clean_run(res)
+    p = res.profile()
+    n = p.count_where(lambda s: [(f.name, f.file, f.line) for f in s.frames][-3:] ==
+                      [("deseret_𐐀", path, 8), ("関数_λ", path, 6), ("función_ñ", path, 4)])
+    ctx.check(n >= 80, "non-ASCII stack deseret_𐐀 > 関数_λ > función_ñ: %d samples" % n, p.dump())
+
+
+def test_escaping_of_separators(ctx):
+    d = ctx.tmpdir()
+    path = os.path.join(d, "semi;colon 100%.py")
+    with open(path, "w") as f:
+        f.write("import time\n"
+                "def work():\n"
+                "    end = time.perf_counter() + 0.3\n"
+                "    while time.perf_counter() < end: pass\n"
+                "work()\n")
+    res = ctx.run([path], env={"PYSAMPLE_RATE": "300"})
+    ctx.check_clean_run(res)
+    p = res.profile()
+    ctx.check("semi%3Bcolon 100%25.py" in p.text, "path not escaped as documented", p.text[:500])
+    ctx.check(p.with_frame("work", line=4) >= 50, "escaped path broke parsing", p.dump())
+
+
+def test_lines_off(ctx):
+    res = ctx.run([ctx.program("lines.py"), "0.5"], env={"PYSAMPLE_LINES": "0"})
+    ctx.check_clean_run(res)
+    p = res.profile()
+    frames = [f for s in p.stacks for f in s.frames]
+    ctx.check(frames and all(f.line is None for f in frames), "line numbers present",
+              p.dump(5))
+    leaf = [s for s in p.stacks if s.frames[-1].name == "leaf"]
+    ctx.check(len(leaf) == 1, "one stack expected per function path, got %d" % len(leaf), p.dump())
+
+
+def test_cpu_mode_skips_idle_thread(ctx):
+    prog = ctx.program("idle_and_busy.py")
+    wall = ctx.run([prog], env={"PYSAMPLE_RATE": "200"})
+    cpu = ctx.run([prog], env={"PYSAMPLE_RATE": "200", "PYSAMPLE_MODE": "cpu"})
+    ctx.check_clean_run(wall)
+    ctx.check_clean_run(cpu)
+    pw, pc = wall.profile(), cpu.profile()
+    ctx.check(pw.with_frame("sleeper") >= 100, "wall mode: sleeping thread missing", pw.dump())
+    ctx.check(pc.with_frame("busy") >= 100, "cpu mode: busy thread missing", pc.dump())
+    ctx.check(pc.with_frame("sleeper") <= 3, "cpu mode: sleeping thread sampled %d times"
+              % pc.with_frame("sleeper"), pc.dump())
+
+
+def test_ctypes_api(ctx):
+    d = ctx.tmpdir()
+    out = os.path.join(d, "api.txt")
+    res = ctx.run([ctx.program("api_ctypes.py"), ctx.lib, out], output=None, preload=False,
+                  outdir=d)
+    ctx.check_clean_run(res)
+    p = res.profile("api.txt")
+    ctx.check(p.with_frame("busy_api") >= 100, "API-driven profile lacks busy_api", p.dump())
+
+
+def test_profiling_off_is_inert(ctx):
+    res = ctx.run([ctx.program("count_threads.py")], output=None)
+    ctx.check(res.rc == 0 and res.stderr == "", "rc %d stderr %r" % (res.rc, res.stderr))
+    ctx.check(res.stdout.strip() == "1", "profiler thread started without PYSAMPLE_OUTPUT: %s"
+              % res.stdout)
+    on = ctx.run([ctx.program("count_threads.py")])
+    ctx.check(on.stdout.strip() == "2", "expected exactly one sampler thread, got %s threads"
+              % on.stdout.strip())
+
+
+def test_non_python_processes_are_inert(ctx):
+    for cmd in (["bash", "-c", "true"], ["ls", "/"], ["sh", "-c", "echo hi"]):
+        res = ctx.run(cmd, python=False)
+        ctx.check(res.rc == 0, "%s failed: %d" % (cmd, res.rc))
+        ctx.check(res.stderr == "", "%s printed %r" % (cmd, res.stderr))
+        ctx.check(res.files == [], "%s left files %r" % (cmd, res.files))
+
+
+def test_invalid_settings_are_reported(ctx):
+    prog = ctx.program("lines.py")
+    for var, val, want in (("PYSAMPLE_RATE", "abc", "PYSAMPLE_RATE='abc'"),
+                           ("PYSAMPLE_RATE", "0", "PYSAMPLE_RATE='0'"),
+                           ("PYSAMPLE_RATE", "1000001", "PYSAMPLE_RATE='1000001'"),
+                           ("PYSAMPLE_MODE", "gpu", "PYSAMPLE_MODE='gpu'"),
+                           ("PYSAMPLE_MAX_DEPTH", "-3", "PYSAMPLE_MAX_DEPTH='-3'")):
+        res = ctx.run([prog, "0.2"], env={var: val})
+        ctx.check(res.rc == 0 and res.stdout == "done\n", "program affected by %s=%s" % (var, val))
+        lines = [l for l in res.stderr.splitlines() if l]
+        ctx.check(len(lines) == 1 and lines[0].startswith("pysample: ") and want in lines[0],
+                  "%s=%s: expected one 'pysample:' line naming it, got %r" % (var, val, res.stderr))
+        p = res.profile()
+        ctx.check(p.with_frame("leaf") > 0, "no profile after falling back to the default")
+
+
+def test_unwritable_output_reported_at_start(ctx):
+    prog = ctx.program("lines.py")
+    res = ctx.run([prog, "0.2"], output=None,
+                  env={"PYSAMPLE_OUTPUT": "/nonexistent-dir/sub/prof.%p.txt"})
+    ctx.check(res.rc == 0 and res.stdout == "done\n", "program affected: rc %d" % res.rc)
+    lines = [l for l in res.stderr.splitlines() if l]
+    ctx.check(len(lines) == 1 and lines[0].startswith("pysample: ") and
+              "/nonexistent-dir/sub/prof." in lines[0], "expected one clear line, got %r" % res.stderr)
+    bad = ctx.run([prog, "0.2"], output=None, env={"PYSAMPLE_OUTPUT": "prof.%q"})
+    ctx.check(bad.rc == 0 and "pysample: " in bad.stderr and "%q" in bad.stderr,
+              "unknown placeholder not reported: %r" % bad.stderr)
+
+
+def test_unsupported_python_refused(ctx):
+    res = ctx.run([ctx.program("lines.py"), "0.2"])
+    ctx.check(res.rc == 0 and res.stdout == "done\n", "program affected: rc %d" % res.rc)
+    lines = [l for l in res.stderr.splitlines() if l]
+    ctx.check(len(lines) == 1 and lines[0].startswith("pysample: ") and "3.9" in lines[0],
+              "expected one line saying 3.9+ is needed, got %r" % res.stderr)
+    ctx.check(res.files == [], "files written for an unsupported Python: %r" % res.files)
+
+
+test_unsupported_python_refused.old_python = True
+test_unsupported_python_refused.old_python_only = True
