@@ -434,6 +434,7 @@ int ps_stacktab_render(const struct ps_stacktab *t, char **out, size_t *len)
         if (res.p == NULL)
             return -1;
     }
+    res.p[res.len] = '\0';  /* put() always leaves room for it */
     *out = res.p;
     *len = res.len;
     return 0;

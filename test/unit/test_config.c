@@ -1,0 +1,112 @@
+/* Unit test: PYSAMPLE_* parsing, validation messages and path templates. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "config.h"
+
+struct env {
+    const char *kv[16];
+    int warnings;
+    char last[512];
+};
+
+static const char *get(const char *name, void *ctx)
+{
+    struct env *e = ctx;
+    size_t n = strlen(name);
+    for (int i = 0; e->kv[i]; i++)
+        if (strncmp(e->kv[i], name, n) == 0 && e->kv[i][n] == '=')
+            return e->kv[i] + n + 1;
+    return NULL;
+}
+
+static void warn(void *ctx, const char *msg)
+{
+    struct env *e = ctx;
+    e->warnings++;
+    snprintf(e->last, sizeof e->last, "%s", msg);
+}
+
+static void parse(struct env *e, struct ps_config *c)
+{
+    e->warnings = 0;
+    e->last[0] = '\0';
+    ps_config_parse(c, get, e, warn);
+}
+
+int main(void)
+{
+    struct ps_config c;
+    struct env e = { { NULL }, 0, "" };
+
+    /* Defaults, and profiling off without PYSAMPLE_OUTPUT. */
+    parse(&e, &c);
+    CHECK_EQ_INT(e.warnings, 0);
+    CHECK_EQ_STR(c.output, "");
+    CHECK_EQ_INT(c.rate_hz, 100);
+    CHECK_EQ_INT(c.mode, PS_MODE_WALL);
+    CHECK_EQ_INT(c.lines, 1);
+    CHECK_EQ_INT(c.max_depth, PS_DEFAULT_MAX_DEPTH);
+    CHECK_EQ_INT(c.flush_interval_s, PS_DEFAULT_FLUSH_S);
+    CHECK_EQ_INT(c.file_mode, 0600);
+
+    /* Valid values at the edges of their ranges. */
+    struct env ok = { { "PYSAMPLE_OUTPUT=/tmp/x.%p", "PYSAMPLE_RATE=100000", "PYSAMPLE_MODE=cpu",
+                        "PYSAMPLE_LINES=0", "PYSAMPLE_MAX_DEPTH=1", "PYSAMPLE_FLUSH_INTERVAL=0",
+                        "PYSAMPLE_FILE_MODE=0644", NULL }, 0, "" };
+    parse(&ok, &c);
+    CHECK_EQ_INT(ok.warnings, 0);
+    CHECK_EQ_STR(c.output, "/tmp/x.%p");
+    CHECK_EQ_INT(c.rate_hz, 100000);
+    CHECK_EQ_INT(c.mode, PS_MODE_CPU);
+    CHECK_EQ_INT(c.lines, 0);
+    CHECK_EQ_INT(c.max_depth, 1);
+    CHECK_EQ_INT(c.flush_interval_s, 0);
+    CHECK_EQ_INT(c.file_mode, 0644);
+
+    /* Each invalid value: one message naming it, and its default. */
+    static const struct { const char *kv; const char *name; } bad[] = {
+        { "PYSAMPLE_RATE=abc", "PYSAMPLE_RATE='abc'" },
+        { "PYSAMPLE_RATE=0", "PYSAMPLE_RATE='0'" },
+        { "PYSAMPLE_RATE=100001", "PYSAMPLE_RATE='100001'" },
+        { "PYSAMPLE_RATE=12x", "PYSAMPLE_RATE='12x'" },
+        { "PYSAMPLE_RATE=", "PYSAMPLE_RATE=''" },
+        { "PYSAMPLE_RATE=99999999999999999999", "PYSAMPLE_RATE=" },
+        { "PYSAMPLE_MODE=gpu", "PYSAMPLE_MODE='gpu'" },
+        { "PYSAMPLE_LINES=2", "PYSAMPLE_LINES='2'" },
+        { "PYSAMPLE_MAX_DEPTH=-1", "PYSAMPLE_MAX_DEPTH='-1'" },
+        { "PYSAMPLE_FLUSH_INTERVAL=1.5", "PYSAMPLE_FLUSH_INTERVAL='1.5'" },
+        { "PYSAMPLE_FILE_MODE=999", "PYSAMPLE_FILE_MODE='999'" },
+        { "PYSAMPLE_FILE_MODE=0044", "PYSAMPLE_FILE_MODE='0044'" },
+        { "PYSAMPLE_FORMAT=json", "PYSAMPLE_FORMAT='json'" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct env b = { { bad[i].kv, NULL }, 0, "" };
+        parse(&b, &c);
+        CHECK_EQ_INT(b.warnings, 1);
+        if (strstr(b.last, bad[i].name) == NULL)
+            fprintf(stderr, "message for %s does not name it: %s\n", bad[i].kv, b.last);
+        CHECK(strstr(b.last, bad[i].name) != NULL);
+        CHECK(strstr(b.last, "using") != NULL || strstr(b.last, "writing") != NULL);
+        CHECK_EQ_INT(c.rate_hz, 100);
+        CHECK_EQ_INT(c.mode, PS_MODE_WALL);
+        CHECK_EQ_INT(c.lines, 1);
+        CHECK_EQ_INT(c.max_depth, PS_DEFAULT_MAX_DEPTH);
+        CHECK_EQ_INT(c.file_mode, 0600);
+    }
+
+    /* Path templates. */
+    char out[64];
+    CHECK_EQ_INT(ps_expand_path("/t/p.%p.%h.%t.%%.txt", 42, "box", 1700000000, out, sizeof out), 0);
+    CHECK_EQ_STR(out, "/t/p.42.box.1700000000.%.txt");
+    CHECK_EQ_INT(ps_expand_path("plain", 1, "h", 2, out, sizeof out), 0);
+    CHECK_EQ_STR(out, "plain");
+    CHECK_EQ_INT(ps_expand_path("bad.%q", 1, "h", 2, out, sizeof out), -1);
+    CHECK_EQ_INT(ps_expand_path("trailing%", 1, "h", 2, out, sizeof out), -1);
+    CHECK_EQ_INT(ps_expand_path("%p%p%p%p%p%p%p%p%p%p%p%p", 1234567, "h", 2, out, 16), -1);
+    CHECK_EQ_INT(ps_template_has_pid("a.%p"), 1);
+    CHECK_EQ_INT(ps_template_has_pid("a.%%p"), 0);
+    CHECK_EQ_INT(ps_template_has_pid("a.%h"), 0);
+    CHECK_DONE();
+}
