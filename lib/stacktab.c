@@ -178,7 +178,10 @@ uint32_t ps_label_intern(struct ps_stacktab *t, long tid, const char *name)
 {
     char key[256], esc[200];
     int n;
-    if (name != NULL && *name) {
+    if (tid < 0) {
+        /* 3.9/3.10 thread made without pthread_create: no tid known. */
+        n = snprintf(key, sizeof key, "thread ?");
+    } else if (name != NULL && *name) {
         ps_escape(name, esc, sizeof esc);
         n = snprintf(key, sizeof key, "thread %ld (%s)", tid, esc);
     } else {
