@@ -157,7 +157,7 @@ def test_non_ascii_names_and_path(ctx):
     p = res.profile()
     n = p.count_where(lambda s: [(f.name, f.file, f.line) for f in s.frames][-3:] ==
                       [("deseret_𐐀", path, 8), ("関数_λ", path, 6), ("función_ñ", path, 4)])
-    ctx.check(n >= 80, "non-ASCII stack deseret_𐐀 > 関数_λ > función_ñ: %d samples" % n, p.dump())
+    ctx.check(n >= 40, "non-ASCII stack deseret_𐐀 > 関数_λ > función_ñ: %d samples" % n, p.dump())
 
 
 def test_escaping_of_separators(ctx):

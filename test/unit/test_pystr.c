@@ -56,7 +56,7 @@ static void check_layout(const struct ps_layout *l)
     int64_t huge = 1 << 20;
     memcpy(obj + l->str_length, &huge, sizeof huge);
     CHECK_EQ_INT(ps_str_read(l, (uintptr_t)obj, out, sizeof out), -1);
-    make_str(l, obj, "abc", 3, 3, 0);
+    make_str(l, obj, "abcdefghi", 3, 3, 0);   /* kind 3 does not exist */
     CHECK_EQ_INT(ps_str_read(l, (uintptr_t)obj, out, sizeof out), -1);
     make_str(l, obj, "abc", 3, 1, 1);
     uint32_t st;
