@@ -79,7 +79,9 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stack
     const struct ps_layout *L = &py->L;
     uint8_t fr[512], co[1024];
     int n = 0;
-    int budget = max + 256;  /* shims are skipped but still cost a step */
+    /* Shims are skipped but still cost a step; 3.12 can have one per Python
+     * frame (every call through C), hence twice the limit. */
+    int budget = 2 * max + 256;
 
     *truncated = 0;
     if (L->fr_read > sizeof fr || L->co_read > sizeof co)
