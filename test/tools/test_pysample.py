@@ -222,9 +222,11 @@ class ErrorTests(TempDirTestCase):
     ]
 
     def test_malformed_lines_are_reported_with_their_line_number(self):
-        for content, lineno, words in self.MALFORMED:
+        for number, (content, lineno, words) in enumerate(self.MALFORMED):
             path = self.write("bad.txt", content)
-            for command in self.READERS:
+            # All commands share the reader: every command for the first case,
+            # then top only, to keep the number of processes down.
+            for command in self.READERS if number == 0 else self.READERS[:1]:
                 with self.subTest(content=content, command=command[0]):
                     self.assertOneLineError(self.run_reader(command, path),
                                             "bad.txt:%d: malformed line" % lineno, words)
