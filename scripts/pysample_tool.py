@@ -16,7 +16,6 @@ import argparse
 import collections
 import errno
 import json
-import math
 import os
 import re
 import shutil
@@ -92,14 +91,6 @@ class Frame(collections.namedtuple("Frame", "kind name file line")):
         if self.line is None:
             return "%s (%s)" % (self.name, self.file)
         return "%s (%s:%d)" % (self.name, self.file, self.line)
-
-    @property
-    def location(self):
-        if self.file is None:
-            return ""
-        if self.line is None:
-            return self.file
-        return "%s:%d" % (self.file, self.line)
 
     @property
     def short_label(self):
@@ -1087,8 +1078,6 @@ def _exit_status(returncode):
 
 
 def cmd_record(args, command):
-    if args.rate is not None and not 1 <= args.rate <= 100000:
-        raise ToolError("--rate must be between 1 and 100000 samples per second, not %d" % args.rate)
     fmt = args.format
     python = args.python or sys.executable or "python3"
     if not command:
@@ -1275,11 +1264,13 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _positive_int(text):
+def _rate(text):
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError("expected a whole number, not %r" % text)
+        raise argparse.ArgumentTypeError("expected a whole number of samples per second, not %r" % text)
+    if not 1 <= value <= 100000:
+        raise argparse.ArgumentTypeError("must be between 1 and 100000 samples per second, not %d" % value)
     return value
 
 
@@ -1310,7 +1301,7 @@ def build_parser():
                           "name, %%t by the start time (default: pysample-<pid>.txt, .svg, .json or .pb "
                           "in the current directory). Without %%p and with several processes, the others "
                           "get .<pid> before the extension.")
-    rec.add_argument("--rate", type=_positive_int, metavar="HZ",
+    rec.add_argument("--rate", type=_rate, metavar="HZ",
                      help="samples per second, 1..100000 (default: $PYSAMPLE_RATE or 100)")
     rec.add_argument("--mode", choices=("wall", "cpu"),
                      help="wall: sample threads whatever they do (default); cpu: only while on a CPU")
@@ -1349,7 +1340,7 @@ def build_parser():
     conv.add_argument("file", metavar="FILE", help="a collapsed profile written by libpysample")
     conv.add_argument("--to", required=True, choices=("speedscope", "pprof"), help="output format")
     conv.add_argument("-o", "--output", metavar="OUT", help="write here instead of standard output")
-    conv.add_argument("--rate", type=_positive_int, metavar="HZ",
+    conv.add_argument("--rate", type=_rate, metavar="HZ",
                       help="the sampling rate the profile was taken at: adds time values (pprof: "
                            "cpu or wall nanoseconds; speedscope: milliseconds)")
     conv.add_argument("--mode", choices=("cpu", "wall"), default="cpu",

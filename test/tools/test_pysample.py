@@ -249,6 +249,8 @@ class ErrorTests(TempDirTestCase):
         self.assertOneLineError(pysample("frobnicate"), "invalid choice")
         self.assertOneLineError(pysample("top", fixture("basic.txt"), "-n", "many"), "-n")
         self.assertOneLineError(pysample("record", "--rate", "0", "--", PYTHON, "-c", "pass"), "--rate")
+        self.assertOneLineError(pysample("convert", fixture("basic.txt"), "--to", "pprof", "--rate", "0"),
+                                "between 1 and 100000")
         self.assertOneLineError(pysample("record", "--mode", "idle"), "--mode")
 
     def test_no_arguments_prints_usage_and_fails(self):
