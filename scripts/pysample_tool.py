@@ -62,7 +62,7 @@ class ToolError(Exception):
 KIND_PY = "py"
 KIND_MARKER = "marker"
 
-_THREAD_RE = re.compile(r"^thread (\d+)(?: \((.*)\))?$")
+_THREAD_RE = re.compile(r"^thread (\d+|\?)(?: \((.*)\))?$")
 _PYFRAME_LINE_RE = re.compile(r"^(.+?) \((.*):(-?\d+)\)$")
 _PYFRAME_NOLINE_RE = re.compile(r"^(.+?) \((.+)\)$")
 _COUNT_RE = re.compile(r"^[0-9]+$")
@@ -104,13 +104,22 @@ class Frame(collections.namedtuple("Frame", "kind name file line")):
 
 
 class Thread(collections.namedtuple("Thread", "tid name")):
+    """tid is None for `thread ?`: a thread whose id the library never saw."""
+
     __slots__ = ()
+
+    @property
+    def tid_text(self):
+        return "?" if self.tid is None else str(self.tid)
 
     @property
     def label(self):
         if self.name is None:
-            return "thread %d" % self.tid
-        return "thread %d (%s)" % (self.tid, self.name)
+            return "thread %s" % self.tid_text
+        return "thread %s (%s)" % (self.tid_text, self.name)
+
+    def sort_key(self):
+        return (self.tid is None, self.tid or 0, self.name or "")
 
 
 class Profile(object):
@@ -131,7 +140,7 @@ class Profile(object):
         counts = collections.OrderedDict()
         for thread, _frames, count in self.stacks:
             counts[thread] = counts.get(thread, 0) + count
-        return sorted(counts.items(), key=lambda item: (item[0].tid, item[0].name or ""))
+        return sorted(counts.items(), key=lambda item: item[0].sort_key())
 
 
 def _malformed(path, lineno, why, text, data):
@@ -189,7 +198,8 @@ def parse_collapsed(path, data=None):
                                  "the first frame must be \"thread <tid>\" or \"thread <tid> (<name>)\", not %r"
                                  % parts[0][:60], line, data)
             name = m.group(2)
-            thread = Thread(int(m.group(1)), unescape(name) if name is not None else None)
+            tid = None if m.group(1) == "?" else int(m.group(1))
+            thread = Thread(tid, unescape(name) if name is not None else None)
             thread_cache[parts[0]] = thread
         frames = []
         for index, text in enumerate(parts[1:], 2):
@@ -352,7 +362,7 @@ def build_tree(profile):
             if child is None:
                 if kind == "thread":
                     label = thread.label
-                    short = "thread %d" % thread.tid
+                    short = "thread %s" % thread.tid_text
                     child = Node(key, "thread", label, label, short, None)
                 elif item.kind == KIND_MARKER:
                     child = Node(key, KIND_MARKER, item.name, item.name, item.name, None)
@@ -367,7 +377,7 @@ def build_tree(profile):
 
 def _sort_key(node):
     if node.kind == "thread":
-        return (0, node.key[1].tid, node.key[1].name or "")
+        return (0,) + node.key[1].sort_key()
     return (1, node.title)
 
 
@@ -863,7 +873,7 @@ def to_pprof(profile, rate=None, mode="cpu", mtime_ns=None):
         sample = _Message().packed(1, ids)
         values = [count] + ([count * period] if rate else [])
         sample.packed(2, values)
-        sample.message(3, _Message().varint(1, thread_id_key).varint(2, strings(str(thread.tid))))
+        sample.message(3, _Message().varint(1, thread_id_key).varint(2, strings(thread.tid_text)))
         if thread.name is not None:
             sample.message(3, _Message().varint(1, thread_name_key).varint(2, strings(thread.name)))
         prof.message(2, sample)

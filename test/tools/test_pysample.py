@@ -166,6 +166,17 @@ class ParseTests(TempDirTestCase):
         (_, (frame,), _), = pysample_tool.parse_collapsed(path).stacks
         self.assertEqual(frame, pysample_tool.Frame("py", "C.m", "/odd (x):y/z.py", 12))
 
+    def test_thread_with_unknown_id(self):
+        path = self.write("q.txt", "thread ?;f (/a.py:1) 2\nthread ? (Pool);f (/a.py:1) 1\nthread 5;f (/a.py:1) 1\n")
+        profile = pysample_tool.parse_collapsed(path)
+        self.assertEqual([(t.label, n) for t, n in profile.threads()],
+                         [("thread 5", 1), ("thread ?", 2), ("thread ? (Pool)", 1)])
+        for command in (["top"], ["flamegraph"], ["convert", "--to", "speedscope"]):
+            code, out, err = pysample(command[0], path, *command[1:])
+            self.assertEqual(code, 0, err)
+        code, out, err = pysample("convert", path, "--to", "speedscope")
+        self.assertIn("thread ? (Pool)", [p["name"] for p in json.loads(out.decode())["profiles"]])
+
     def test_thread_without_python_frames(self):
         path = self.write("t.txt", "thread 9 (Idle) 4\n")
         profile = pysample_tool.parse_collapsed(path)
