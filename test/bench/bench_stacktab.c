@@ -1,0 +1,160 @@
+/*
+ * bench_stacktab.c - memory and output cost of the aggregated profile.
+ *
+ *     bench_stacktab SAMPLES DISTINCT DIR
+ *
+ * Fills a stack table (lib/stacktab.c, the very code the library uses) with
+ * SAMPLES samples spread over DISTINCT distinct stacks, then renders it and
+ * writes it atomically into DIR the way the library does at exit.  Prints
+ * one line of JSON: resident memory added by the table (and at the peak of
+ * writing), time per added sample, render and write times, output size.
+ *
+ * The stacks look like real ones: 4 threads; depth 8 to 40 (mean 24);
+ * frames drawn from 3000 functions with package-style qualified names and
+ * site-packages paths, the outer frames shared between many stacks as
+ * real call trees share their roots.  The frames are made before the
+ * memory baseline is taken, so only the table's own memory counts.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "output.h"
+#include "stacktab.h"
+
+#define NFUNCS 3000
+#define NTHREADS 4
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static long rss_kib(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL)
+        return -1;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+        resident = -1;
+    fclose(f);
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static long peak_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static uint64_t rng(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s SAMPLES DISTINCT DIR\n", argv[0]);
+        return 2;
+    }
+    long samples = atol(argv[1]), distinct = atol(argv[2]);
+    const char *dir = argv[3];
+    if (distinct > samples)
+        distinct = samples;
+    if (samples <= 0 || distinct <= 0)
+        return 2;
+
+    /* The stacks, made up front: distinct * (up to 40) frames plus a depth
+     * and thread each.  Built before the baseline. */
+    uint32_t *depth = malloc((size_t)distinct * sizeof *depth);
+    uint64_t *frames = malloc((size_t)distinct * 40 * sizeof *frames);
+    uint32_t *funcs = malloc(NFUNCS * sizeof *funcs);
+    if (depth == NULL || frames == NULL || funcs == NULL)
+        return 1;
+    memset(depth, 1, (size_t)distinct * sizeof *depth);  /* touched now: not counted */
+    memset(frames, 1, (size_t)distinct * 40 * sizeof *frames);
+
+    struct ps_stacktab t;
+    if (ps_stacktab_init(&t, 200000) != 0)
+        return 1;
+    long rss0 = rss_kib();
+
+    char name[128], file[160];
+    for (int i = 0; i < NFUNCS; i++) {
+        snprintf(name, sizeof name, "Handler%d.process_item_%d", i % 97, i);
+        snprintf(file, sizeof file, "/usr/lib/python3/dist-packages/app/module_%d/impl.py",
+                 i % 211);
+        funcs[i] = ps_func_intern(&t, name, file);
+    }
+    uint32_t labels[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++) {
+        snprintf(name, sizeof name, "worker-%d", i);
+        labels[i] = ps_label_intern(&t, 1000 + i, i == 0 ? "MainThread" : name);
+    }
+    for (long k = 0; k < distinct; k++) {
+        uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(k + 1);
+        depth[k] = 8 + (uint32_t)(rng(&s) % 33);
+        uint64_t *f = frames + k * 40;
+        for (uint32_t d = 0; d < depth[k]; d++) {
+            /* Roots come from a few functions, leaves from many. */
+            uint32_t pool = d < 3 ? 4 : d < 8 ? 60 : NFUNCS;
+            uint32_t fn = (uint32_t)(rng(&s) % pool);
+            /* A function calls out from a handful of lines. */
+            f[d] = ps_frame(funcs[fn], 10 + 7 * (int32_t)(fn % 50) + (int32_t)(rng(&s) % 6));
+        }
+        /* Distinct by construction: the leaf encodes k. */
+        f[depth[k] - 1] = ps_frame(funcs[k % NFUNCS], 1000 + (int32_t)(k / NFUNCS));
+    }
+    long rss_interned = rss_kib();
+
+    double t0 = now_s();
+    uint64_t s = 12345;
+    for (long i = 0; i < samples; i++) {
+        /* Every stack at least once, then a skewed spread (hot stacks get
+         * most samples, as in real profiles). */
+        long k = i < distinct ? i : (long)(rng(&s) % (uint64_t)distinct) / (1 + (long)(rng(&s) % 4));
+        if (ps_stacktab_add(&t, labels[k % NTHREADS], frames + k * 40, depth[k], 1) != 0)
+            return 1;
+    }
+    double t_add = now_s() - t0;
+    long rss_filled = rss_kib();
+    long peak_before = peak_kib();
+
+    char *out;
+    size_t len;
+    t0 = now_s();
+    if (ps_stacktab_render(&t, &out, &len) != 0)
+        return 1;
+    double t_render = now_s() - t0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/bench-profile.txt", dir);
+    t0 = now_s();
+    if (ps_write_atomic(path, out, len, 0600) != 0)
+        return 1;
+    double t_write = now_s() - t0;
+    long peak_after = peak_kib();
+    free(out);
+    unlink(path);
+
+    printf("{\"samples\": %ld, \"distinct\": %ld, \"stacks_in_table\": %zu, "
+           "\"rss_table_kib\": %ld, \"rss_strings_kib\": %ld, \"peak_write_extra_kib\": %ld, "
+           "\"add_ns_per_sample\": %.1f, \"render_s\": %.4f, \"write_s\": %.4f, "
+           "\"output_bytes\": %zu}\n",
+           samples, distinct, t.used, rss_filled - rss_interned, rss_interned - rss0,
+           peak_after > peak_before ? peak_after - peak_before : 0,
+           t_add * 1e9 / (double)samples, t_render, t_write, len);
+    ps_stacktab_free(&t);
+    return 0;
+}

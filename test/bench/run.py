@@ -1,0 +1,579 @@
+#!/usr/bin/env python3
+"""The benchmark suite of libpysample (issue 5).  Run it with scripts/bench.
+
+    run.py --build BUILDDIR [--out DIR] [--only ITEMS] [--quick]
+           [--primary LABEL] [--python PATH ...]
+
+It reports, it asserts nothing.  Every figure is a ratio or a cost taken
+inside one run: profiled and unprofiled runs are interleaved (each
+repetition runs every variant once, in a shuffled order), repeated, and
+reported as the median with the spread (min-max over repetitions) beside
+it.  Cost is judged by CPU time -- the process's user+sys from wait4()
+and the sampler thread's own CPU clock from PYSAMPLE_STATS -- with wall
+time beside it, because wall time on a shared 2-core machine spreads
+15-30 % between identical runs.
+
+Items (--only takes their names, comma-separated):
+  slowdown  1. CPU-bound single-threaded program at 100 Hz / 1 kHz / 10 kHz,
+               free on both cores and pinned to one (taskset -c 0)
+  cost      2. sampler CPU per sample vs stack depth (10/100/1000) and
+               thread count (1/8/64); the platform's wake-up floor
+  rate      3. achieved / requested rate 100 Hz..20 kHz, 1 and 16 threads,
+               tick lateness p50/p99
+  startup   4. /bin/true and python -c pass: bare, preloaded with profiling
+               off, preloaded with profiling on
+  memory    5. resident memory and output time, 100..1M samples over
+               10..100k distinct stacks (test/bench/bench_stacktab.c)
+  versions  6. items 1 (pinned), 2 (1 thread), 3 (1 thread) and 4 (python)
+               under every other installed CPython 3.9+
+
+Results go to DIR (default /tmp/pysample-bench): results.json and
+results.md, the tables docs/performance.md is made from.
+"""
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+WORKLOAD = os.path.join(HERE, "workload.py")
+
+TARGETS = {
+    "pinned_100": 0.01, "pinned_1000": 0.03, "pinned_10000": 0.15,
+    "per_sample_10_ns": 2000, "per_frame_ns": 30,
+    "rate_ratio": 0.99,
+    "true_off_ms": 0.3, "python_on_ms": 3.0,
+    "write_100k_s": 0.5,
+}
+
+
+# ---- running things -------------------------------------------------------
+
+def base_env():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PYSAMPLE_") and k != "LD_PRELOAD"}
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def run(argv, env, pin=False, timeout=600):
+    """Runs argv; returns (wall s, user+sys s, exit status)."""
+    if pin:
+        argv = ["taskset", "-c", "0"] + argv
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    if p.returncode != 0:
+        raise RuntimeError("%s exited %d: %s" % (" ".join(argv), p.returncode, err[-2000:]))
+    return wall, ru.ru_utime + ru.ru_stime, err
+
+
+def read_stats(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            k, _, v = line.strip().partition(" ")
+            try:
+                out[k] = int(v)
+            except ValueError:
+                out[k] = v
+    os.unlink(path)
+    return out
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def spread(xs, fmt="%.3f"):
+    if not xs:
+        return "-"
+    return (fmt + "-" + fmt) % (min(xs), max(xs))
+
+
+class Ctx:
+    def __init__(self, args):
+        self.build = os.path.abspath(args.build)
+        self.lib = os.path.join(self.build, "lib", "libpysample.so")
+        self.bench_stacktab = os.path.join(self.build, "test", "bench", "bench_stacktab")
+        self.bench_wake = os.path.join(self.build, "test", "bench", "bench_wake")
+        for p in (self.lib, self.bench_stacktab, self.bench_wake):
+            if not os.path.exists(p):
+                sys.exit("run.py: %s is missing; build first (meson compile -C %s)" % (p, args.build))
+        self.quick = args.quick
+        self.tmp = tempfile.mkdtemp(prefix="pysample-bench-")
+        self.n = 0
+
+    def path(self, what):
+        self.n += 1
+        return os.path.join(self.tmp, "%s.%d" % (what, self.n))
+
+    def env(self, rate=None, stats=None, output=True):
+        """Environment of a profiled run (rate None: unprofiled)."""
+        env = base_env()
+        if rate is None:
+            return env
+        env["LD_PRELOAD"] = self.lib
+        if output:
+            env["PYSAMPLE_OUTPUT"] = self.path("prof")
+            env["PYSAMPLE_RATE"] = str(rate)
+        if stats:
+            env["PYSAMPLE_STATS"] = stats
+        return env
+
+
+def log(msg):
+    sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+# ---- 1. slowdown ------------------------------------------------------------
+
+def calibrate(ctx, py, target_s):
+    """Iterations of workload.py cpu that take about target_s of CPU."""
+    n = 200000
+    _, cpu, _ = run([py, WORKLOAD, "cpu", str(n)], ctx.env())
+    _, cpu0, _ = run([py, "-c", "pass"], ctx.env())
+    per = max(cpu - cpu0, 1e-3) / n
+    return int(target_s / per)
+
+
+def bench_slowdown(ctx, py, pins=(False, True), reps=5, target_s=0.6):
+    iters = calibrate(ctx, py, target_s)
+    rates = [None, 100, 1000, 10000]
+    res = {}
+    for pin in pins:
+        rows = {r: {"wall": [], "cpu": [], "sampler_cpu": [], "samples": []} for r in rates}
+        for rep in range(reps):
+            order = rates[:]
+            random.shuffle(order)
+            for r in order:
+                stats = ctx.path("stats") if r else None
+                wall, cpu, _ = run([py, WORKLOAD, "cpu", str(iters)], ctx.env(r, stats), pin=pin)
+                rows[r]["wall"].append(wall)
+                rows[r]["cpu"].append(cpu)
+                if r:
+                    st = read_stats(stats)
+                    rows[r]["sampler_cpu"].append(st["sampler_cpu_ns"] / 1e9)
+                    rows[r]["samples"].append(st["samples"])
+        base = rows[None]
+        out = {"iterations": iters, "base_wall_s": med(base["wall"]), "base_cpu_s": med(base["cpu"])}
+        for r in rates[1:]:
+            # Ratios pair each profiled run with the unprofiled run of the
+            # same repetition, so that slow phases of the machine cancel.
+            cpu_r = [c / b for c, b in zip(rows[r]["cpu"], base["cpu"])]
+            wall_r = [w / b for w, b in zip(rows[r]["wall"], base["wall"])]
+            share = [s / c for s, c in zip(rows[r]["sampler_cpu"], rows[r]["cpu"])]
+            out[str(r)] = {
+                "cpu_ratio": med(cpu_r), "cpu_ratio_spread": spread(cpu_r),
+                "wall_ratio": med(wall_r), "wall_ratio_spread": spread(wall_r),
+                "sampler_cpu_share": med(share), "samples": med(rows[r]["samples"]),
+                "sampler_cpu_s": med(rows[r]["sampler_cpu"]),
+            }
+        res["pinned" if pin else "free"] = out
+        log("  slowdown %s: %s" % ("pinned" if pin else "free",
+                                   ", ".join("%s Hz cpu x%.3f wall x%.3f" % (r, out[str(r)]["cpu_ratio"],
+                                                                           out[str(r)]["wall_ratio"])
+                                             for r in rates[1:])))
+    return res
+
+
+# ---- 2. sampler cost per sample -------------------------------------------
+
+def sampled_run(ctx, py, mode, depth, threads, seconds, rate):
+    stats = ctx.path("stats")
+    env = ctx.env(rate, stats, output=False)
+    run([py, WORKLOAD, mode, str(depth), str(threads), str(seconds), str(rate)], env)
+    return read_stats(stats)
+
+
+def bench_cost(ctx, py, depths=(10, 100, 1000), threads=(1, 8, 64), reps=3, seconds=1.0, rate=1000):
+    res = {}
+    for rep in range(reps):
+        combos = [(d, t) for d in depths for t in threads]
+        random.shuffle(combos)
+        for d, t in combos:
+            st = sampled_run(ctx, py, "idle", d, t, seconds, rate)
+            if st["samples"] == 0:
+                continue
+            r = res.setdefault("%d/%d" % (d, t), {"all_in": [], "walk": [], "tick_p50": [],
+                                                 "errors": [], "ticks": []})
+            r["all_in"].append(st["sampler_cpu_ns"] / st["samples"])
+            # The tick's own work (wall time inside the tick, median tick,
+            # per thread sampled): what a sample costs beyond the wake-up.
+            r["walk"].append(st["tick_p50_ns"] / max(st["samples"] / max(st["ticks"], 1), 1))
+            r["tick_p50"].append(st["tick_p50_ns"])
+            r["errors"].append(st["errors"])
+            r["ticks"].append(st["ticks"])
+    out = {}
+    for k, r in res.items():
+        out[k] = {"all_in_ns": med(r["all_in"]), "all_in_spread": spread(r["all_in"], "%.0f"),
+                  "walk_ns": med(r["walk"]), "walk_spread": spread(r["walk"], "%.0f"),
+                  "tick_p50_ns": med(r["tick_p50"]), "errors": max(r["errors"]),
+                  "ticks": med(r["ticks"])}
+    d0, d1 = min(depths), max(depths)
+    if "%d/1" % d0 in out and "%d/1" % d1 in out:
+        out["per_frame_ns"] = (out["%d/1" % d1]["walk_ns"] - out["%d/1" % d0]["walk_ns"]) / (d1 - d0)
+    log("  cost: " + ", ".join("%s %.0f/%.0f ns" % (k, v["all_in_ns"], v["walk_ns"])
+                               for k, v in sorted(out.items()) if isinstance(v, dict)))
+    return out
+
+
+def bench_wake(ctx, rates=(100, 1000, 10000)):
+    out = {}
+    for r in rates:
+        vals = []
+        for _ in range(3):
+            p = subprocess.run([ctx.bench_wake, str(r), str(max(200, r // 2))],
+                               capture_output=True, text=True, check=True)
+            vals.append(json.loads(p.stdout))
+        out[str(r)] = {k: med([v[k] for v in vals]) for k in vals[0]}
+    log("  wake floor: " + ", ".join("%s Hz %.0f ns" % (k, v["cpu_ns_per_wake"]) for k, v in out.items()))
+    return out
+
+
+# ---- 3. achieved rate ------------------------------------------------------
+
+def bench_rate(ctx, py, rates=(100, 1000, 5000, 10000, 20000), threads=(1, 16), reps=2, seconds=1.5):
+    res = {}
+    for rep in range(reps):
+        combos = [(r, t) for r in rates for t in threads]
+        random.shuffle(combos)
+        for r, t in combos:
+            st = sampled_run(ctx, py, "busy", 20, t, seconds, r)
+            achieved = st["ticks"] / (st["active_ns"] / 1e9) / r
+            x = res.setdefault("%d/%d" % (r, t), {"ratio": [], "p50": [], "p99": [], "skipped": [],
+                                                 "cpu": []})
+            x["ratio"].append(achieved)
+            x["p50"].append(st["late_p50_ns"] / 1e3)
+            x["p99"].append(st["late_p99_ns"] / 1e3)
+            x["skipped"].append(st["skipped_ticks"])
+            x["cpu"].append(st["sampler_cpu_ns"] / st["active_ns"])
+    out = {}
+    for k, x in res.items():
+        out[k] = {"ratio": med(x["ratio"]), "ratio_spread": spread(x["ratio"]),
+                  "late_p50_us": med(x["p50"]), "late_p99_us": med(x["p99"]),
+                  "late_p99_spread": spread(x["p99"], "%.0f"),
+                  "skipped": med(x["skipped"]), "sampler_core_share": med(x["cpu"])}
+    log("  rate: " + ", ".join("%s %.3f p99 %.0fus" % (k, v["ratio"], v["late_p99_us"])
+                               for k, v in sorted(out.items(), key=lambda kv: [int(s) for s in kv[0].split("/")])))
+    return out
+
+
+# ---- 4. start-up -----------------------------------------------------------
+
+def bench_startup(ctx, argv, runs):
+    variants = {"bare": ctx.env(), "preload_off": dict(ctx.env(), LD_PRELOAD=ctx.lib)}
+    res = {v: {"wall": [], "cpu": []} for v in ("bare", "preload_off", "preload_on")}
+    for i in range(runs):
+        order = list(res)
+        random.shuffle(order)
+        for v in order:
+            env = variants.get(v) or ctx.env(100)
+            wall, cpu, _ = run(argv, env)
+            res[v]["wall"].append(wall * 1e3)
+            res[v]["cpu"].append(cpu * 1e3)
+            if v == "preload_on" and os.path.exists(env["PYSAMPLE_OUTPUT"]):
+                os.unlink(env["PYSAMPLE_OUTPUT"])
+    out = {}
+    for v, r in res.items():
+        w = sorted(r["wall"])
+        q1, q3 = w[len(w) // 4], w[3 * len(w) // 4]
+        out[v] = {"wall_ms": med(r["wall"]), "wall_iqr": "%.2f-%.2f" % (q1, q3), "cpu_ms": med(r["cpu"])}
+    for v in ("preload_off", "preload_on"):
+        out[v]["added_wall_ms"] = out[v]["wall_ms"] - out["bare"]["wall_ms"]
+        out[v]["added_cpu_ms"] = out[v]["cpu_ms"] - out["bare"]["cpu_ms"]
+    log("  startup %s: off +%.3f ms, on +%.3f ms" % (os.path.basename(argv[0]), out["preload_off"]["added_wall_ms"],
+                                                    out["preload_on"]["added_wall_ms"]))
+    return out
+
+
+# ---- 5. memory -------------------------------------------------------------
+
+def bench_memory(ctx, reps=3):
+    out = {}
+    for samples in (100, 10000, 1000000):
+        for distinct in (10, 10000, 100000):
+            if distinct > samples:
+                continue
+            vals = []
+            for _ in range(reps):
+                p = subprocess.run([ctx.bench_stacktab, str(samples), str(distinct), ctx.tmp],
+                                   capture_output=True, text=True, check=True)
+                vals.append(json.loads(p.stdout))
+            r = {k: med([v[k] for v in vals]) for k in vals[0]}
+            r["write_total_spread"] = spread([v["render_s"] + v["write_s"] for v in vals])
+            out["%d/%d" % (samples, distinct)] = r
+            log("  memory %d/%d: table %d KiB, render %.3f s, write %.3f s" %
+                (samples, distinct, r["rss_table_kib"], r["render_s"], r["write_s"]))
+    return out
+
+
+# ---- the whole suite --------------------------------------------------------
+
+def find_pythons(extra):
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "test", "find_pythons.py")] + extra,
+                       capture_output=True, text=True, check=True)
+    out = []
+    for line in p.stdout.splitlines():
+        label, path = line.split(" ", 1)
+        major_minor = tuple(int(x) for x in label.split("-")[-1].split(".")[:2]) if label[0].isdigit() \
+            else tuple(int(x) for x in label.split("-")[1].split(".")[:2])
+        if major_minor < (3, 9):
+            continue  # refused by design: nothing to measure
+        out.append((label, path))
+    return out
+
+
+def machine():
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
+            "load_before": os.getloadavg()[0],
+            "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", default="/tmp/pysample-bench")
+    ap.add_argument("--only", default="slowdown,cost,rate,startup,memory,versions")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
+    ap.add_argument("--primary", help="label of the interpreter measured in full (default: newest)")
+    ap.add_argument("--python", action="append", default=[], help="extra interpreter")
+    args = ap.parse_args()
+    ctx = Ctx(args)
+    only = set(args.only.split(","))
+    q = args.quick
+    pythons = find_pythons(args.python)
+    if not pythons:
+        sys.exit("run.py: no CPython 3.9+ found")
+    plain = [p for p in pythons if not p[0].endswith(("d", "t")) and "t-" not in p[0] and "d-" not in p[0]]
+    primary = next((p for p in pythons if p[0] == args.primary), None) or \
+        sorted(plain or pythons, key=lambda p: [int(x) for x in p[0].split("-")[0].split(".") if x.isdigit()])[-1]
+    py = primary[1]
+    started = time.time()
+    results = {"machine": machine(), "primary": primary[0], "pythons": pythons,
+               "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M"),
+               "lib": ctx.lib}
+    log("primary interpreter %s (%s); %d interpreters" % (primary[0], py, len(pythons)))
+    random.seed(5)
+    try:
+        if "slowdown" in only:
+            results["slowdown"] = bench_slowdown(ctx, py, reps=3 if q else 7)
+        if "cost" in only:
+            results["wake_floor"] = bench_wake(ctx)
+            results["cost"] = bench_cost(ctx, py, reps=1 if q else 3)
+        if "rate" in only:
+            results["rate"] = bench_rate(ctx, py, reps=1 if q else 2, seconds=1.0 if q else 1.5)
+        if "startup" in only:
+            results["startup_true"] = bench_startup(ctx, ["/bin/true"], 50 if q else 300)
+            results["startup_python"] = bench_startup(ctx, [py, "-c", "pass"], 10 if q else 40)
+        if "memory" in only:
+            results["memory"] = bench_memory(ctx, reps=1 if q else 3)
+        if "versions" in only:
+            per = {}
+            for label, path in pythons:
+                if label == primary[0]:
+                    continue
+                log("version %s" % label)
+                v = {}
+                try:
+                    v["slowdown"] = bench_slowdown(ctx, path, pins=(True,), reps=2 if q else 3, target_s=0.4)
+                    v["cost"] = bench_cost(ctx, path, threads=(1,), reps=1 if q else 2, seconds=0.7)
+                    v["rate"] = bench_rate(ctx, path, rates=(1000, 10000), threads=(1,), reps=1, seconds=1.0)
+                    v["startup_python"] = bench_startup(ctx, [path, "-c", "pass"], 8 if q else 20)
+                except RuntimeError as e:
+                    v["error"] = str(e)[:500]
+                    log("  failed: %s" % v["error"])
+                per[label] = v
+            results["versions"] = per
+    finally:
+        shutil.rmtree(ctx.tmp, ignore_errors=True)
+    results["duration_s"] = round(time.time() - started)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    md = render(results)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(md)
+    print(md)
+    log("took %d s; results in %s" % (results["duration_s"], args.out))
+
+
+# ---- report -----------------------------------------------------------------
+
+def mark(ok):
+    return "**met**" if ok else "**not met**"
+
+
+def render(R):
+    L = []
+    m = R["machine"]
+    L.append("Run %s, %d s: `%s`" % (R["date"], R["duration_s"], R["command"]))
+    L.append("")
+    L.append("Machine: %s, %d cores, %.0f GiB, Linux %s, load average %.1f at start.  "
+             "Primary interpreter: %s.  Others: %s." %
+             (m["cpu"], m["cores"], m["mem_gib"], m["kernel"], m["load_before"], R["primary"],
+              ", ".join(l for l, _ in R["pythons"] if l != R["primary"]) or "none"))
+    L.append("")
+    if "slowdown" in R:
+        L.append("### 1. Slowdown, CPU-bound single-threaded program (%s)" % R["primary"])
+        L.append("")
+        L.append("| placement | rate | added CPU (user+sys) | spread | wall ratio | spread | sampler share of CPU | target | |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        for place in ("free", "pinned"):
+            s = R["slowdown"].get(place)
+            if not s:
+                continue
+            for r in ("100", "1000", "10000"):
+                x = s[r]
+                added = x["cpu_ratio"] - 1
+                if place == "pinned":
+                    t = TARGETS["pinned_%s" % r]
+                    tgt, ok = "CPU <= +%.0f%%" % (t * 100), mark(added <= t)
+                elif r in ("100", "1000"):
+                    tgt, ok = "wall within noise", mark(min(float(v) for v in x["wall_ratio_spread"].split("-")) <= 1.0
+                                                         or x["wall_ratio"] - 1 <= 0.03)
+                else:
+                    tgt, ok = "-", ""
+                L.append("| %s | %s Hz | %+.1f%% | %s | x%.3f | %s | %.1f%% | %s | %s |" %
+                         (place, r, added * 100, x["cpu_ratio_spread"], x["wall_ratio"], x["wall_ratio_spread"],
+                          x["sampler_cpu_share"] * 100, tgt, ok))
+        L.append("")
+        L.append("Unprofiled run: %.2f s CPU free, %.2f s pinned (median)." %
+                 (R["slowdown"]["free"]["base_cpu_s"] if "free" in R["slowdown"] else float("nan"),
+                  R["slowdown"]["pinned"]["base_cpu_s"] if "pinned" in R["slowdown"] else float("nan")))
+        L.append("")
+    if "cost" in R:
+        c = R["cost"]
+        L.append("### 2. Sampler cost per sample (%s, 1 kHz, threads blocked at depth)" % R["primary"])
+        L.append("")
+        L.append("All-in: the sampler thread's CPU clock / samples (includes the timer wake-up, shared by the "
+                 "threads of a tick).  Walk: the median tick's own time / threads in it.")
+        L.append("")
+        L.append("| depth | threads | all-in ns/sample | spread | walk ns/sample | spread | median tick us | ticks | errors |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        for k in sorted((k for k in c if "/" in k), key=lambda k: [int(x) for x in k.split("/")]):
+            x = c[k]
+            d, t = k.split("/")
+            L.append("| %s | %s | %.0f | %s | %.0f | %s | %.1f | %.0f | %d |" %
+                     (d, t, x["all_in_ns"], x["all_in_spread"], x["walk_ns"], x["walk_spread"],
+                      x["tick_p50_ns"] / 1e3, x["ticks"], x["errors"]))
+        L.append("")
+        if "10/1" in c:
+            w = c["10/1"]["walk_ns"]
+            L.append("- 10-frame stack: %.0f ns per sample of walking (target <= 2000 ns: %s); "
+                     "%.0f ns all-in, of which the wake-up floor below is most." %
+                     (w, mark(w <= TARGETS["per_sample_10_ns"]), c["10/1"]["all_in_ns"]))
+        if "per_frame_ns" in c:
+            L.append("- Per additional frame, code objects cached: %.1f ns (target <= 30 ns: %s)." %
+                     (c["per_frame_ns"], mark(c["per_frame_ns"] <= TARGETS["per_frame_ns"])))
+        if "wake_floor" in R:
+            L.append("- Platform floor (test/bench/bench_wake.c, a bare timed-wait loop): " +
+                     ", ".join("%s Hz: %.1f us CPU per wake-up, lateness p50 %.0f us / p99 %.0f us" %
+                               (k, v["cpu_ns_per_wake"] / 1e3, v["late_p50_ns"] / 1e3, v["late_p99_ns"] / 1e3)
+                               for k, v in R["wake_floor"].items()) + ".")
+        L.append("")
+    if "rate" in R:
+        L.append("### 3. Achieved rate and tick lateness (%s, threads running Python at depth 20)" % R["primary"])
+        L.append("")
+        L.append("| rate | threads | achieved / requested | spread | lateness p50 | p99 | p99 spread | skipped ticks | sampler CPU (share of a core) | target | |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for k in sorted(R["rate"], key=lambda k: [int(x) for x in k.split("/")]):
+            x = R["rate"][k]
+            r, t = k.split("/")
+            tgt, ok = "", ""
+            if t == "1" and int(r) <= 10000:
+                tgt = ">= 99%%, p99 < %g us" % (1e6 / int(r))
+                ok = mark(x["ratio"] >= TARGETS["rate_ratio"] and x["late_p99_us"] < 1e6 / int(r))
+            L.append("| %s Hz | %s | %.3f | %s | %.0f us | %.0f us | %s | %.0f | %.1f%% | %s | %s |" %
+                     (r, t, x["ratio"], x["ratio_spread"], x["late_p50_us"], x["late_p99_us"],
+                      x["late_p99_spread"], x["skipped"], x["sampler_core_share"] * 100, tgt, ok))
+        L.append("")
+    for key, name, tkey in (("startup_true", "/bin/true", "true_off_ms"), ("startup_python", "python -c pass", "python_on_ms")):
+        if key not in R:
+            continue
+        s = R[key]
+        L.append("### 4. Start-up: %s (%s)" % (name, R["primary"] if "python" in key else "C program"))
+        L.append("")
+        L.append("| variant | wall ms (median) | IQR | added wall ms | CPU ms | added CPU ms | target | |")
+        L.append("|---|---|---|---|---|---|---|---|")
+        for v in ("bare", "preload_off", "preload_on"):
+            x = s[v]
+            tgt, ok = "", ""
+            if key == "startup_true" and v == "preload_off":
+                tgt, ok = "<= +0.3 ms", mark(x["added_wall_ms"] <= TARGETS[tkey])
+            if key == "startup_python" and v == "preload_on":
+                tgt, ok = "<= +3 ms", mark(x["added_wall_ms"] <= TARGETS[tkey])
+            L.append("| %s | %.2f | %s | %s | %.2f | %s | %s | %s |" %
+                     (v.replace("_", ", "), x["wall_ms"], x["wall_iqr"],
+                      "%+.2f" % x["added_wall_ms"] if "added_wall_ms" in x else "",
+                      x["cpu_ms"], "%+.2f" % x["added_cpu_ms"] if "added_cpu_ms" in x else "", tgt, ok))
+        L.append("")
+    if "memory" in R:
+        L.append("### 5. Memory and output (test/bench/bench_stacktab.c: 4 threads, depth 8-40, 3000 functions)")
+        L.append("")
+        L.append("| samples | distinct stacks | table RSS KiB | per stack B | add ns/sample | render s | write s | render+write spread | extra peak while writing KiB | output MB | target | |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for k, x in R["memory"].items():
+            s, d = k.split("/")
+            tgt, ok = "", ""
+            if d == "100000":
+                tgt = "<= 0.5 s"
+                ok = mark(x["render_s"] + x["write_s"] <= TARGETS["write_100k_s"])
+            L.append("| %s | %s | %d | %.0f | %.0f | %.3f | %.3f | %s | %d | %.1f | %s | %s |" %
+                     (s, d, x["rss_table_kib"], x["rss_table_kib"] * 1024 / x["stacks_in_table"],
+                      x["add_ns_per_sample"], x["render_s"], x["write_s"], x["write_total_spread"],
+                      x["peak_write_extra_kib"], x["output_bytes"] / 1e6, tgt, ok))
+        L.append("")
+    if "versions" in R:
+        L.append("### 6. Per interpreter (items 1 pinned, 2 with one thread, 3 with one thread, 4 python)")
+        L.append("")
+        L.append("| interpreter | pinned +CPU 100 Hz | 1 kHz | 10 kHz | walk ns/sample d10 | d100 | d1000 | ns/frame | all-in ns d10 | rate 1k | rate 10k | p99 late 10k us | python -c pass +ms (on) | +ms (off) |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        rows = dict(R["versions"])
+        prim = {}
+        if "slowdown" in R and "pinned" in R["slowdown"] and "cost" in R and "rate" in R and "startup_python" in R:
+            prim = {"slowdown": {"pinned": R["slowdown"]["pinned"]}, "cost": R["cost"], "rate": R["rate"],
+                    "startup_python": R["startup_python"]}
+            rows = dict([(R["primary"] + " (primary)", prim)] + list(rows.items()))
+        for label, v in rows.items():
+            if "error" in v:
+                L.append("| %s | failed: %s |" % (label, v["error"].replace("|", "/")[:200]))
+                continue
+            p = v["slowdown"]["pinned"]
+            c = v["cost"]
+            r = v["rate"]
+            sp = v["startup_python"]
+            L.append("| %s | %+.1f%% | %+.1f%% | %+.1f%% | %.0f | %.0f | %.0f | %.1f | %.0f | %.3f | %.3f | %.0f | %+.2f | %+.2f |" %
+                     (label, (p["100"]["cpu_ratio"] - 1) * 100, (p["1000"]["cpu_ratio"] - 1) * 100,
+                      (p["10000"]["cpu_ratio"] - 1) * 100, c["10/1"]["walk_ns"], c["100/1"]["walk_ns"],
+                      c["1000/1"]["walk_ns"], c.get("per_frame_ns", float("nan")), c["10/1"]["all_in_ns"],
+                      r["1000/1"]["ratio"], r["10000/1"]["ratio"], r["10000/1"]["late_p99_us"],
+                      sp["preload_on"]["added_wall_ms"], sp["preload_off"]["added_wall_ms"]))
+        L.append("")
+    return "\n".join(L) + "\n"
+
+
+if __name__ == "__main__":
+    main()
