@@ -3,17 +3,25 @@
  *
  * Every byte the sampler takes from the profiled program goes through
  * ps_read(), which copies or fails: it never faults, whatever the address
- * (NULL, unmapped, PROT_NONE, freed and unmapped a moment ago), and it never
- * blocks or signals the thread that owns the memory.
+ * (NULL, unmapped, PROT_NONE, a truncated file mapping, freed and unmapped a
+ * moment ago), and it never blocks or signals the thread that owns the
+ * memory.
  *
- * Two ways to copy, chosen at run time (see memread.c for the reasoning):
+ * Two ways to copy, chosen at run time (see memread.c and docs/safety.md):
  *   direct   memcpy guarded by our SIGSEGV/SIGBUS handler + siglongjmp;
- *            about 10 ns, used only while we verifiably own those handlers;
- *   syscall  the platform's checked copy (process_vm_readv, a pipe, or
- *            mach_vm_read_overwrite), about 1-2 us, used otherwise.
+ *            ~10 ns, used only while we verifiably own those handlers;
+ *   syscall  the platform's checked copy (process_vm_readv, else a pipe,
+ *            else a memfd/temp file; mach_vm_read_overwrite on macOS),
+ *            about 1-2 us, used otherwise.
  *
- * ps_read() is called from one thread at a time: the sampler thread (or a
- * unit test's main thread).
+ * ps_read() is meant for one thread at a time (the sampler thread, or a
+ * unit test's main thread); a second concurrent reader is safe but is sent
+ * to the syscall path, or refused on the pipe/file paths.
+ *
+ * PYSAMPLE_READ_MODE (for tests and benchmarks only, not a user setting):
+ *   auto|direct  the default: syscall first, direct once our handlers are in
+ *   syscall      never direct; process_vm_readv, else pipe, else file
+ *   pipe, file   never direct, and that syscall method only
  */
 #ifndef PS_MEMREAD_H
 #define PS_MEMREAD_H
@@ -26,24 +34,33 @@ enum ps_read_mode {
     PS_READ_DIRECT,
 };
 
-/* Sets up the syscall path.  Returns 0, or -1 if no safe way to read exists. */
+/* Sets up the syscall path (and reads PYSAMPLE_READ_MODE).  Returns 0, or
+ * -1 if no safe way to read exists. */
 int ps_mem_init(void);
 
-/* Installs our fault handlers so the direct path can be used.  Idempotent. */
+/*
+ * Installs our fault handlers in front of whatever is installed (which we
+ * then chain to), and switches to the direct path.  Does nothing if the
+ * direct path was given up for good or PYSAMPLE_READ_MODE forbids it.
+ */
 void ps_mem_enable_direct(void);
 
 /*
  * Called once per sampler tick: keeps the direct path only while our
- * handlers are still the installed ones.
+ * handlers are still the installed ones (one sigaction query per signal).
  */
 void ps_mem_tick(void);
 
 /*
  * Called when the program is about to install its own SIGSEGV/SIGBUS
- * handler (from our sigaction interposer): switch to the syscall path for
- * good and wait until no direct read is in flight.
+ * handler (from our sigaction/signal interposers): switch to the syscall
+ * path for good and wait until no direct read is in flight.
  */
 void ps_mem_yield_fault_handlers(void);
+
+/* In a forked child: forget a read that was in flight in another thread at
+ * fork time and give the syscall path its own pipe/file and pid. */
+void ps_mem_after_fork(void);
 
 /* Copies n bytes at address src into dst.  0 on success, -1 if unreadable. */
 int ps_read(void *dst, uintptr_t src, size_t n);
@@ -57,8 +74,12 @@ static inline int ps_read_ptr(uintptr_t src, uintptr_t *out)
 enum ps_read_mode ps_mem_mode(void);
 const char *ps_mem_mode_name(void);
 
-/* Force a mode (tests and benchmarks).  Direct is only honoured if our
- * handlers are installed. */
+/* 1 while our SIGSEGV and SIGBUS handlers are installed by us (they may
+ * have been replaced since; ps_mem_tick notices). */
+int ps_mem_handlers_installed(void);
+
+/* Force a mode (tests and benchmarks).  Direct is only honoured while our
+ * handlers are installed and the direct path has not been given up. */
 void ps_mem_force_mode(enum ps_read_mode m);
 
 /*
@@ -68,7 +89,17 @@ void ps_mem_force_mode(enum ps_read_mode m);
 int ps_plat_read_init(void);
 int ps_plat_read(void *dst, uintptr_t src, size_t n);
 const char *ps_plat_read_name(void);
-/* In a forked child: refresh what depends on the pid. */
+/* 0 where the guarded direct path must never be used (macOS: see
+ * lib/darwin/read.c), 1 where ps_mem_enable_direct() may take it. */
+int ps_plat_read_direct_ok(void);
+/* In a forked child: refresh what depends on the pid, and stop sharing the
+ * pipe or file with the parent. */
 void ps_plat_read_after_fork(void);
+/*
+ * Use one method only ("process_vm_readv", "pipe", "file"; NULL or "auto"
+ * for the automatic choice).  For tests, benchmarks and PYSAMPLE_READ_MODE.
+ * Returns 0, or -1 if that method cannot work here.
+ */
+int ps_plat_read_force(const char *method);
 
 #endif

@@ -14,6 +14,10 @@
 
 /* The C library's sigaction, bypassing our own interposer. */
 int ps_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+#ifdef __linux__
+/* The C library's signal(), bypassing our own interposer. */
+sighandler_t ps_real_signal(int sig, sighandler_t handler);
+#endif
 
 /* --- threads ------------------------------------------------------------ */
 

@@ -164,7 +164,7 @@ static void fork_child(void)
 {
     /* A new process: its own profile (empty), its own file, its own final
      * write, its own sampler thread. */
-    ps_plat_read_after_fork();
+    ps_mem_after_fork();
     ps_output_after_fork();
     atomic_store(&G.written, 0);
     pthread_mutex_init(&G.lock, NULL);

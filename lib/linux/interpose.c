@@ -1,8 +1,11 @@
 /*
  * linux/interpose.c - libc functions we stand in front of.
  *
- *   sigaction  so the program installing its own SIGSEGV/SIGBUS handler
- *              first moves us off the direct-read path (memread.c);
+ *   sigaction, signal
+ *              so the program installing its own SIGSEGV/SIGBUS handler
+ *              first moves us off the direct-read path (memread.c); glibc's
+ *              signal() calls its internal sigaction, not ours, so it needs
+ *              its own stand-in;
  *   _exit, _Exit
  *              os._exit() and multiprocessing children end this way,
  *              skipping atexit: the profile is written first.
@@ -23,6 +26,13 @@ PS_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
     if (act != NULL && (sig == SIGSEGV || sig == SIGBUS))
         ps_mem_yield_fault_handlers();
     return ps_real_sigaction(sig, act, old);
+}
+
+PS_EXPORT sighandler_t signal(int sig, sighandler_t handler)
+{
+    if (sig == SIGSEGV || sig == SIGBUS)
+        ps_mem_yield_fault_handlers();
+    return ps_real_signal(sig, handler);
 }
 
 PS_EXPORT _Noreturn void _exit(int status)

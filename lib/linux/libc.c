@@ -16,14 +16,18 @@
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 typedef void (*exit_fn)(int);
+typedef sighandler_t (*signal_fn)(int, sighandler_t);
 
 static sigaction_fn real_sigaction_p;
 static exit_fn real_exit_p, real_Exit_p;
+static signal_fn real_signal_p;
 
 void ps_interpose_init(void)
 {
     if (real_sigaction_p == NULL)
         real_sigaction_p = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+    if (real_signal_p == NULL)
+        real_signal_p = (signal_fn)dlsym(RTLD_NEXT, "signal");
     if (real_exit_p == NULL)
         real_exit_p = (exit_fn)dlsym(RTLD_NEXT, "_exit");
     if (real_Exit_p == NULL)
@@ -35,6 +39,13 @@ int ps_real_sigaction(int sig, const struct sigaction *act, struct sigaction *ol
     if (real_sigaction_p == NULL)
         ps_interpose_init();
     return real_sigaction_p(sig, act, old);
+}
+
+sighandler_t ps_real_signal(int sig, sighandler_t handler)
+{
+    if (real_signal_p == NULL)
+        ps_interpose_init();
+    return real_signal_p(sig, handler);
 }
 
 _Noreturn void ps_real_exit(int status)

@@ -1,0 +1,603 @@
+/*
+ * test_memread.c - ps_read() never faults, on every path, and our fault
+ * handler stays out of the program's way.
+ *
+ * The test is the "program": it installs its own SIGSEGV/SIGBUS handler
+ * before the library's (so the library must chain to it), and later one
+ * after (so the library must give up the direct path).  The library's real
+ * sigaction/signal interposers are compiled in (lib/linux/interpose.c) so
+ * that the second part goes through the same code as in a real process.
+ *
+ * Scenarios that end a process (a genuine crash, a loop, a handler race)
+ * run in a fresh copy of this executable: `test_memread <scenario>`.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "memread.h"
+#include "platform.h"
+
+/* The real interposers, as libpysample.so has them. */
+#include "linux/interpose.c"
+
+void ps_lifecycle_process_exit(void)
+{
+}
+
+static long page;
+
+/* ---- the test's own fault handler (installed before the library's) ---- */
+
+static _Thread_local sigjmp_buf *test_jump;   /* where a faulting test thread resumes */
+static _Atomic int test_calls;
+static _Atomic int test_bad_calls;           /* wrong signal, code or address */
+static _Atomic int test_mask_ok;             /* SIGSEGV blocked inside, as the kernel does */
+static void *_Atomic expect_addr;
+static _Atomic int expect_code;
+
+static void test_handler(int sig, siginfo_t *si, void *uc)
+{
+    atomic_fetch_add(&test_calls, 1);
+    sigset_t cur;
+    pthread_sigmask(SIG_SETMASK, NULL, &cur);
+    if (sigismember(&cur, sig))
+        atomic_fetch_add(&test_mask_ok, 1);
+    if (sig != SIGSEGV || si == NULL || uc == NULL || si->si_code != atomic_load(&expect_code) ||
+        (atomic_load(&expect_code) > 0 && si->si_addr != atomic_load(&expect_addr)))
+        atomic_fetch_add(&test_bad_calls, 1);
+    if (test_jump != NULL)
+        siglongjmp(*test_jump, 1);
+    /* A sent signal: returning is fine. */
+}
+
+static void install_test_handler(int sig)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = test_handler;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(sig, &sa, NULL) == 0);
+}
+
+/* ---- memory with holes ---- */
+
+struct holes {
+    unsigned char *good;      /* 8 readable pages, filled with a pattern */
+    unsigned char *unmapped;  /* a page mapped then unmapped */
+    unsigned char *prot_none; /* a PROT_NONE page */
+    unsigned char *edge;      /* a readable page followed by an unmapped one */
+    unsigned char *trunc;     /* a shared file mapping whose file was truncated */
+    unsigned char *big;       /* 256 KiB readable */
+};
+
+static void make_holes(struct holes *h)
+{
+    /* Everything is mapped first and the holes are punched last, between
+     * mappings that stay, so that no later mmap of this test lands in one
+     * before it is used. */
+    h->good = mmap(NULL, 8 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (long i = 0; i < 8 * page; i++)
+        h->good[i] = (unsigned char)(i * 7 + 3);
+
+    unsigned char *three = mmap(NULL, 3 * (size_t)page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    h->unmapped = three + page;
+
+    h->prot_none = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    h->edge = mmap(NULL, 3 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memset(h->edge, 0x5a, (size_t)page);
+
+    char tmpl[] = "/tmp/test_memread-XXXXXX";
+    int fd = mkstemp(tmpl);
+    unlink(tmpl);
+    CHECK(fd >= 0 && ftruncate(fd, 2 * page) == 0);
+    h->trunc = mmap(NULL, 2 * (size_t)page, PROT_READ, MAP_SHARED, fd, 0);
+    CHECK(h->trunc != MAP_FAILED && ftruncate(fd, 0) == 0);
+    close(fd);
+
+    h->big = mmap(NULL, 256 * 1024, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (size_t i = 0; i < 256 * 1024; i++)
+        h->big[i] = (unsigned char)(i ^ (i >> 8));
+    CHECK(h->good != MAP_FAILED && three != MAP_FAILED && h->prot_none != MAP_FAILED &&
+          h->edge != MAP_FAILED && h->big != MAP_FAILED);
+
+    CHECK(munmap(h->unmapped, (size_t)page) == 0);
+    CHECK(munmap(h->edge + page, (size_t)page) == 0);
+}
+
+/* ---- selecting a path ---- */
+
+static const char *const paths[] = { "direct", "process_vm_readv", "file", "pipe" };
+
+/* 0 if the path is in use, -1 if it cannot work on this machine. */
+static int use_path(const char *p)
+{
+    if (strcmp(p, "direct") == 0) {
+        ps_plat_read_force(NULL);
+        ps_mem_force_mode(PS_READ_DIRECT);
+        return ps_mem_mode() == PS_READ_DIRECT ? 0 : -1;
+    }
+    ps_mem_force_mode(PS_READ_SYSCALL);
+    if (ps_plat_read_force(p) != 0)
+        return -1;
+    return strcmp(ps_mem_mode_name(), p) == 0 ? 0 : -1;
+}
+
+static void check_path(const char *p, struct holes *h)
+{
+    unsigned char buf[256 * 1024];
+    int fails_before = check_failures;
+
+    /* Good reads come back intact, small and large (larger than the file
+     * window and the pipe chunk). */
+    size_t sizes[] = { 1, 8, 80, 4096, 16384, 3 * 4096 + 17 };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        memset(buf, 0, sizes[i]);
+        CHECK_EQ_INT(ps_read(buf, (uintptr_t)h->good + 5, sizes[i]), 0);
+        CHECK(memcmp(buf, h->good + 5, sizes[i]) == 0);
+    }
+    CHECK_EQ_INT(ps_read(buf, (uintptr_t)h->big, sizeof buf), 0);
+    CHECK(memcmp(buf, h->big, sizeof buf) == 0);
+    uintptr_t w = 0;
+    CHECK_EQ_INT(ps_read_ptr((uintptr_t)h->good, &w), 0);
+    CHECK(memcmp(&w, h->good, sizeof w) == 0);
+
+    /* Every kind of bad address fails, and the process is still here. */
+    uintptr_t bad[] = {
+        0, 8, 4095,                                   /* NULL page */
+        (uintptr_t)h->unmapped, (uintptr_t)h->unmapped + 100,
+        (uintptr_t)h->prot_none, (uintptr_t)h->prot_none + 4000,
+        (uintptr_t)h->edge + page,                    /* just past the edge */
+        (uintptr_t)h->trunc, (uintptr_t)h->trunc + page, /* SIGBUS on direct */
+        (uintptr_t)1 << 48,                           /* non-canonical on x86-64 */
+        UINTPTR_MAX - 8,                              /* wraps */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (size_t k = 0; k < 3; k++) {
+            size_t n = k == 0 ? 8 : k == 1 ? 80 : 16384;
+            if (ps_read(buf, bad[i], n) != -1) {
+                fprintf(stderr, "%s: read of %zu bytes at %#lx did not fail\n", p, n,
+                        (unsigned long)bad[i]);
+                check_failures++;
+            }
+        }
+    }
+    /* Reads that start in mapped memory and run into a hole fail too. */
+    CHECK_EQ_INT(ps_read(buf, (uintptr_t)h->edge + page - 8, 16), -1);
+    CHECK_EQ_INT(ps_read(buf, (uintptr_t)h->edge + page - 4096, 16384), -1);
+    CHECK_EQ_INT(ps_read(buf, (uintptr_t)h->edge, 2 * (size_t)page), -1);
+
+    /* A page that was fine a moment ago and is unmapped now. */
+    unsigned char *fresh = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    fresh[10] = 42;
+    CHECK_EQ_INT(ps_read(buf, (uintptr_t)fresh, 16), 0);
+    CHECK_EQ_INT(buf[10], 42);
+    munmap(fresh, (size_t)page);
+    CHECK_EQ_INT(ps_read(buf, (uintptr_t)fresh, 16), -1);
+
+    /* And good reads still work after all those failures. */
+    CHECK_EQ_INT(ps_read(buf, (uintptr_t)h->good + 100, 80), 0);
+    CHECK(memcmp(buf, h->good + 100, 80) == 0);
+
+    /* Jumping out of the handler left the signal mask as it was. */
+    sigset_t cur;
+    pthread_sigmask(SIG_SETMASK, NULL, &cur);
+    CHECK(!sigismember(&cur, SIGSEGV) && !sigismember(&cur, SIGBUS));
+    CHECK_EQ_STR(ps_mem_mode_name(), p);
+
+    printf("%-17s %s\n", p, check_failures == fails_before ? "ok" : "FAILED");
+}
+
+/* ---- a fault on another thread goes to the test's handler ---- */
+
+struct faulter_arg {
+    unsigned char *addr;
+    int rounds;
+};
+
+static void *faulter(void *argp)
+{
+    struct faulter_arg *a = argp;
+    sigjmp_buf env;
+    test_jump = &env;
+    for (volatile int i = 0; i < a->rounds; i++) {
+        if (sigsetjmp(env, 1) == 0) {
+            volatile unsigned char *p = a->addr;
+            (void)*p;
+            atomic_fetch_add(&test_bad_calls, 1);  /* should not get here */
+        }
+    }
+    test_jump = NULL;
+    return NULL;
+}
+
+static _Atomic int reader_stop;
+
+static void *sent_signal(void *unused)
+{
+    (void)unused;
+    /* A SIGSEGV sent to a thread (si_code SI_TKILL) is not a fault at all:
+     * it must reach the program's handler as sent. */
+    pthread_kill(pthread_self(), SIGSEGV);
+    return NULL;
+}
+
+static void check_foreign_faults(struct holes *h)
+{
+    CHECK_EQ_INT(use_path("direct"), 0);
+    atomic_store(&test_calls, 0);
+    atomic_store(&test_bad_calls, 0);
+    atomic_store(&test_mask_ok, 0);
+    atomic_store(&expect_addr, (void *)h->unmapped);
+    atomic_store(&expect_code, SEGV_MAPERR);
+
+    /* The faulting thread runs while this thread (the "sampler") keeps
+     * doing guarded reads that fault too. */
+    struct faulter_arg a = { h->unmapped, 200 };
+    pthread_t t;
+    pthread_create(&t, NULL, faulter, &a);
+    unsigned char buf[64];
+    int reads = 0, read_errors = 0;
+    for (;;) {
+        if (ps_read(buf, (uintptr_t)h->prot_none, sizeof buf) != -1)
+            read_errors++;
+        reads++;
+        if (atomic_load(&test_calls) >= a.rounds && reads > 1000)
+            break;
+        if (reads > 50000000)
+            break;
+    }
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(read_errors, 0);
+    CHECK_EQ_INT(atomic_load(&test_calls), a.rounds);
+    CHECK_EQ_INT(atomic_load(&test_bad_calls), 0);
+    CHECK_EQ_INT(atomic_load(&test_mask_ok), a.rounds);
+    CHECK_EQ_INT(ps_mem_mode(), PS_READ_DIRECT);
+
+    atomic_store(&test_calls, 0);
+    atomic_store(&expect_code, SI_TKILL);
+    pthread_create(&t, NULL, sent_signal, NULL);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(atomic_load(&test_calls), 1);
+    CHECK_EQ_INT(atomic_load(&test_bad_calls), 0);
+    printf("foreign faults    %s\n", atomic_load(&test_bad_calls) == 0 ? "ok" : "FAILED");
+}
+
+/* ---- file descriptors the program closed and reused ---- */
+
+static int foreign_fds[64], nforeign;  /* pipes that were there before us (meson's) */
+
+/* Our descriptors of a kind: "pipe:" or "/memfd:pysample". */
+static int find_fds(const char *prefix, int *fds, int max)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL && n < max) {
+        char path[300], target[256];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        int fd = atoi(e->d_name), known = fd < 3 || fd == dirfd(d);
+        for (int i = 0; i < nforeign; i++)
+            known |= foreign_fds[i] == fd;
+        if (strncmp(target, prefix, strlen(prefix)) == 0 && !known)
+            fds[n++] = fd;
+    }
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+static void check_fd_reuse(const char *method, const char *prefix, struct holes *h)
+{
+    if (use_path(method) != 0)
+        return;
+    int fds[4];
+    int n = find_fds(prefix, fds, 4);
+    CHECK(n >= 1);
+    /* The program closes everything (os.closerange) and opens a file of its
+     * own on the same numbers. */
+    char tmpl[] = "/tmp/test_memread-victim-XXXXXX";
+    int victim = mkstemp(tmpl);
+    unlink(tmpl);
+    for (int i = 0; i < n; i++) {
+        close(fds[i]);
+        dup2(victim, fds[i]);
+    }
+    unsigned char buf[80];
+    CHECK_EQ_INT(ps_read(buf, (uintptr_t)h->good, sizeof buf), 0);
+    CHECK(memcmp(buf, h->good, sizeof buf) == 0);
+    CHECK_EQ_INT(ps_read(buf, (uintptr_t)h->unmapped, sizeof buf), -1);
+    struct stat st;
+    CHECK(fstat(victim, &st) == 0 && st.st_size == 0);
+    CHECK_EQ_INT(lseek(victim, 0, SEEK_CUR), 0);
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    close(victim);
+    printf("%-17s fd reuse ok\n", method);
+}
+
+/* ---- scenarios in a fresh process ---- */
+
+static int scenario_pipe = -1;  /* where a scenario reports handler calls */
+
+static void count_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)si;
+    (void)uc;
+    char c = 'x';
+    if (write(scenario_pipe, &c, 1) < 0) {
+        /* nothing to do */
+    }
+    (void)sig;
+}
+
+/* The program's handler in the race scenario: if one of our faults ever
+ * reached it, returning would fault again forever, so it reports and ends
+ * the process. */
+static void race_handler(int sig, siginfo_t *si, void *uc)
+{
+    count_handler(sig, si, uc);
+    _exit(91);
+}
+
+static struct sigaction loop_next;
+
+/* A handler that chains to "the previous one", which here is the library's
+ * own: together with the library chaining to it, a loop. */
+static void loop_handler(int sig, siginfo_t *si, void *uc)
+{
+    count_handler(sig, si, uc);
+    loop_next.sa_sigaction(sig, si, uc);
+}
+
+static void set_disposition(int sig, void (*h)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = h;
+    sigemptyset(&sa.sa_mask);
+    ps_real_sigaction(sig, &sa, NULL);
+}
+
+static void *spin_reader(void *arg)
+{
+    unsigned char *bad = arg, buf[64];
+    while (!atomic_load(&reader_stop))
+        if (ps_read(buf, (uintptr_t)bad, sizeof buf) != -1)
+            _exit(90);
+    return NULL;
+}
+
+static int scenario(const char *name)
+{
+    struct rlimit no_core = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &no_core);
+    /* Start from the kernel's defaults whatever the environment (a
+     * sanitizer runtime installs its own handlers). */
+    set_disposition(SIGSEGV, SIG_DFL);
+    set_disposition(SIGBUS, SIG_DFL);
+    unsigned char *bad = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char buf[64];
+
+    if (strcmp(name, "ign-kill") == 0 || strcmp(name, "ign-fault") == 0)
+        set_disposition(SIGSEGV, SIG_IGN);
+    if (strcmp(name, "loop") == 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = loop_handler;
+        sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+        sigemptyset(&sa.sa_mask);
+        ps_real_sigaction(SIGSEGV, &sa, NULL);
+    }
+    if (ps_mem_init() != 0)
+        return 80;
+    ps_mem_enable_direct();
+    if (ps_mem_mode() != PS_READ_DIRECT)
+        return 81;
+    if (ps_read(buf, (uintptr_t)bad, sizeof buf) != -1)
+        return 82;
+
+    /* Through an opaque value, so the compiler does not see a constant
+     * null dereference. */
+    volatile uintptr_t null_addr = 16;
+    volatile int *null = (volatile int *)null_addr;
+    if (strcmp(name, "dfl-fault") == 0 || strcmp(name, "ign-fault") == 0) {
+        (void)*null;          /* must die of SIGSEGV right here */
+        return 0;
+    }
+    if (strcmp(name, "dfl-kill") == 0) {
+        kill(getpid(), SIGSEGV);
+        return 0;             /* must not be reached */
+    }
+    if (strcmp(name, "ign-kill") == 0) {
+        kill(getpid(), SIGSEGV);
+        return ps_read(buf, (uintptr_t)bad, sizeof buf) == -1 ? 0 : 83;
+    }
+    if (strcmp(name, "loop") == 0) {
+        ps_real_sigaction(SIGSEGV, NULL, &loop_next);  /* ours, in front */
+        (void)*null;          /* must die of SIGSEGV, not loop forever */
+        return 0;
+    }
+    if (strcmp(name, "signal") == 0) {
+        signal(SIGBUS, SIG_IGN);     /* through glibc's signal(), not sigaction */
+        return ps_mem_mode() == PS_READ_SYSCALL ? 0 : 84;
+    }
+    if (strcmp(name, "raw") == 0) {
+        /* Bypasses every interposer: only the per-tick check can see it. */
+        struct { void *handler; unsigned long flags; void *restorer; uint64_t mask; } k = {
+            (void *)SIG_IGN, 0, NULL, 0 };
+        if (syscall(SYS_rt_sigaction, SIGBUS, &k, NULL, 8) != 0)
+            return 85;
+        if (ps_mem_mode() != PS_READ_DIRECT)
+            return 86;
+        ps_mem_tick();
+        if (ps_mem_mode() != PS_READ_SYSCALL)
+            return 87;
+        ps_mem_force_mode(PS_READ_DIRECT);
+        return ps_mem_mode() == PS_READ_SYSCALL ? 0 : 88;
+    }
+    if (strcmp(name, "race") == 0) {
+        /* The program installs its handler while a guarded read of bad
+         * memory is running on another thread, over and over: its handler
+         * must never see one of our faults. */
+        pthread_t t;
+        pthread_create(&t, NULL, spin_reader, bad);
+        struct timespec ts = { 0, (long)(getpid() % 7) * 100000 };
+        nanosleep(&ts, NULL);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = race_handler;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, NULL);
+        nanosleep(&ts, NULL);
+        atomic_store(&reader_stop, 1);
+        pthread_join(t, NULL);
+        return ps_mem_mode() == PS_READ_SYSCALL ? 0 : 89;
+    }
+    return 99;
+}
+
+/* Runs a scenario in a fresh process; returns its wait status and what it
+ * wrote to the report pipe. */
+static int run_scenario(const char *name, int *reports)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        char fd[16];
+        snprintf(fd, sizeof fd, "%d", p[1]);
+        execl("/proc/self/exe", "test_memread", name, fd, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    char b[256];
+    ssize_t r;
+    *reports = 0;
+    while ((r = read(p[0], b, sizeof b)) > 0)
+        *reports += (int)r;
+    close(p[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+static void check_scenarios(void)
+{
+    struct {
+        const char *name;
+        int sig;        /* expected death signal, or 0 for exit 0 */
+        int max_reports;
+    } s[] = {
+        { "dfl-fault", SIGSEGV, 0 }, { "dfl-kill", SIGSEGV, 0 },
+        { "ign-kill", 0, 0 }, { "ign-fault", SIGSEGV, 0 },
+        { "loop", SIGSEGV, 4 }, { "signal", 0, 0 }, { "raw", 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        int reports;
+        int st = run_scenario(s[i].name, &reports);
+        int ok = s[i].sig ? (WIFSIGNALED(st) && WTERMSIG(st) == s[i].sig)
+                          : (WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        ok = ok && reports <= s[i].max_reports;
+        if (strcmp(s[i].name, "loop") == 0)
+            ok = ok && reports >= 1;  /* the program's handler did run */
+        if (!ok) {
+            fprintf(stderr, "scenario %s: status %#x (signal %d, exit %d), %d handler calls\n",
+                    s[i].name, st, WIFSIGNALED(st) ? WTERMSIG(st) : 0,
+                    WIFEXITED(st) ? WEXITSTATUS(st) : -1, reports);
+            check_failures++;
+        }
+        printf("scenario %-9s %s\n", s[i].name, ok ? "ok" : "FAILED");
+    }
+    int races = 0, race_fail = 0;
+    for (int i = 0; i < 30; i++, races++) {
+        int reports;
+        int st = run_scenario("race", &reports);
+        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0 && reports == 0)) {
+            fprintf(stderr, "race run %d: status %#x, %d calls of the program's handler\n",
+                    i, st, reports);
+            race_fail++;
+        }
+    }
+    CHECK_EQ_INT(race_fail, 0);
+    printf("scenario race     %d runs, %d failed\n", races, race_fail);
+}
+
+int main(int argc, char **argv)
+{
+    page = sysconf(_SC_PAGESIZE);
+    if (argc == 3) {
+        scenario_pipe = atoi(argv[2]);
+        return scenario(argv[1]);
+    }
+    setvbuf(stdout, NULL, _IONBF, 0);
+    nforeign = find_fds("", foreign_fds, 64);
+
+    /* The program had a handler of its own before the library came. */
+    install_test_handler(SIGSEGV);
+    install_test_handler(SIGBUS);
+
+    CHECK_EQ_INT(ps_mem_init(), 0);
+    CHECK_EQ_INT(ps_mem_mode(), PS_READ_SYSCALL);   /* starts on the syscall path */
+    ps_mem_enable_direct();
+    CHECK_EQ_INT(ps_mem_mode(), PS_READ_DIRECT);
+    CHECK(ps_mem_handlers_installed());
+
+    struct holes h;
+    make_holes(&h);
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        if (use_path(paths[i]) != 0) {
+            printf("%-17s not available here, skipped\n", paths[i]);
+            CHECK(strcmp(paths[i], "direct") != 0 && strcmp(paths[i], "pipe") != 0);
+            continue;
+        }
+        check_path(paths[i], &h);
+    }
+    check_foreign_faults(&h);
+    check_fd_reuse("pipe", "pipe:", &h);
+    check_fd_reuse("file", "/memfd:pysample", &h);
+
+    /* The program installs a handler now: the direct path is off at once
+     * (no tick needed) and for good. */
+    CHECK_EQ_INT(use_path("direct"), 0);
+    install_test_handler(SIGSEGV);
+    CHECK_EQ_INT(ps_mem_mode(), PS_READ_SYSCALL);
+    ps_mem_force_mode(PS_READ_DIRECT);
+    ps_mem_tick();
+    CHECK_EQ_INT(ps_mem_mode(), PS_READ_SYSCALL);
+    ps_mem_enable_direct();
+    CHECK_EQ_INT(ps_mem_mode(), PS_READ_SYSCALL);
+    unsigned char buf[16];
+    CHECK_EQ_INT(ps_read(buf, (uintptr_t)h.unmapped, sizeof buf), -1);
+    CHECK_EQ_INT(ps_read(buf, (uintptr_t)h.good, sizeof buf), 0);
+    printf("program handler   direct path off\n");
+
+    check_scenarios();
+    CHECK_DONE();
+}
