@@ -59,7 +59,7 @@ def candidates():
     build = os.path.join(HERE, "pythons", "build.sh")
     if os.path.exists(build):
         try:
-            out = subprocess.run(["sh", build, "--list"], capture_output=True, text=True,
+            out = subprocess.run(["bash", build, "--list"], capture_output=True, text=True,
                                  timeout=60).stdout
             for line in out.splitlines():
                 parts = line.split()
