@@ -1,8 +1,9 @@
 /*
  * Unit test: layouts.  The 3.13+ path is fed real _Py_DebugOffsets blocks
  * captured from real interpreters (unit/fixtures/debug_offsets-*.txt: a
- * GIL build and a free-threaded one) and must produce the offsets those
- * builds really have; then the same blocks, damaged in each way the
+ * GIL build, a free-threaded one and a --with-pydebug one, whose offsets
+ * equal the GIL build's: only struct sizes differ) and must produce the
+ * offsets those builds really have; then the same blocks, damaged in each way the
  * validation must catch, must be refused.  The 3.9-3.12 tables must cover
  * exactly those versions.
  */
@@ -168,7 +169,7 @@ int main(void)
     }
     if (dir != NULL)
         closedir(dir);
-    CHECK(seen >= 2);  /* the GIL and the free-threaded fixture */
+    CHECK(seen >= 3);  /* the GIL, free-threaded and debug fixtures */
 
     for (int minor = 9; minor <= 12; minor++) {
         CHECK_EQ_INT(ps_layout_legacy(minor, 0x030000F0u | ((unsigned)minor << 16), &l, why,
