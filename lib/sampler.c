@@ -423,6 +423,7 @@ static void *sampler_main(void *arg)
     uint64_t interval = 1000000000ull / (uint64_t)atomic_load(&S.rate_hz);
     uint64_t began = ps_now_ns();
     uint64_t next = began + interval;
+    uint64_t cpu_at = began;
     if (S.cfg.flush_interval_s > 0)
         S.next_flush = ps_now_ns() + (uint64_t)S.cfg.flush_interval_s * 1000000000ull;
 
@@ -451,7 +452,13 @@ static void *sampler_main(void *arg)
             S.flush();
             S.next_flush = now + (uint64_t)S.cfg.flush_interval_s * 1000000000ull;
         }
-        atomic_store(&S.cpu_ns, ps_self_cpu_ns());
+        /* The thread's CPU clock is a system call (0.4-0.9 us here, as
+         * much as walking a 10-frame stack): read it 10 times a second,
+         * not every tick.  It is read once more on the way out. */
+        if (now >= cpu_at) {
+            atomic_store(&S.cpu_ns, ps_self_cpu_ns());
+            cpu_at = now + 100000000ull;
+        }
     }
     atomic_store(&S.cpu_ns, ps_self_cpu_ns());
     S.active_ns += ps_now_ns() - began;
