@@ -29,6 +29,7 @@
 #include "codecache.h"
 #include "memread.h"
 #include "pystr.h"
+#include "threadnames.h"
 
 /* Line tables larger than this are not decoded (the frame keeps line 0). */
 #define PS_MAX_LINETABLE (1u << 20)
@@ -105,6 +106,8 @@ static int fill(struct ps_code_entry *e, const struct ps_python *py,
      * with no locations). */
     e->skip = strcmp(file, "<shim>") == 0 ||
               (strcmp(file, "__init__") == 0 && strcmp(name, "__init__") == 0);
+
+    e->thread_boot = (uint8_t)ps_is_thread_bootstrap(name, file);
 
     e->func = ps_func_intern(t, name, file);
     if (e->func == PS_ID_NONE)

@@ -22,6 +22,7 @@ struct ps_code_entry {
     struct ps_code_id id;
     uint32_t func;              /* interned (qualname, filename) */
     uint8_t skip;               /* interpreter shim: not shown */
+    uint8_t thread_boot;        /* threading's Thread._bootstrap_inner (threadnames.h) */
     uint8_t valid;
     uint32_t nranges;
     struct ps_lt_range *ranges; /* owned */

@@ -74,7 +74,8 @@ static int64_t interp_addr(const struct ps_layout *L, uintptr_t code, const uint
 }
 
 int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stacktab *t,
-            int lines, uintptr_t frame, uint64_t *out, int max, int *truncated)
+            int lines, uintptr_t frame, uint64_t *out, int max, int *truncated,
+            uintptr_t *boot)
 {
     const struct ps_layout *L = &py->L;
     uint8_t fr[512], co[1024];
@@ -84,6 +85,7 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stack
     int budget = 2 * max + 256;
 
     *truncated = 0;
+    *boot = 0;
     if (L->fr_read > sizeof fr || L->co_read > sizeof co)
         return PS_WALK_UNREADABLE;
 
@@ -127,6 +129,8 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stack
             frame = back;
             continue;
         }
+        if (ce->thread_boot)
+            *boot = frame;  /* its first local is the Thread object */
 
         if (n >= max) {
             /* Another Python frame beyond the limit: the stack is cut. */

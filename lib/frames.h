@@ -23,10 +23,13 @@ int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts, uintptr_t
 /*
  * Walks the chain from frame towards the root and resolves each Python
  * frame.  out receives up to max frames, innermost first; *truncated is set
- * if the chain went on beyond max.  Returns the number of frames or one of
- * the PS_WALK_ errors.
+ * if the chain went on beyond max.  *boot receives the address of the
+ * outermost Thread._bootstrap_inner frame seen, or 0 (for thread names,
+ * threadnames.h).  Returns the number of frames or one of the PS_WALK_
+ * errors.
  */
 int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stacktab *t,
-            int lines, uintptr_t frame, uint64_t *out, int max, int *truncated);
+            int lines, uintptr_t frame, uint64_t *out, int max, int *truncated,
+            uintptr_t *boot);
 
 #endif

@@ -33,6 +33,21 @@ enum ps_pos_kind {
     PS_POS_INSTR_PTR,       /* 3.11+: pointer into the code's bytecode */
 };
 
+/* Where an instance of a Python class keeps its attributes (threadnames.c). */
+enum ps_inst_kind {
+    PS_INST_NONE = 0,       /* not described: thread names are not read */
+    PS_INST_DICTOFFSET,     /* 3.9/3.10: dict pointer at type->tp_dictoffset */
+    PS_INST_VALUES_OR_DICT, /* 3.11: values pointer and dict pointer before the object */
+    PS_INST_TAGGED,         /* 3.12: one pointer before the object, low bit 1 = values */
+    PS_INST_INLINE,         /* 3.13: values right after the object, dict pointer before */
+};
+
+/* Layout of a dict's keys object (PyDictKeysObject). */
+enum ps_dk_kind {
+    PS_DK_SIZE = 1,         /* 3.9/3.10: Py_ssize_t dk_size, 24-byte entries */
+    PS_DK_LOG2,             /* 3.11+: log2 sizes and dk_kind (16 or 24-byte entries) */
+};
+
 struct ps_layout {
     uint32_t hexversion;    /* PY_VERSION_HEX; micro 0 when only major.minor is known */
     int minor;              /* 9 .. 15 (major is always 3) */
@@ -99,6 +114,26 @@ struct ps_layout {
     uint8_t st_compact_bit;
     uint8_t st_ascii_bit;
     uint8_t st_ready_bit;        /* 0xff when strings are always ready (3.12+) */
+
+    /* Thread names (threadnames.c): Thread._bootstrap_inner's first local
+     * is the Thread object; its _name is an instance attribute.  Only
+     * inst_kind != PS_INST_NONE makes the fields below meaningful. */
+    enum ps_inst_kind inst_kind;
+    enum ps_dk_kind dk_kind;
+    uint32_t fr_localsplus;      /* first local of a frame (f_localsplus / localsplus) */
+    uint32_t tp_name;            /* PyTypeObject: const char* */
+    uint32_t tp_basicsize;       /* Py_ssize_t */
+    uint32_t tp_flags;           /* unsigned long */
+    uint32_t tp_base;
+    uint32_t tp_dictoffset;      /* Py_ssize_t */
+    uint32_t ht_cached_keys;     /* PyHeapTypeObject: shared keys of split dicts */
+    int32_t inst_dict;           /* 3.11+: dict (3.12: dict or tagged values) pointer,
+                                  * relative to the object (negative: pre-header) */
+    int32_t inst_values;         /* 3.11: values pointer, relative to the object */
+    uint32_t dict_keys;          /* PyDictObject ma_keys */
+    uint32_t dict_values;        /* PyDictObject ma_values */
+    uint32_t values_items;       /* PyDictValues: offset of values[] (3.13: 8) */
+    uint32_t values_valid;       /* PyDictValues: uint8 valid flag, 3.13 */
 };
 
 /* Result of trying to describe the running interpreter. */

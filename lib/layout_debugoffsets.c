@@ -104,6 +104,68 @@ static uint32_t get_off(struct check *c, uint32_t pos, uint32_t struct_size,
 
 static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
+/*
+ * Thread names (threadnames.c) for 3.13, where threads carry no OS name.
+ * The block gives the frame's localsplus, tp_name, tp_flags and the dict's
+ * ma_keys/ma_values; it does not give tp_basicsize, tp_base, tp_dictoffset,
+ * ht_cached_keys or where the managed dict pointer sits, so those are
+ * constants here, per build flavour (offsetof() against the 3.13.0 and
+ * 3.13.5 headers, release, debug and --disable-gil).  They hold only for
+ * the object header they were taken with, so the block's tp_name and
+ * tp_flags must equal the values noted next to them, or names stay off.
+ * 3.14+ sets OS thread names for every threading.Thread and is not
+ * described (the sampler shows those).
+ */
+struct names_map {
+    int minor, free_threaded;
+    uint32_t do_fr_localsplus, do_tp_name, do_tp_flags;  /* positions in the block */
+    uint32_t do_dict_size, do_ma_keys, do_ma_values;
+    uint32_t tp_name, tp_flags;                           /* expected values */
+    uint32_t tp_basicsize, tp_base, tp_dictoffset, ht_cached_keys;
+    int32_t inst_dict;                                    /* MANAGED_DICT_OFFSET */
+};
+
+static const struct names_map names_maps[] = {
+    { 13, 0, 256, 376, 392, 448, 456, 464, 24, 168, 32, 256, 288, 880, -24 },
+    /* free-threaded: 32-byte object header, no GC header before the object */
+    { 13, 1, 256, 376, 392, 448, 456, 464, 40, 184, 48, 272, 304, 896, -8 },
+};
+
+/* Fills the thread-name fields, or leaves inst_kind PS_INST_NONE. */
+static void names_layout(const uint8_t *dbg, int minor, int ft, uint32_t fr_size,
+                         struct ps_layout *l)
+{
+    const struct names_map *m = NULL;
+    for (size_t i = 0; i < sizeof names_maps / sizeof names_maps[0]; i++)
+        if (names_maps[i].minor == minor && names_maps[i].free_threaded == ft)
+            m = &names_maps[i];
+    l->inst_kind = PS_INST_NONE;
+    if (m == NULL)
+        return;
+    uint64_t localsplus = get64(dbg, m->do_fr_localsplus);
+    uint64_t dict_size = get64(dbg, m->do_dict_size);
+    uint64_t keys = get64(dbg, m->do_ma_keys), values = get64(dbg, m->do_ma_values);
+    if (get64(dbg, m->do_tp_name) != m->tp_name || get64(dbg, m->do_tp_flags) != m->tp_flags ||
+        localsplus + 8 > fr_size || dict_size > 256 || keys + 8 > dict_size ||
+        values + 8 > dict_size)
+        return;
+    l->inst_kind = PS_INST_INLINE;
+    l->dk_kind = PS_DK_LOG2;
+    l->fr_localsplus = (uint32_t)localsplus;
+    l->tp_name = m->tp_name;
+    l->tp_flags = m->tp_flags;
+    l->tp_basicsize = m->tp_basicsize;
+    l->tp_base = m->tp_base;
+    l->tp_dictoffset = m->tp_dictoffset;
+    l->ht_cached_keys = m->ht_cached_keys;
+    l->inst_dict = m->inst_dict;
+    l->inst_values = 0;
+    l->dict_keys = (uint32_t)keys;
+    l->dict_values = (uint32_t)values;
+    l->values_items = 8;   /* capacity, size, embedded, valid, then values[] */
+    l->values_valid = 3;
+}
+
 enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
                                                    size_t do_len,
                                                    uint32_t hexversion,
@@ -238,5 +300,7 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
         l->st_ascii_bit = 6;
     }
     l->st_ready_bit = 0xff;
+    if (!c.bad)
+        names_layout(dbg, minor, (int)ft, fr, l);
     return c.bad ? PS_LAYOUT_INVALID : PS_LAYOUT_OK;
 }

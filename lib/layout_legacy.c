@@ -57,6 +57,60 @@ static const struct legacy_row rows[] = {
       112, 120, 128, 136, 68, 16, 192, PS_LT_LOCATIONS, 40, 56 },
 };
 
+/*
+ * Thread names (threadnames.c): where a Thread object's attributes live.
+ * Kept apart from rows[] because nothing else uses them.  Taken with
+ * offsetof() against each version's internal headers (release and debug
+ * alike), except the 3.9/3.10 keys object, whose struct lives in
+ * Objects/dict-common.h (not installed): that one was checked by reading a
+ * live Thread's __dict__ through ctypes.  The PyTypeObject and PyDictObject
+ * fields are the same in all four versions:
+ *   tp_name 24, tp_basicsize 32, tp_flags 168, tp_base 256, tp_dictoffset 288,
+ *   ma_keys 32, ma_values 40.
+ */
+struct names_row {
+    int minor;
+    enum ps_inst_kind inst_kind;
+    enum ps_dk_kind dk_kind;
+    uint32_t fr_localsplus;   /* PyFrameObject.f_localsplus / _PyInterpreterFrame.localsplus */
+    uint32_t ht_cached_keys;
+    int32_t inst_dict, inst_values;
+};
+
+static const struct names_row names_rows[] = {
+    {  9, PS_INST_DICTOFFSET,     PS_DK_SIZE, 360, 864,  0,   0 },
+    { 10, PS_INST_DICTOFFSET,     PS_DK_SIZE, 352, 872,  0,   0 },
+    /* _PyObject_ManagedDictPointer: obj - 3 words; _PyObject_ValuesPointer: obj - 4 */
+    { 11, PS_INST_VALUES_OR_DICT, PS_DK_LOG2,  72, 872, -24, -32 },
+    /* _PyObject_DictOrValuesPointer: obj - 3 words */
+    { 12, PS_INST_TAGGED,         PS_DK_LOG2,  72, 880, -24,   0 },
+};
+
+static void names_layout(int minor, struct ps_layout *l)
+{
+    l->inst_kind = PS_INST_NONE;
+    for (size_t i = 0; i < sizeof names_rows / sizeof names_rows[0]; i++) {
+        const struct names_row *r = &names_rows[i];
+        if (r->minor != minor)
+            continue;
+        l->inst_kind = r->inst_kind;
+        l->dk_kind = r->dk_kind;
+        l->fr_localsplus = r->fr_localsplus;
+        l->ht_cached_keys = r->ht_cached_keys;
+        l->inst_dict = r->inst_dict;
+        l->inst_values = r->inst_values;
+    }
+    l->tp_name = 24;
+    l->tp_basicsize = 32;
+    l->tp_flags = 168;
+    l->tp_base = 256;
+    l->tp_dictoffset = 288;
+    l->dict_keys = 32;
+    l->dict_values = 40;
+    l->values_items = 0;
+    l->values_valid = PS_NOFIELD;
+}
+
 static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
 /* Bytes to read from a struct so every listed field (width 8) is covered. */
@@ -144,6 +198,7 @@ enum ps_layout_status ps_layout_legacy(int minor, uint32_t hexversion,
     l->st_compact_bit = 5;
     l->st_ascii_bit = 6;
     l->st_ready_bit = minor <= 11 ? 7 : 0xff;
+    names_layout(minor, l);
     (void)why;
     (void)whylen;
     return PS_LAYOUT_OK;

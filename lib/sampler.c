@@ -48,6 +48,7 @@
 #include "platform.h"
 #include "sampler.h"
 #include "stacktab.h"
+#include "threadnames.h"
 
 #define PS_MAX_INTERPS 256
 #define PS_MAX_THREADS 4096
@@ -66,7 +67,8 @@ struct tid_info {
     uint64_t name_at;
     uint32_t label;
     uint32_t gen;
-    char name[32];
+    uint8_t had_boot;           /* last refresh saw Thread._bootstrap_inner */
+    char name[64];              /* longer names are cut at a character */
 };
 
 static struct {
@@ -167,16 +169,25 @@ static struct tid_info *tid_slot(long tid)
     return ti;
 }
 
-/* Label id of thread tid, refreshing its OS name now and then (3.14+ and
- * programs that name threads change it at any time). */
-static uint32_t thread_label(struct tid_info *ti, uint64_t now)
+/* Label id of thread tid, refreshing its name now and then (3.14+ and
+ * programs that name threads change it at any time).  boot is the thread's
+ * Thread._bootstrap_inner frame in this sample's walk, or 0. */
+static uint32_t thread_label(struct tid_info *ti, uint64_t now, uintptr_t boot)
 {
-    if (ti->gen != S.gen || ti->label == PS_ID_NONE || now >= ti->name_at) {
-        char name[32];
+    /* A thread first seen before it reached _bootstrap_inner is looked at
+     * again as soon as it has, not a second later. */
+    int boot_new = boot != 0 && !ti->had_boot;
+    if (ti->gen != S.gen || ti->label == PS_ID_NONE || now >= ti->name_at || boot_new) {
+        char name[sizeof ti->name];
         if (ti->tid == S.pid)
             strcpy(name, "MainThread");
         else if (ti->tid <= 0 || ps_thread_os_name(ti->tid, name, sizeof name) != 0)
             name[0] = '\0';
+        /* No OS name of its own (3.9-3.13): the threading.Thread's name,
+         * read from its object (threadnames.c).  The OS name wins. */
+        if (name[0] == '\0' && ti->tid > 0 && boot != 0)
+            ps_thread_py_name(&S.py, boot, name, sizeof name);
+        ti->had_boot = boot != 0;
         if (ti->gen != S.gen || ti->label == PS_ID_NONE || strcmp(name, ti->name) != 0) {
             strcpy(ti->name, name);
             ti->label = ps_label_intern(&S.tab, ti->tid, name[0] ? name : NULL);
@@ -215,6 +226,7 @@ static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now)
     }
 
     int n = 0, truncated = 0;
+    uintptr_t boot = 0;
     for (int tries = 0; tries < PS_WALK_TRIES; tries++) {
         uintptr_t frame;
         /* A failed walk means the thread moved on under us: start again
@@ -226,7 +238,7 @@ static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now)
             continue;
         }
         n = ps_walk(&S.py, &S.cc, &S.tab, S.cfg.lines, frame, S.scratch,
-                    S.cfg.max_depth, &truncated);
+                    S.cfg.max_depth, &truncated, &boot);
         if (n >= 0)
             break;
     }
@@ -250,7 +262,7 @@ static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now)
     }
     for (int i = n - 1; i >= 0; i--)
         S.rooted[d++] = S.scratch[i];
-    uint32_t label = thread_label(ti, now);
+    uint32_t label = thread_label(ti, now, boot);
     if (label == PS_ID_NONE || ps_stacktab_add(&S.tab, label, S.rooted, (uint32_t)d, 1) != 0) {
         atomic_fetch_add(&S.errors, 1);
         return;
