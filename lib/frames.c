@@ -104,6 +104,12 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stack
             frame = back;
             continue;
         }
+        /* 3.12+: every thread's chain ends in an entry frame owned by the
+         * C stack, so a Python frame without a previous one is a frame
+         * being initialised over a popped one while we looked (its
+         * previous is set after it is zeroed): a torn walk, not a root. */
+        if (back == 0 && L->frame_kind == PS_FRAMES_INTERP && L->minor >= 12)
+            return PS_WALK_INCONSISTENT;
         uintptr_t code = ptr_at(fr, L->fr_code) & ~L->code_tag_mask;
         if (code == 0) {
             frame = back;
