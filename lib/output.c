@@ -33,6 +33,7 @@
 
 #include "config.h"
 #include "output.h"
+#include "platform.h"
 
 static struct {
     char tmpl[4096];
@@ -157,8 +158,9 @@ void ps_output_after_fork(void)
 
 static int newer_than_us(const struct stat *st)
 {
-    return st->st_mtim.tv_sec > O.start.tv_sec ||
-           (st->st_mtim.tv_sec == O.start.tv_sec && st->st_mtim.tv_nsec >= O.start.tv_nsec);
+    struct timespec m = ps_stat_mtime(st);
+    return m.tv_sec > O.start.tv_sec ||
+           (m.tv_sec == O.start.tv_sec && m.tv_nsec >= O.start.tv_nsec);
 }
 
 /* Picks the path for this process's profile (see the top of this file). */

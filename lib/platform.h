@@ -9,6 +9,10 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+
+struct ps_python;
 
 /* --- signals ------------------------------------------------------------ */
 
@@ -45,11 +49,31 @@ int64_t ps_thread_cpu_ns(long tid);
  */
 int ps_thread_os_name(long tid, char *buf, size_t len);
 
+/*
+ * Brackets the walk of one thread (sampler.c).  Where a running thread
+ * cannot be read consistently enough (macOS), begin suspends thread tid,
+ * refreshes ts (L.ts_read bytes at tsp) and copies its frame chain (as far
+ * as a walk of max_frames may go) into a buffer allocated beforehand, then
+ * resumes it, calling nothing in between that could take a lock the
+ * thread holds; until end, ps_read() serves those addresses from the copy,
+ * so the walk, which may allocate, sees the thread as it was while stopped.
+ * Returns 0, or -1 if the thread or its state is gone (do not walk).
+ * Linux reads running threads: both do nothing.
+ */
+int ps_thread_copy_begin(const struct ps_python *py, long tid, uintptr_t tsp, uint8_t *ts,
+                         int max_frames);
+void ps_thread_copy_end(void);
+
 /* --- time --------------------------------------------------------------- */
 
 uint64_t ps_now_ns(void);                 /* monotonic clock */
 void ps_sleep_until_ns(uint64_t deadline); /* absolute, monotonic */
 int64_t ps_self_cpu_ns(void);             /* CPU time of the calling thread */
+
+/* --- files -------------------------------------------------------------- */
+
+/* Modification time of st (st_mtim on Linux, st_mtimespec on macOS). */
+struct timespec ps_stat_mtime(const struct stat *st);
 
 /* --- process ------------------------------------------------------------ */
 

@@ -229,9 +229,15 @@ static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now)
     uintptr_t boot = 0;
     for (int tries = 0; tries < PS_WALK_TRIES; tries++) {
         uintptr_t frame;
+        ps_thread_copy_end();
         /* A failed walk means the thread moved on under us: start again
          * from a fresh copy of its thread state. */
         if (tries > 0 && ps_read(ts, tsp, L->ts_read) != 0)
+            break;
+        /* macOS: suspend the thread, copy its state and frame chain,
+         * resume it; the walk below reads that copy (platform.h).  Linux
+         * walks the running thread: nothing happens here. */
+        if (ps_thread_copy_begin(&S.py, tid, tsp, ts, S.cfg.max_depth) != 0)
             break;
         if (ps_thread_top_frame(&S.py, ts, &frame) != 0) {
             n = PS_WALK_UNREADABLE;
@@ -242,6 +248,7 @@ static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now)
         if (n >= 0)
             break;
     }
+    ps_thread_copy_end();
     if (n < 0) {
         atomic_fetch_add(&S.errors, 1);
         return;

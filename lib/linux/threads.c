@@ -197,3 +197,23 @@ void ps_sleep_until_ns(uint64_t deadline)
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
 }
+
+/* --- walking a thread, files ------------------------------------------- */
+
+/* Linux walks threads while they run (ps_read() cannot fault, and the walk
+ * checks what it reads): nothing to stop or copy (platform.h). */
+int ps_thread_copy_begin(const struct ps_python *py, long tid, uintptr_t tsp, uint8_t *ts,
+                         int max_frames)
+{
+    (void)py, (void)tid, (void)tsp, (void)ts, (void)max_frames;
+    return 0;
+}
+
+void ps_thread_copy_end(void)
+{
+}
+
+struct timespec ps_stat_mtime(const struct stat *st)
+{
+    return st->st_mtim;
+}

@@ -1,0 +1,35 @@
+/*
+ * darwin/libc.c - the C library's own sigaction and _exit, and the small
+ * struct stat difference.
+ *
+ * On macOS the interposers (darwin/interpose.c) are listed in a
+ * __DATA,__interpose section, which dyld applies to every image except the
+ * one that holds the section.  So from this library a plain call to
+ * sigaction() or _exit() reaches libSystem's, and no lookup is needed.
+ */
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../lifecycle.h"
+#include "../platform.h"
+
+void ps_interpose_init(void)
+{
+}
+
+int ps_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    return sigaction(sig, act, old);
+}
+
+_Noreturn void ps_real_exit(int status)
+{
+    _exit(status);
+}
+
+struct timespec ps_stat_mtime(const struct stat *st)
+{
+    return st->st_mtimespec;
+}

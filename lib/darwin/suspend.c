@@ -1,0 +1,131 @@
+/*
+ * darwin/suspend.c - suspend, copy, resume: how the sampler reads a thread
+ * on macOS (ps_thread_copy_begin/end of platform.h).
+ *
+ * For each Python thread, each tick:
+ *   1. thread_suspend() on the thread's port (from the registry of
+ *      threads.c).  It returns once the thread is off the CPU, stopped at
+ *      an instruction boundary in user space (or parked in the kernel), so
+ *      its stores are complete and nothing it owns changes while we look.
+ *   2. With recording on (read.c), copy its thread state, the frame pointer
+ *      it leads to, and each frame of the chain, following the back links
+ *      exactly as far as the walk may go (max_frames + 256, frames.c's own
+ *      budget).  On 3.11+ frames sit next to each other on the thread's
+ *      data stack, so each read also takes up to SPAN bytes below the frame
+ *      (never below its page, which is readable if the frame is): the
+ *      older frames are then usually already in the copy and a 20-frame
+ *      stack costs two or three reads instead of twenty.
+ *   3. thread_resume().
+ *   4. The ordinary walk (frames.c) runs with replay on, reading the frames
+ *      from the copy; resolving a new code object may allocate, which is
+ *      now safe.  ps_thread_copy_end() turns replay off.
+ *
+ * Between 1 and 3 nothing may take a lock that the suspended thread might
+ * hold, or we wait for it forever: no malloc, no printf, no dyld (a lazy
+ * symbol bind), no pthread call that locks.  What runs there is this file,
+ * ps_read() (atomics), read.c (memcpy and the mach_vm_read_overwrite trap,
+ * whose MIG reply port is per-thread), frames.c's ps_thread_top_frame (pure
+ * code) and thread_resume.  The symbols they use are bound before the first
+ * suspension (probes in ps_plat_read_init and ps_threads_track, and the
+ * dylib is linked to bind at load where the linker allows it).
+ *
+ * The target is < 50 us suspended per thread, which is a few
+ * mach_vm_read_overwrite calls.  It has not been measured on a Mac yet
+ * (docs/macos.md).
+ */
+#include <string.h>
+
+#include "../frames.h"
+#include "../memread.h"
+#include "../platform.h"
+#include "darwin.h"
+
+#define SPAN 4096           /* bytes read below a 3.11+ frame, same page */
+#define SPAN_ROOM (64 * 1024)
+
+static unsigned char scratch[SPAN + 1024];
+
+static uintptr_t ptr_at(const uint8_t *b, uint32_t off)
+{
+    uintptr_t v;
+    memcpy(&v, b + off, sizeof v);
+    return v;
+}
+
+/* Records [lo, frame + n) in one read, lo as far down as SPAN within the
+ * frame's page.  Failure is fine: the caller reads the frame alone. */
+static void read_span(uintptr_t frame, size_t n)
+{
+    uintptr_t page = frame & ~((uintptr_t)vm_page_size - 1);
+    uintptr_t lo = frame - page > SPAN ? frame - SPAN : page;
+    if (frame - lo + n <= sizeof scratch)
+        ps_read(scratch, lo, (size_t)(frame - lo) + n);
+}
+
+int ps_thread_copy_begin(const struct ps_python *py, long tid, uintptr_t tsp, uint8_t *ts,
+                         int max_frames)
+{
+    const struct ps_layout *L = &py->L;
+    uint8_t fr[512];
+
+    ps_darwin_copy_off();
+    if (tid <= 0 || tid == ps_gettid() || L->fr_read > sizeof fr || max_frames < 0)
+        return 0;  /* unknown thread, or ourselves: read it live */
+    mach_port_t port = ps_darwin_thread_port(tid);
+    if (port == MACH_PORT_NULL)
+        return 0;
+
+    /* Room for every read the loop below may make; allocating is allowed
+     * here, before the suspension. */
+    size_t frames = (size_t)max_frames + 256;
+    int span = L->frame_kind == PS_FRAMES_INTERP;
+    if (ps_darwin_copy_reserve(frames + SPAN_ROOM / SPAN + 8,
+                               frames * L->fr_read + L->ts_read + 64 + (span ? SPAN_ROOM : 0)) != 0)
+        return 0;
+
+    ps_darwin_copy_record();
+    kern_return_t kr = thread_suspend(port);
+    if (kr != KERN_SUCCESS) {
+        ps_darwin_copy_off();
+        ps_darwin_thread_gone(tid);
+        return -1;  /* the thread has ended */
+    }
+
+    /* --- suspended: nothing below may allocate or lock ----------------- */
+    size_t spanned = 0;
+    uintptr_t frame = 0;
+    int ts_ok = ps_read(ts, tsp, L->ts_read) == 0;
+    if (!ts_ok || ps_thread_top_frame(py, ts, &frame) != 0)
+        frame = 0;
+    for (size_t budget = frames; frame != 0 && budget > 0; budget--) {
+        if ((frame & 7) != 0)
+            break;
+        if (ps_darwin_copy_get(fr, frame, L->fr_read) != 0) {
+            if (span && spanned + SPAN + L->fr_read <= SPAN_ROOM) {
+                read_span(frame, L->fr_read);
+                spanned += SPAN + L->fr_read;
+            }
+            if (ps_darwin_copy_get(fr, frame, L->fr_read) != 0 &&
+                ps_read(fr, frame, L->fr_read) != 0)
+                break;
+        }
+        uintptr_t back = ptr_at(fr, L->fr_back);
+        if (back == frame)
+            break;
+        frame = back;
+    }
+    thread_resume(port);
+    /* --- resumed ------------------------------------------------------- */
+
+    if (!ts_ok) {
+        ps_darwin_copy_off();
+        return -1;  /* its thread state is gone: nothing to walk */
+    }
+    ps_darwin_copy_replay();
+    return 0;
+}
+
+void ps_thread_copy_end(void)
+{
+    ps_darwin_copy_off();
+}
