@@ -1012,6 +1012,30 @@ class RecordTests(TempDirTestCase):
         proc.stdout.close()
         proc.stderr.close()
 
+    def test_macos_sip_protected_interpreter_is_refused(self):
+        """On macOS a command that starts through a SIP-protected binary loses
+        DYLD_INSERT_LIBRARIES, so record says so instead of recording nothing
+        (scripts/pysample; PYSAMPLE_TEST_UNAME=Darwin takes that path here)."""
+        darwin = {"PYSAMPLE_TEST_UNAME": "Darwin"}
+        script = self.write("via_env", "#!/usr/bin/env python3\nprint('ran')\n")
+        os.chmod(script, 0o755)
+        for args in (["--", "/usr/bin/python3", "-c", "print('ran')"],
+                     ["--", script],
+                     ["--python", "/usr/bin/python3", "--", "app.py"]):
+            code, out, err = self.record(*args, env=darwin)
+            self.assertEqual(code, 2, "%s: %s" % (args, err))
+            self.assertIn("System Integrity Protection", err)
+            self.assertIn("docs/macos.md", err)
+            self.assertEqual(out, b"", "the command must not run")
+            self.assertEqual(self.profiles(), {})
+        err = self.record("--", script, env=darwin)[2]
+        self.assertIn("/usr/bin/env (the #! line of %s)" % script, err)
+        real = os.path.realpath(PYTHON)
+        if real.startswith(("/usr/", "/bin/", "/sbin/", "/System/")):
+            return  # no unprotected interpreter to show the check lets through
+        code, out, err = self.record("--", real, "-c", "print('ran')", env=darwin)
+        self.assertEqual((code, out), (0, b"ran\n"), err)
+
 
 # ---------------------------------------------------------------------------
 # The build dir: <builddir>/scripts/pysample and the real library
