@@ -28,7 +28,8 @@
  *             key strings (hashes are randomised per process); the address
  *             of the interned "_name" is remembered after the first find,
  *             so later lookups read one key string, not one per attribute
- *   value     must have the key's type (str) and decode as a str
+ *   value     must have the key's type (str) and decode as a str without
+ *             NULs
  *
  * The thread runs on while we read, so every pointer, size and count is
  * checked before use, and any failure means "no name", never a guess.
@@ -273,7 +274,9 @@ int ps_thread_py_name(const struct ps_python *py, uintptr_t frame, char *out, si
         ps_read_ptr(value + L->ob_type, &vtype) != 0 || vtype != ktype)
         return -1;
     int n = ps_str_read(L, value, buf, sizeof buf);
-    if (n <= 0)
+    /* A NUL inside means a torn or misread str (a length read too long, a
+     * shape bit flipped), not a name anyone gave a thread. */
+    if (n <= 0 || memchr(buf, '\0', (size_t)n) != NULL)
         return -1;
     size_t len = (size_t)n;
     if (len >= outlen) {
