@@ -217,6 +217,10 @@ void ps_threads_track(void)
          * (reg_has drops the second) rather than not at all. */
         prev_hook = pthread_introspection_hook_install(hook);
         enumerate();
+        /* Our own fork handler, not only the library's (which exists only
+         * when PYSAMPLE_OUTPUT started us): a child must never use the
+         * parent's port names, which may name other rights there. */
+        pthread_atfork(NULL, NULL, ps_darwin_threads_after_fork);
     }
     /* Binds thread_resume now (see ps_plat_read_init on lazy binding):
      * on a null port it only returns an error. */

@@ -145,10 +145,12 @@ class Context:
 
     def env(self, extra=None, preload=True):
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith("PYSAMPLE_") and k not in ("LD_PRELOAD", "PYTHONPATH")}
+               if not k.startswith("PYSAMPLE_") and
+               k not in ("LD_PRELOAD", "DYLD_INSERT_LIBRARIES", "PYTHONPATH")}
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         if preload:
-            env["LD_PRELOAD"] = self.lib
+            # macOS loads it through dyld's variable (docs/macos.md).
+            env["DYLD_INSERT_LIBRARIES" if sys.platform == "darwin" else "LD_PRELOAD"] = self.lib
         env.update(extra or {})
         return env
 
