@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -330,8 +331,8 @@ def find_pythons(extra):
     out = []
     for line in p.stdout.splitlines():
         label, path = line.split(" ", 1)
-        major_minor = tuple(int(x) for x in label.split("-")[-1].split(".")[:2]) if label[0].isdigit() \
-            else tuple(int(x) for x in label.split("-")[1].split(".")[:2])
+        m = re.search(r"(\d+)\.(\d+)", label)
+        major_minor = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
         if major_minor < (3, 9):
             continue  # refused by design: nothing to measure
         out.append((label, path))
@@ -367,9 +368,12 @@ def main():
     pythons = find_pythons(args.python)
     if not pythons:
         sys.exit("run.py: no CPython 3.9+ found")
-    plain = [p for p in pythons if not p[0].endswith(("d", "t")) and "t-" not in p[0] and "d-" not in p[0]]
+    # Default primary: the newest release build with the GIL from pyenv
+    # (labels like 3.13.0; debug "d", free-threaded "t", "-static" and
+    # distribution builds are measured under item 6).
+    plain = [p for p in pythons if re.fullmatch(r"\d+\.\d+\.\d+", p[0])]
     primary = next((p for p in pythons if p[0] == args.primary), None) or \
-        sorted(plain or pythons, key=lambda p: [int(x) for x in p[0].split("-")[0].split(".") if x.isdigit()])[-1]
+        sorted(plain or pythons, key=lambda p: [int(x) for x in re.findall(r"\d+", p[0])])[-1]
     py = primary[1]
     started = time.time()
     results = {"machine": machine(), "primary": primary[0], "pythons": pythons,
@@ -410,6 +414,7 @@ def main():
     finally:
         shutil.rmtree(ctx.tmp, ignore_errors=True)
     results["duration_s"] = round(time.time() - started)
+    results["machine"]["load_after"] = os.getloadavg()[0]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
@@ -431,9 +436,9 @@ def render(R):
     m = R["machine"]
     L.append("Run %s, %d s: `%s`" % (R["date"], R["duration_s"], R["command"]))
     L.append("")
-    L.append("Machine: %s, %d cores, %.0f GiB, Linux %s, load average %.1f at start.  "
+    L.append("Machine: %s, %d cores, %.0f GiB, Linux %s, load average %.1f at start, %.1f at the end.  "
              "Primary interpreter: %s.  Others: %s." %
-             (m["cpu"], m["cores"], m["mem_gib"], m["kernel"], m["load_before"], R["primary"],
+             (m["cpu"], m["cores"], m["mem_gib"], m["kernel"], m["load_before"], m.get("load_after", 0), R["primary"],
               ", ".join(l for l, _ in R["pythons"] if l != R["primary"]) or "none"))
     L.append("")
     if "slowdown" in R:
@@ -521,10 +526,12 @@ def render(R):
         for v in ("bare", "preload_off", "preload_on"):
             x = s[v]
             tgt, ok = "", ""
+            # Judged by CPU time like everything else; the wall figure is
+            # beside it (on a loaded machine it moves by milliseconds).
             if key == "startup_true" and v == "preload_off":
-                tgt, ok = "<= +0.3 ms", mark(x["added_wall_ms"] <= TARGETS[tkey])
+                tgt, ok = "<= +0.3 ms", mark(x["added_cpu_ms"] <= TARGETS[tkey]) + " (CPU)"
             if key == "startup_python" and v == "preload_on":
-                tgt, ok = "<= +3 ms", mark(x["added_wall_ms"] <= TARGETS[tkey])
+                tgt, ok = "<= +3 ms", mark(x["added_cpu_ms"] <= TARGETS[tkey]) + " (CPU)"
             L.append("| %s | %.2f | %s | %s | %.2f | %s | %s | %s |" %
                      (v.replace("_", ", "), x["wall_ms"], x["wall_iqr"],
                       "%+.2f" % x["added_wall_ms"] if "added_wall_ms" in x else "",
@@ -533,23 +540,25 @@ def render(R):
     if "memory" in R:
         L.append("### 5. Memory and output (test/bench/bench_stacktab.c: 4 threads, depth 8-40, 3000 functions)")
         L.append("")
-        L.append("| samples | distinct stacks | table RSS KiB | per stack B | add ns/sample | render s | write s | render+write spread | extra peak while writing KiB | output MB | target | |")
+        L.append("| samples | distinct stacks | table RSS KiB | per stack B | add ns/sample | render s (CPU) | write s (CPU) | render+write wall spread | extra peak while writing KiB | output MB | target | |")
         L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for k, x in R["memory"].items():
             s, d = k.split("/")
             tgt, ok = "", ""
             if d == "100000":
                 tgt = "<= 0.5 s"
-                ok = mark(x["render_s"] + x["write_s"] <= TARGETS["write_100k_s"])
-            L.append("| %s | %s | %d | %.0f | %.0f | %.3f | %.3f | %s | %d | %.1f | %s | %s |" %
+                ok = mark(x["render_s"] + x["write_s"] <= TARGETS["write_100k_s"]) + \
+                    " (wall %.2f s, CPU %.2f s)" % (x["render_s"] + x["write_s"], x["render_cpu_s"] + x["write_cpu_s"])
+            L.append("| %s | %s | %d | %.0f | %.0f | %.3f (%.3f) | %.3f (%.3f) | %s | %d | %.1f | %s | %s |" %
                      (s, d, x["rss_table_kib"], x["rss_table_kib"] * 1024 / x["stacks_in_table"],
-                      x["add_ns_per_sample"], x["render_s"], x["write_s"], x["write_total_spread"],
+                      x["add_ns_per_sample"], x["render_s"], x["render_cpu_s"], x["write_s"], x["write_cpu_s"],
+                      x["write_total_spread"],
                       x["peak_write_extra_kib"], x["output_bytes"] / 1e6, tgt, ok))
         L.append("")
     if "versions" in R:
         L.append("### 6. Per interpreter (items 1 pinned, 2 with one thread, 3 with one thread, 4 python)")
         L.append("")
-        L.append("| interpreter | pinned +CPU 100 Hz | 1 kHz | 10 kHz | walk ns/sample d10 | d100 | d1000 | ns/frame | all-in ns d10 | rate 1k | rate 10k | p99 late 10k us | python -c pass +ms (on) | +ms (off) |")
+        L.append("| interpreter | pinned +CPU 100 Hz | 1 kHz | 10 kHz | walk ns/sample d10 | d100 | d1000 | ns/frame | all-in ns d10 | rate 1k | rate 10k | p99 late 10k us | python -c pass on: +CPU ms (+wall) | off: +CPU ms (+wall) |")
         L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         rows = dict(R["versions"])
         prim = {}
@@ -565,12 +574,13 @@ def render(R):
             c = v["cost"]
             r = v["rate"]
             sp = v["startup_python"]
-            L.append("| %s | %+.1f%% | %+.1f%% | %+.1f%% | %.0f | %.0f | %.0f | %.1f | %.0f | %.3f | %.3f | %.0f | %+.2f | %+.2f |" %
+            L.append("| %s | %+.1f%% | %+.1f%% | %+.1f%% | %.0f | %.0f | %.0f | %.1f | %.0f | %.3f | %.3f | %.0f | %+.2f (%+.1f) | %+.2f (%+.1f) |" %
                      (label, (p["100"]["cpu_ratio"] - 1) * 100, (p["1000"]["cpu_ratio"] - 1) * 100,
                       (p["10000"]["cpu_ratio"] - 1) * 100, c["10/1"]["walk_ns"], c["100/1"]["walk_ns"],
                       c["1000/1"]["walk_ns"], c.get("per_frame_ns", float("nan")), c["10/1"]["all_in_ns"],
                       r["1000/1"]["ratio"], r["10000/1"]["ratio"], r["10000/1"]["late_p99_us"],
-                      sp["preload_on"]["added_wall_ms"], sp["preload_off"]["added_wall_ms"]))
+                      sp["preload_on"]["added_cpu_ms"], sp["preload_on"]["added_wall_ms"],
+                      sp["preload_off"]["added_cpu_ms"], sp["preload_off"]["added_wall_ms"]))
         L.append("")
     return "\n".join(L) + "\n"
 
