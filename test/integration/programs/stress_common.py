@@ -1,0 +1,33 @@
+"""Shared by the stress programs: a deadline loop and a recursion whose
+frames are large enough that, on 3.11+, it crosses data-stack chunk
+boundaries (16 KiB each) every few dozen levels, so the chunks are mapped
+and unmapped again and again while the sampler reads them."""
+import sys
+import time
+
+sys.setrecursionlimit(20000)
+
+
+def deadline(seconds):
+    end = time.monotonic() + seconds
+    return lambda: time.monotonic() < end
+
+
+def bottom(n):
+    s = 0
+    for i in range(n):
+        s += i
+    return s
+
+
+def dive(n, a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=8):
+    # Many locals: a bigger frame, so fewer fit in a chunk.
+    i1 = i2 = i3 = i4 = i5 = i6 = i7 = i8 = n
+    j1 = j2 = j3 = j4 = j5 = j6 = j7 = j8 = a
+    if n <= 0:
+        return bottom(20) + i1 - i8 + j1 - j8
+    return dive(n - 1, b, c, d, e, f, g, h, a) + 1  # @dive-call
+
+
+def expected_dive(n):
+    return bottom(20) + n
