@@ -99,6 +99,17 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stack
         uintptr_t back = ptr_at(fr, L->fr_back);
         if (back == frame)
             return PS_WALK_INCONSISTENT;
+        /* 3.9/3.10: a frame object whose reference count is 0 was freed
+         * while we looked (the thread returned from it).  It now sits on
+         * the free list, which is chained through f_back, or is its code's
+         * zombie frame with a stale f_back: following it would report dead
+         * frames as a stack. */
+        if (L->frame_kind == PS_FRAMES_OBJECT) {
+            int64_t refcnt;
+            memcpy(&refcnt, fr, sizeof refcnt);
+            if (refcnt <= 0)
+                return PS_WALK_INCONSISTENT;
+        }
 
         if (L->fr_owner != PS_NOFIELD && (int8_t)fr[L->fr_owner] >= L->owner_first_native) {
             frame = back;
