@@ -28,6 +28,7 @@
 #include "../lifecycle.h"
 #include "../memread.h"
 #include "../platform.h"
+#include "darwin.h"
 
 static int ps_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
@@ -59,3 +60,17 @@ static const struct ps_interpose ps_interposers[] = {
     { (const void *)ps__exit, (const void *)_exit },
     { (const void *)ps__Exit, (const void *)_Exit },
 };
+
+/* Not yet on macOS (darwin.h): SIGTERM/SIGHUP/SIGINT keep their default
+ * action, and CPython 3.12+ counts the sampler thread after os.fork(). */
+void ps_signals_take_over(void)
+{
+}
+
+void ps_fork_window_open(void)
+{
+}
+
+void ps_fork_window_before_fork(void)
+{
+}
