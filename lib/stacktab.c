@@ -82,8 +82,10 @@ static int strtab_grow(struct ps_strtab *s)
     return 0;
 }
 
-/* Interns key[0..len) (may contain NULs).  Returns id or PS_ID_NONE. */
-static uint32_t strtab_intern(struct ps_strtab *s, const char *key, size_t len)
+/* Interns key[0..len) (may contain NULs).  Returns id or PS_ID_NONE;
+ * PS_STRTAB_FULL if the key is new and the table already holds limit. */
+#define PS_STRTAB_FULL (PS_ID_NONE - 1)
+static uint32_t strtab_intern(struct ps_strtab *s, const char *key, size_t len, size_t limit)
 {
     uint64_t h = hash_bytes(key, len, 0xcbf29ce484222325ull);
     size_t j = h & (s->cap - 1);
@@ -95,6 +97,8 @@ static uint32_t strtab_intern(struct ps_strtab *s, const char *key, size_t len)
             return v - 1;
         j = (j + 1) & (s->cap - 1);
     }
+    if (s->n >= limit)
+        return PS_STRTAB_FULL;
     if (s->n >= 0x7fffffff)
         return PS_ID_NONE;
     if (s->n == s->ncap) {
@@ -171,7 +175,17 @@ uint32_t ps_func_intern(struct ps_stacktab *t, const char *name, const char *fil
         key[n++] = '\1';  /* distinguishes "has a file" from a marker */
         n += ps_escape(file, key + n, 3 * 4096);
     }
-    return strtab_intern(t->funcs, key, n);
+    /* Names are bounded like stacks: a program that makes new functions
+     * for ever (exec, code generators) must not grow them for ever.  Past
+     * twice the stack limit, new functions all show as one marker. */
+    size_t limit = 2 * t->max_stacks < 4096 ? 4096 : 2 * t->max_stacks;
+    uint32_t id = strtab_intern(t->funcs, key, n, limit);
+    if (id == PS_STRTAB_FULL) {
+        n = ps_escape("[pysample: function table full]", key, 3 * 4096);
+        key[n++] = '\0';
+        id = strtab_intern(t->funcs, key, n, SIZE_MAX);
+    }
+    return id;
 }
 
 uint32_t ps_label_intern(struct ps_stacktab *t, long tid, const char *name)
@@ -189,7 +203,16 @@ uint32_t ps_label_intern(struct ps_stacktab *t, long tid, const char *name)
     }
     if (n < 0 || (size_t)n >= sizeof key)
         return PS_ID_NONE;
-    return strtab_intern(t->labels, key, (size_t)n);
+    /* Bounded too (programs that start threads without end): past the
+     * limit, new threads share one label. */
+    size_t limit = t->max_stacks / 4 < 4096 ? 4096 : t->max_stacks / 4;
+    uint32_t id = strtab_intern(t->labels, key, (size_t)n, limit);
+    if (id == PS_STRTAB_FULL) {
+        ps_escape("[pysample: too many threads]", esc, sizeof esc);
+        n = snprintf(key, sizeof key, "thread ? (%s)", esc);
+        id = strtab_intern(t->labels, key, (size_t)n, SIZE_MAX);
+    }
+    return id;
 }
 
 /* ---- stacks ------------------------------------------------------------ */

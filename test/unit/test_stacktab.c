@@ -103,6 +103,40 @@ int main(void)
     free(out);
     ps_stacktab_free(&t);
 
+    /* Names are bounded as well: past max(4096, 2 x max_stacks) functions
+     * and max(4096, max_stacks / 4) thread labels, new ones share a
+     * marker, while known ones keep their ids. */
+    CHECK_EQ_INT(ps_stacktab_init(&t, 100), 0);
+    uint32_t first = ps_func_intern(&t, "fn0", "gen.py");
+    uint32_t over = PS_ID_NONE;
+    for (int i = 1; i < 5000; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "fn%d", i);
+        uint32_t id = ps_func_intern(&t, name, "gen.py");
+        CHECK(id != PS_ID_NONE);
+        if (i >= 4096)
+            over = over == PS_ID_NONE ? id : over;
+        if (i >= 4096)
+            CHECK_EQ_INT(id, over);
+    }
+    CHECK_EQ_INT(ps_func_intern(&t, "fn0", "gen.py"), first);
+    CHECK(over != first);
+    uint32_t lab_over = PS_ID_NONE;
+    for (long tid = 1; tid <= 5000; tid++) {
+        uint32_t id = ps_label_intern(&t, tid, NULL);
+        if (tid > 4096) {
+            lab_over = lab_over == PS_ID_NONE ? id : lab_over;
+            CHECK_EQ_INT(id, lab_over);
+        }
+    }
+    uint64_t over_stack[] = { ps_frame(over, 3) };
+    CHECK_EQ_INT(ps_stacktab_add(&t, lab_over, over_stack, 1, 1), 0);
+    out = render(&t);
+    CHECK(strstr(out, "thread ? ([pysample: too many threads]);[pysample: function table full] 1\n")
+          != NULL);
+    free(out);
+    ps_stacktab_free(&t);
+
     /* Growth: many distinct stacks, each found again. */
     CHECK_EQ_INT(ps_stacktab_init(&t, 1000000), 0);
     th = ps_label_intern(&t, 1, NULL);
