@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# Build extra CPython 3.13 interpreters for the integration tests.
+# Build extra CPython interpreters for the integration tests.
 #
 #   test/pythons/build.sh VARIANT...    build (or reuse) the named variants
-#   test/pythons/build.sh all           3.13-static 3.13t-static 3.13d-static
+#   test/pythons/build.sh all           every variant below except the 3.14 ones
 #   test/pythons/build.sh --list        "label path" for every usable interpreter
+#   test/pythons/build.sh --variants    the names 'all' stands for, one a line
 #   test/pythons/build.sh debian-dbg    apt-get install python3.11-dbg
 #
 # Variants (labels used by --list and the test suite):
-#   3.13-static    default configure, libpython linked statically into bin/python3.13
-#   3.13t-static   --disable-gil (free-threaded), bin/python3.13t
-#   3.13d-static   --with-pydebug, bin/python3.13
-#   debian-dbg     Debian's own /usr/bin/python3.11-dbg (installed, not built)
+#   3.13-static     default configure, libpython linked statically into bin/python3.13
+#   3.13t-static    --disable-gil (free-threaded), bin/python3.13t
+#   3.13d-static    --with-pydebug, bin/python3.13
+#   3.14-static     as 3.13-static, from python3.14 (forky, else sid); only
+#   3.14t-static    as 3.13t-static, bin/python3.14t   when named: the
+#   3.14d-static    as 3.13d-static                    archive here lacks it
+#   3.11-tracerefs  --with-trace-refs 3.11 (bookworm); libpysample must refuse it
+#   debian-dbg      Debian's own /usr/bin/python3.11-dbg (installed, not built)
 #
-# Sources come from Debian's python3.13 source package (trixie), fetched with
-# `apt-get source` through a deb-src entry that reuses the archive URI of the
-# machine's own apt sources. Only the upstream tarball inside it is used; the
-# Debian patches are not applied (plain upstream build).
+# Sources come from Debian's source packages (python3.13 from trixie,
+# python3.14 from forky or sid, python3.11 from bookworm), fetched with
+# `apt-get source` through deb-src entries that reuse the archive URI of the
+# machine's own apt sources. Only the upstream tarball inside each is used;
+# the Debian patches are not applied (plain upstream builds).
 #
 # Everything lives outside the repository, in
 #   ${PYSAMPLE_PYTHONS_CACHE:-$HOME/.cache/pysample/pythons}
@@ -29,11 +35,18 @@ PROG=test/pythons/build.sh
 CACHE=${PYSAMPLE_PYTHONS_CACHE:-$HOME/.cache/pysample/pythons}
 # Bump when the build recipe changes in a way that needs a rebuild.
 RECIPE=1
-ALL_VARIANTS=(3.13-static 3.13t-static 3.13d-static)
-SRC_PACKAGE=python3.13
-SRC_SUITE=trixie
+ALL_VARIANTS=(3.13-static 3.13t-static 3.13d-static 3.11-tracerefs)
+# Built only when named: the Debian archive reachable here lists python3.14
+# (forky, sid) in its Sources index but answers 404 for the files themselves.
+# Once it serves them, move these into ALL_VARIANTS.
+OPTIONAL_VARIANTS=(3.14-static 3.14t-static 3.14d-static)
 DEBIAN_DBG=/usr/bin/python3.11-dbg
-APT_SOURCE_FILE=/etc/apt/sources.list.d/pysample-trixie-src.sources
+# Every suite a variant takes its source from; one deb-src entry lists them all
+# so that the file does not change with the variant being built.
+SRC_SUITES=(bookworm trixie forky sid)
+APT_SOURCE_FILE=/etc/apt/sources.list.d/pysample-src.sources
+# Written by earlier versions of this script (trixie only); replaced by the above.
+OLD_APT_SOURCE_FILE=/etc/apt/sources.list.d/pysample-trixie-src.sources
 # Build dependencies (bookworm packages) for a working interpreter with
 # threading, ctypes, asyncio, multiprocessing and the usual stdlib modules.
 BUILD_DEPS=(build-essential pkg-config xz-utils binutils util-linux
@@ -45,7 +58,7 @@ say() { printf '%s: %s\n' "$PROG" "$*"; }
 die() { printf '%s: %s\n' "$PROG" "$*" >&2; exit 1; }
 
 usage() {
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,/^#   debian-dbg/p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 # --- variant table ---------------------------------------------------------
@@ -53,25 +66,42 @@ usage() {
 variant_flags() {   # configure flags that define a variant (prefix excluded)
     local common="--without-ensurepip --without-system-libmpdec"
     case $1 in
-        3.13-static)  echo "$common" ;;
-        3.13t-static) echo "$common --disable-gil" ;;
-        3.13d-static) echo "$common --with-pydebug" ;;
+        3.1[34]-static)  echo "$common" ;;
+        3.1[34]t-static) echo "$common --disable-gil" ;;
+        3.1[34]d-static) echo "$common --with-pydebug" ;;
+        3.11-tracerefs)  echo "$common --with-trace-refs" ;;
         *) return 1 ;;
     esac
 }
 
+variant_minor() {   # "3.13" for 3.13t-static
+    local v=${1%%-*}
+    echo "${v%[td]}"
+}
+
 variant_exe() {
     case $1 in
-        3.13t-static) echo "$CACHE/$1/bin/python3.13t" ;;
-        *)            echo "$CACHE/$1/bin/python3.13" ;;
+        *t-static) echo "$CACHE/$1/bin/python$(variant_minor "$1")t" ;;
+        *)         echo "$CACHE/$1/bin/python$(variant_minor "$1")" ;;
     esac
 }
 
-variant_expect() {  # expected "Py_GIL_DISABLED Py_DEBUG"
+variant_expect() {  # expected "Py_GIL_DISABLED Py_DEBUG Py_TRACE_REFS"
     case $1 in
-        3.13-static)  echo "0 0" ;;
-        3.13t-static) echo "1 0" ;;
-        3.13d-static) echo "0 1" ;;
+        *t-static)      echo "1 0 0" ;;
+        *d-static)      echo "0 1 0" ;;
+        *-tracerefs)    echo "0 0 1" ;;
+        *)              echo "0 0 0" ;;
+    esac
+}
+
+variant_package() { echo "python$(variant_minor "$1")"; }
+
+variant_suites() {  # suites to take the source package from, in order of preference
+    case $(variant_minor "$1") in
+        3.11) echo bookworm ;;
+        3.13) echo trixie ;;
+        3.14) echo forky sid ;;   # testing first: packages there passed sid's checks
     esac
 }
 
@@ -98,7 +128,7 @@ variant_current() {  # usable and built with the current flags/recipe
 
 list_pythons() {
     local v
-    for v in "${ALL_VARIANTS[@]}"; do
+    for v in "${ALL_VARIANTS[@]}" "${OPTIONAL_VARIANTS[@]}"; do
         if variant_ok "$v"; then
             printf '%s %s\n' "$v" "$(variant_exe "$v")"
         fi
@@ -177,16 +207,20 @@ ensure_deb_src() {
     local uri want
     archive_uri
     uri=$ARCHIVE_URI
-    want="# Added by $PROG (libpysample): Debian's $SRC_PACKAGE source package
+    want="# Added by $PROG (libpysample): Debian's python3.N source packages
 # for the extra test interpreters. Source entries only; safe to remove.
 Types: deb-src
 URIs: $uri
-Suites: $SRC_SUITE
+Suites: ${SRC_SUITES[*]}
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 "
+    if [[ -f $OLD_APT_SOURCE_FILE ]]; then
+        say "removing $OLD_APT_SOURCE_FILE (superseded by $APT_SOURCE_FILE)"
+        rm -f "$OLD_APT_SOURCE_FILE"
+    fi
     if [[ ! -f $APT_SOURCE_FILE ]] || [[ "$(cat "$APT_SOURCE_FILE")"$'\n' != "$want" ]]; then
-        say "adding deb-src $uri $SRC_SUITE main -> $APT_SOURCE_FILE"
+        say "adding deb-src $uri ${SRC_SUITES[*]} main -> $APT_SOURCE_FILE"
         printf '%s' "$want" > "$APT_SOURCE_FILE"
     fi
 }
@@ -215,24 +249,41 @@ newest() {          # newest (version-sorted) existing file among the arguments
     done | sort -V | tail -n1
 }
 
-prepare_source() {
-    local dl=$CACHE/src orig dsc top
-    mkdir -p "$dl"
-    orig=$(newest "$dl/${SRC_PACKAGE}"_*.orig.tar.*)
-    if [[ -z $orig ]]; then
-        need_root "downloading the $SRC_PACKAGE source"
-        ensure_deb_src
+UPDATED=0
+download_source() {  # $1 package, $2... suites to try in order
+    local pkg=$1 dl=$CACHE/src suite log
+    shift
+    need_root "downloading the $pkg source"
+    ensure_deb_src
+    if ((!UPDATED)); then
         say "apt-get update"
         apt-get "${APT_OPTS[@]}" update >"$CACHE/logs/apt-update.log" 2>&1 \
             || die "FAILED: apt-get update (see $CACHE/logs/apt-update.log)"
-        say "apt-get source --download-only $SRC_PACKAGE (from $SRC_SUITE)"
-        (cd "$dl" && apt-get "${APT_OPTS[@]}" source --download-only "$SRC_PACKAGE/$SRC_SUITE") \
-            >"$CACHE/logs/apt-source.log" 2>&1 \
-            || die "FAILED: apt-get source $SRC_PACKAGE (see $CACHE/logs/apt-source.log)"
-        orig=$(newest "$dl/${SRC_PACKAGE}"_*.orig.tar.*)
-        [[ -n $orig ]] || die "FAILED: no upstream tarball (*.orig.tar.*) in the $SRC_PACKAGE source package"
+        UPDATED=1
     fi
-    dsc=$(newest "$dl/${SRC_PACKAGE}"_*.dsc)
+    for suite in "$@"; do
+        log=$CACHE/logs/apt-source-$pkg-$suite.log
+        say "apt-get source --download-only $pkg/$suite"
+        if (cd "$dl" && apt-get "${APT_OPTS[@]}" source --download-only "$pkg/$suite") >"$log" 2>&1; then
+            return 0
+        fi
+        say "no $pkg source in $suite (see $log)"
+    done
+    die "FAILED: apt-get source $pkg from any of: $* (logs: $CACHE/logs/apt-source-$pkg-*.log)"
+}
+
+prepare_source() {  # $1 variant
+    local pkg dl=$CACHE/src orig dsc top
+    pkg=$(variant_package "$1")
+    mkdir -p "$dl"
+    orig=$(newest "$dl/${pkg}"_*.orig.tar.*)
+    if [[ -z $orig ]]; then
+        # shellcheck disable=SC2046
+        download_source "$pkg" $(variant_suites "$1")
+        orig=$(newest "$dl/${pkg}"_*.orig.tar.*)
+        [[ -n $orig ]] || die "FAILED: no upstream tarball (*.orig.tar.*) in the $pkg source package"
+    fi
+    dsc=$(newest "$dl/${pkg}"_*.dsc)
     SRC_VERSION=$(basename "${dsc:-$orig}" .dsc)
     top=$(tar -tf "$orig" 2>/dev/null | head -n1 || true); top=${top%%/*}
     [[ -n $top ]] || die "FAILED: cannot read $orig"
@@ -259,12 +310,12 @@ verify_variant() {  # $1 variant, $2 log; prints the verification line
     local v=$1 log=$2 exe out got
     exe=$(variant_exe "$v")
     [[ -x $exe ]] || { echo "no interpreter at $exe" >>"$log"; return 1; }
-    out=$("$exe" -c 'import sys, sysconfig, threading, ctypes, asyncio, multiprocessing; print(sys.version, sysconfig.get_config_var("Py_GIL_DISABLED"), sysconfig.get_config_var("Py_DEBUG"))' 2>>"$log") \
+    out=$("$exe" -c 'import sys, sysconfig, threading, ctypes, asyncio, multiprocessing; print(sys.version, *[int(bool(sysconfig.get_config_var(v))) for v in ("Py_GIL_DISABLED", "Py_DEBUG", "Py_TRACE_REFS")])' 2>>"$log") \
         || { echo "import check failed" >>"$log"; return 1; }
     echo "verify: $out" >>"$log"
-    got=$(awk '{print $(NF-1), $NF}' <<<"$out")
+    got=$(awk '{print $(NF-2), $(NF-1), $NF}' <<<"$out")
     [[ $got == "$(variant_expect "$v")" ]] \
-        || { echo "Py_GIL_DISABLED/Py_DEBUG are '$got', want '$(variant_expect "$v")'" >>"$log"; return 1; }
+        || { echo "Py_GIL_DISABLED/Py_DEBUG/Py_TRACE_REFS are '$got', want '$(variant_expect "$v")'" >>"$log"; return 1; }
     nm -D --defined-only "$exe" | awk '$3 == "_PyRuntime" {f = 1} END {exit !f}' \
         || { echo "_PyRuntime is not in the dynamic symbol table of $exe" >>"$log"; return 1; }
     printf '%s\n' "$out"
@@ -274,7 +325,7 @@ build_variant() {
     local v=$1 prefix=$CACHE/$1 bdir=$CACHE/build/$1 log=$CACHE/logs/$1.log
     local flags start secs out
     flags=$(variant_flags "$v")
-    prepare_source
+    prepare_source "$v"
     install_build_deps
     say "building $v ($SRC_VERSION; configure $flags); log: $log"
     start=$(date +%s)
@@ -337,10 +388,11 @@ main() {
     for a in "$@"; do
         case $a in
             --list) list_pythons; exit 0 ;;
+            --variants) printf '%s\n' "${ALL_VARIANTS[@]}"; exit 0 ;;
             -h|--help) usage; exit 0 ;;
             all) targets+=("${ALL_VARIANTS[@]}") ;;
             debian-dbg) targets+=(debian-dbg) ;;
-            *) variant_flags "$a" >/dev/null || die "unknown variant '$a' (want: ${ALL_VARIANTS[*]} all debian-dbg --list)"
+            *) variant_flags "$a" >/dev/null || die "unknown variant '$a' (want: ${ALL_VARIANTS[*]} ${OPTIONAL_VARIANTS[*]} all debian-dbg --list)"
                targets+=("$a") ;;
         esac
     done
