@@ -22,9 +22,12 @@ import harness  # noqa: E402
 
 
 def version_of(python):
-    out = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"],
+    """((major, minor), trace_refs): sys.getobjects exists only in
+    --with-trace-refs builds."""
+    out = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2], "
+                          "int(hasattr(sys, 'getobjects')))"],
                          capture_output=True, text=True, timeout=60).stdout.split()
-    return int(out[0]), int(out[1])
+    return (int(out[0]), int(out[1])), out[2] == "1"
 
 
 def main():
@@ -36,18 +39,24 @@ def main():
     ap.add_argument("--label", default=None)
     a = ap.parse_args()
 
-    version = version_of(a.python)
+    version, trace_refs = version_of(a.python)
     mod = importlib.import_module("test_" + a.suite)
     tests = [(n[5:], getattr(mod, n)) for n in dir(mod) if n.startswith("test_")]
     tests.sort(key=lambda t: getattr(t[1], "__code__").co_firstlineno)
     if a.only:
         tests = [t for t in tests if t[0] in a.only.split(",")]
     unsupported = version < (3, 9)
+    # 3.9-3.12 built --with-trace-refs: refused as a whole (3.13+ keeps the
+    # object header, so there it is an ordinary interpreter).
+    refused_trace_refs = trace_refs and version <= (3, 12)
     if unsupported:
         # Only the scenarios about refusing an old Python apply.
         tests = [t for t in tests if getattr(t[1], "old_python", False)]
+    elif refused_trace_refs:
+        tests = [t for t in tests if getattr(t[1], "trace_refs_only", False)]
     else:
-        tests = [t for t in tests if not getattr(t[1], "old_python_only", False)]
+        tests = [t for t in tests if not getattr(t[1], "old_python_only", False)
+                 and not getattr(t[1], "trace_refs_only", False)]
 
     tmp_root = tempfile.mkdtemp(prefix="pysample-it-")
     ctx = harness.Context(a.python, os.path.abspath(a.lib), a.label or "", version, tmp_root)

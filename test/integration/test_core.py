@@ -308,3 +308,67 @@ def test_unsupported_python_refused(ctx):
 
 test_unsupported_python_refused.old_python = True
 test_unsupported_python_refused.old_python_only = True
+
+
+def test_concurrent_busy_threads(ctx):
+    """Four threads busy at once in functions of their own, calling and
+    returning all the time, sampled at 1000 Hz.  Without a GIL (3.13t/3.14t)
+    they run on other CPUs while their frame chains are read: no thread may
+    be lost, and no stack may mix one thread's frames into another's."""
+    prog = ctx.program("busy_threads.py")
+    res = ctx.run([prog, "1.0"], env={"PYSAMPLE_RATE": "1000"})
+    ctx.check_clean_run(res)
+    p = res.profile()
+    out = res.stdout.splitlines()
+    tids = dict(line.split() for line in out[:-1])
+    ctx.check(sorted(tids) == ["0", "1", "2", "3"], "program output changed: %r" % res.stdout)
+    counters = out[-1].split()
+    samples, errors = int(counters[1]), int(counters[3])
+    for i, tid in tids.items():
+        mine = {"work" + i, "rec" + i}
+        theirs = {f + j for f in ("work", "rec") for j in "0123" if j != i}
+        stacks = [s for s in p.stacks if any(f.name in mine for f in s.frames)]
+        n = sum(s.count for s in stacks)
+        # Wall mode samples every thread on every tick, busy or waiting for
+        # the GIL; a loaded machine may lose most ticks, not all.
+        ctx.check(n >= 50, "thread %s (work%s): only %d samples in 1 s at 1000 Hz" % (tid, i, n),
+                  p.dump())
+        wrong = {s.thread for s in stacks if s.thread.split()[1] != tid}
+        ctx.check(not wrong, "work%s/rec%s seen on %s, it ran on thread %s" % (i, i, wrong, tid))
+        for s in stacks:
+            names = [f.name for f in s.frames]
+            ctx.check(not theirs & set(names), "thread %s shows another thread's function" % tid,
+                      s)
+            # work<i> calls rec<i> 0..11 deep; rec<i> only calls itself.
+            first = names.index("work" + i)
+            recs = names[first + 1:]
+            ctx.check(names.count("work" + i) == 1 and set(recs) <= {"rec" + i}
+                      and len(recs) <= 12, "impossible stack on thread %s" % tid, s)
+    # Walks that failed because a frame changed under the reader are
+    # dropped and counted; they must stay rare even without a GIL.
+    ctx.check(samples >= 200 and errors <= 0.05 * samples,
+              "%d samples, %d dropped walks" % (samples, errors))
+
+
+def test_trace_refs_build_refused(ctx):
+    """A 3.9-3.12 --with-trace-refs build (sys.getobjects exists) moves every
+    object field by two pointers: the library must refuse it with one line
+    and leave the program alone (run.py runs only this test there)."""
+    res = ctx.run([ctx.program("lines.py"), "0.2"])
+    ctx.check(res.rc == 0 and res.stdout == "done\n", "program affected: rc %d, stdout %r"
+              % (res.rc, res.stdout), res.stderr[-2000:])
+    lines = [l for l in res.stderr.splitlines() if l]
+    ctx.check(len(lines) == 1 and lines[0].startswith("pysample: ") and "trace-refs" in lines[0],
+              "expected one 'pysample:' line about --with-trace-refs, got %r" % res.stderr)
+    ctx.check(res.files == [], "files written for a refused Python: %r" % res.files)
+    # The C API says so too, and the program still runs normally.
+    d = ctx.tmpdir()
+    code = ("import ctypes, sys; ps = ctypes.CDLL(sys.argv[1]); "
+            "print(ps.pysample_start(100), ps.pysample_is_running())")
+    api = ctx.run(["-c", code, ctx.lib], output=None, preload=False, outdir=d)
+    ctx.check(api.rc == 0 and api.stdout.split() == ["-95", "0"],
+              "pysample_start on a trace-refs build: expected -ENOTSUP (-95) and not running, "
+              "got %r" % api.stdout, api.stderr[-2000:])
+
+
+test_trace_refs_build_refused.trace_refs_only = True
