@@ -18,14 +18,14 @@ def churn_fn_{i}(x):
 """
 
 
-def churn(seconds):
+def churn(seconds, work):
     more = deadline(seconds)
     i = 0
     while more():
         ns = {}
         code = compile(TEMPLATE.format(i=i), "<churn-%d>" % (i % 64), "exec")
         exec(code, ns)
-        assert ns["churn_fn_%d" % i](40) == i * 780
+        assert ns["churn_fn_%d" % i](work) == i * (work * (work - 1) // 2)
         f = lambda y, i=i: sum(range(y)) + i  # noqa: E731
         assert f(10) == 45 + i
 
@@ -42,8 +42,11 @@ def churn(seconds):
     return i
 
 
-churn(float(sys.argv[1]))
-if len(sys.argv) > 2 and sys.argv[2] == "api":
+api = len(sys.argv) > 2 and sys.argv[2] == "api"
+# With 'api' most time goes into the new functions, so that nearly every
+# sample is a new stack and the stack limit is reached on a loaded machine.
+churn(float(sys.argv[1]), 3000 if api else 40)
+if api:
     ps = ctypes.CDLL(None)
     ps.pysample_samples.restype = ctypes.c_uint64
     ps.pysample_stop()
