@@ -249,26 +249,34 @@ def test_real_segfault(ctx):
 def test_blocking_syscalls(ctx):
     # No signals reach the program's threads, so blocking calls neither see
     # EINTR nor restart, wake-ups are not missed and their timing holds.
+    # Problems fail at once; timing is compared against a run without the
+    # library made just before, with generous bounds, and a timing miss is
+    # measured again (up to 3 times): a loaded machine delays a wake-up now
+    # and then, a signal-driven design would delay them every time.
     for _ in repeat(ctx):
-        got = {}
-        for preload in (False, True):
-            res = ctx.run([ctx.program("stress_blocking.py"), "40"], env=STRESS,
-                          preload=preload, timeout=60)
-            ctx.check_clean_run(res)
-            got[preload] = json.loads(res.stdout)
-            ctx.check(not got[preload]["problems"], "%s: %r" % (
-                "with library" if preload else "without", got[preload]["problems"]))
-            ctx.check(all(n == 40 for n in got[preload]["counts"].values()),
-                      got[preload]["counts"])
-        p = res.profile()
-        check_names(ctx, p, ["sleeper", "lock_handover"], "blocking")
-        base, lib = got[False], got[True]
-        for kind in base["median_ms"]:
-            # Generous bounds: the machine is shared; a signal-driven design
-            # would show as restarts (whole extra periods) or EINTR above.
-            ctx.check(lib["median_ms"][kind] <= base["median_ms"][kind] + 2.0,
-                      "%s wake-ups later with the library: median %.2f ms vs %.2f ms"
-                      % (kind, lib["median_ms"][kind], base["median_ms"][kind]))
-            ctx.check(lib["p90_ms"][kind] <= base["p90_ms"][kind] + 10.0,
-                      "%s wake-ups later with the library: p90 %.2f ms vs %.2f ms"
-                      % (kind, lib["p90_ms"][kind], base["p90_ms"][kind]))
+        for attempt in range(3):
+            got = {}
+            for preload in (False, True):
+                res = ctx.run([ctx.program("stress_blocking.py"), "40"], env=STRESS,
+                              preload=preload, timeout=60)
+                ctx.check_clean_run(res)
+                got[preload] = json.loads(res.stdout)
+                ctx.check(not got[preload]["problems"], "%s: %r" % (
+                    "with library" if preload else "without", got[preload]["problems"]))
+                ctx.check(all(n == 40 for n in got[preload]["counts"].values()),
+                          got[preload]["counts"])
+            p = res.profile()
+            check_names(ctx, p, ["sleeper", "lock_handover"], "blocking")
+            base, lib = got[False], got[True]
+            late = []
+            for kind in base["median_ms"]:
+                if lib["median_ms"][kind] > base["median_ms"][kind] + 2.0:
+                    late.append("%s: median %.2f ms vs %.2f ms without the library"
+                                % (kind, lib["median_ms"][kind], base["median_ms"][kind]))
+                if lib["p90_ms"][kind] > base["p90_ms"][kind] + 10.0:
+                    late.append("%s: p90 %.2f ms vs %.2f ms without the library"
+                                % (kind, lib["p90_ms"][kind], base["p90_ms"][kind]))
+            if not late:
+                break
+        ctx.check(not late, "wake-ups later with the library in 3 measurements; last: "
+                  + "; ".join(late))
