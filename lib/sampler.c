@@ -90,6 +90,7 @@ static struct {
     _Atomic int stop;           /* asks it to leave */
     _Atomic int rate_hz;
     _Atomic int finished;       /* runtime finalizing: nothing more to read */
+    _Atomic int flush_request;  /* call flush at the next chance (pysample.c) */
 
     _Atomic uint64_t ticks, samples, errors, late_ticks;
     _Atomic int64_t cpu_ns;
@@ -331,7 +332,7 @@ static void wait_until(uint64_t deadline)
 #else
     struct timespec ts = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
     pthread_mutex_lock(&S.wake_lock);
-    while (!atomic_load(&S.stop)) {
+    while (!atomic_load(&S.stop) && !atomic_load(&S.flush_request)) {
         if (pthread_cond_timedwait(&S.wake, &S.wake_lock, &ts) == ETIMEDOUT)
             break;
     }
@@ -435,15 +436,21 @@ static void *sampler_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
 
     /* Wait for the interpreter to exist before the first tick. */
-    while (!atomic_load(&S.stop) && !ps_python_ready(&S.py) && !ps_python_finalizing(&S.py))
+    while (!atomic_load(&S.stop) && !ps_python_ready(&S.py) && !ps_python_finalizing(&S.py)) {
         wait_until(ps_now_ns() + 1000000);
+        if (atomic_exchange(&S.flush_request, 0) && S.flush)
+            S.flush();
+    }
     ps_mem_enable_direct();
 
     uint64_t interval = 1000000000ull / (uint64_t)atomic_load(&S.rate_hz);
     uint64_t began = ps_now_ns();
     uint64_t next = began + interval;
     uint64_t cpu_at = began;
-    if (S.cfg.flush_interval_s > 0)
+    /* Only the first start sets the schedule: the thread is stopped and
+     * started again around every os.fork() on 3.12+ (pysample.c), and a
+     * server forking more often than the interval must still flush. */
+    if (S.cfg.flush_interval_s > 0 && S.next_flush == 0)
         S.next_flush = ps_now_ns() + (uint64_t)S.cfg.flush_interval_s * 1000000000ull;
 
     while (!atomic_load(&S.stop) && !atomic_load(&S.finished)) {
@@ -467,6 +474,8 @@ static void *sampler_main(void *arg)
             atomic_fetch_add(&S.late_ticks, missed);
             next += missed * interval;
         }
+        if (atomic_exchange(&S.flush_request, 0) && S.flush)
+            S.flush();
         if (S.next_flush && now >= S.next_flush && S.flush) {
             S.flush();
             S.next_flush = now + (uint64_t)S.cfg.flush_interval_s * 1000000000ull;
@@ -481,6 +490,18 @@ static void *sampler_main(void *arg)
     }
     atomic_store(&S.cpu_ns, ps_self_cpu_ns());
     S.active_ns += ps_now_ns() - began;
+    /* The runtime is finalizing: nothing more to sample, but the thread
+     * stays until stopped, to write when asked: a fatal signal that lands
+     * during Python's exit must still find someone to write the profile
+     * (pysample.c never writes from a signal handler). */
+    while (!atomic_load(&S.stop)) {
+        if (atomic_exchange(&S.flush_request, 0)) {
+            if (S.flush)
+                S.flush();
+            continue;
+        }
+        wait_until(ps_now_ns() + 100000000ull);
+    }
     if (S.stats_path[0])
         write_stats();
     return NULL;
@@ -523,6 +544,21 @@ void ps_sampler_stop(void)
     if (!pthread_equal(pthread_self(), S.thread))
         pthread_join(S.thread, NULL);
     atomic_store(&S.running, 0);
+}
+
+void ps_sampler_request_flush(int wake)
+{
+    atomic_store(&S.flush_request, 1);
+    if (!wake)
+        return;
+    pthread_mutex_lock(&S.wake_lock);
+    pthread_cond_broadcast(&S.wake);
+    pthread_mutex_unlock(&S.wake_lock);
+}
+
+int ps_sampler_alive(void)
+{
+    return atomic_load(&S.running);
 }
 
 int ps_sampler_running(void)
@@ -597,6 +633,8 @@ void ps_sampler_child_after_fork(void)
     S.active_ns = 0;
     int was_running = atomic_load(&S.running) && !atomic_load(&S.finished);
     atomic_store(&S.running, 0);
+    atomic_store(&S.flush_request, 0);
+    S.next_flush = 0;
     S.pid = getpid();
     memset(S.tids, 0, sizeof S.tids);
     atomic_store(&S.ticks, 0);

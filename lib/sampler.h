@@ -32,6 +32,17 @@ void ps_sampler_stop(void);
 int ps_sampler_running(void);
 int ps_sampler_rate(void);
 
+/*
+ * Asks the sampler thread to call the flush function soon: at once if wake
+ * (not from a signal handler: it takes a lock), else at its next tick.
+ * The atomic store alone is async-signal-safe.
+ */
+void ps_sampler_request_flush(int wake);
+
+/* 1 while the thread exists to serve those requests: sampling, or idle
+ * after the runtime finalized (ps_sampler_running() is 0 then). */
+int ps_sampler_alive(void);
+
 /* One tick on the calling thread (used by the thread and by tests). */
 void ps_sampler_tick(void);
 
