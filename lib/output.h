@@ -1,32 +1,42 @@
 /*
- * output.h - where the output is written: file names, atomic replacement.
+ * output.h - where the output is written: file names per process, atomic
+ * replacement (output.c explains both; docs/processes.md for users).
  */
 #ifndef PS_OUTPUT_H
 #define PS_OUTPUT_H
 
 #include <stddef.h>
 
-/*
- * Remembers the template and checks, now rather than at exit, that a file
- * can be created next to the first path it expands to.  Returns 0, or -1
- * with a message for the user in why.
- */
-int ps_output_init(const char *tmpl, int file_mode, char *why, size_t whylen);
+/* Receives a one-line message for the user (without prefix or newline). */
+typedef void (*ps_output_note_fn)(const char *msg);
 
-/* In a forked child: the parent's claim on a %p-less name is not ours. */
+/*
+ * Remembers the template, notes when this process started, and checks,
+ * now rather than at exit, that a file can be created next to the first
+ * path it expands to.  note (may be NULL) hears about names we skip
+ * because something we must not replace is there.  Returns 0, or -1 with
+ * a message for the user in why.
+ */
+int ps_output_init(const char *tmpl, int file_mode, ps_output_note_fn note,
+                   char *why, size_t whylen);
+
+/* In a forked child: a new process, started now, that is not the first
+ * one; the parent's name is not ours. */
 void ps_output_after_fork(void);
 
 /*
- * Writes data atomically to the configured output (tmpl NULL) or to the
- * template tmpl: a new temporary file in the target's directory, then
- * rename() over the target, so a reader sees the old or the new profile,
- * never a partial one.  Returns 0 or a negative errno; the path written is
- * copied to written (if not NULL).
+ * Writes data atomically to this process's own name for the configured
+ * output (tmpl NULL) or to the template tmpl as given: a new temporary file
+ * in the target's directory, then link() or rename() into place, so a
+ * reader sees the old or the new profile, never a partial one.  Not
+ * thread-safe for tmpl NULL (the caller serialises).  Returns 0 or a
+ * negative errno; the path written is copied to written (if not NULL).
  */
 int ps_output_write(const char *tmpl, const char *data, size_t len,
                     char *written, size_t writtenlen);
 
-/* Lower level, exposed for the unit tests: atomic write of data to path. */
+/* Lower level, exposed for tests and benchmarks: atomic write of data to
+ * path (rename over whatever is there). */
 int ps_write_atomic(const char *path, const char *data, size_t len, int mode);
 
 #endif

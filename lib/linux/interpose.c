@@ -3,16 +3,63 @@
  *
  *   sigaction, signal
  *              so the program installing its own SIGSEGV/SIGBUS handler
- *              first moves us off the direct-read path (memread.c); glibc's
- *              signal() calls its internal sigaction, not ours, so it needs
- *              its own stand-in;
+ *              first moves us off the direct-read path (memread.c); and so
+ *              that our handler of SIGTERM, SIGHUP and SIGINT stays hidden
+ *              (below).  glibc's signal() calls its internal sigaction, not
+ *              ours, so it needs its own stand-in;
  *   _exit, _Exit
  *              os._exit() and multiprocessing children end this way,
- *              skipping atexit: the profile is written first.
+ *              skipping atexit: the profile is written first;
+ *   execve, execv, execvp, execvpe, fexecve
+ *              the image that is about to be replaced writes what it has
+ *              (the new one, if it is a Python, profiles itself);
+ *   kill, raise
+ *              a process that signals itself to death at default
+ *              disposition (Python does, after an unhandled
+ *              KeyboardInterrupt, once the sampler has stopped) writes
+ *              first;
+ *   fopen, fopen64, fclose
+ *              CPython 3.12+ counts the process's threads right after
+ *              os.fork() and warns (DeprecationWarning) if there is more
+ *              than one; the sampler thread steps out for that moment.
  *
- * Each forwards to libc's definition (linux/libc.c).
+ * Each forwards to libc's definition (linux/libc.c).  In a vfork() child
+ * (posix_spawn, subprocess), which runs in our memory until it execs or
+ * _exits, every stand-in only forwards (ps_lifecycle_owner()).
+ *
+ * Fatal signals at default disposition.  SIGTERM (Kubernetes, systemd,
+ * multiprocessing's terminate()) and SIGHUP kill a Python process without
+ * running any exit code, and so does SIGINT once a program has set it back
+ * to SIG_DFL.  The options were: only the periodic flush (loses up to an
+ * interval); a thread that waits for the signal (only works if every thread
+ * blocks it, which is the program's choice, not ours); or a handler of our
+ * own while the program believes the default is installed.  We do the
+ * last:
+ *   - at start-up (before Python's own signal set-up) our handler goes in
+ *     for each of the three whose disposition is SIG_DFL; one that is
+ *     ignored (nohup, a background job) is left alone;
+ *   - sigaction() and signal() then report to the program what it would
+ *     see without us: SIG_DFL with the flags and mask it last asked for,
+ *     so signal.getsignal() says SIG_DFL and a saved-and-restored action
+ *     comes back unchanged;
+ *   - a handler or SIG_IGN the program installs replaces ours at once (the
+ *     program wins); setting SIG_DFL again puts ours back in its stead;
+ *   - our handler asks the sampler thread to write the final profile (the
+ *     interrupted thread may hold any lock, malloc's included, so it does
+ *     no such work itself), waits for it at most 5 s, then restores the
+ *     default action and re-sends the signal to itself: the process dies of
+ *     the same signal, with the same status, as without us.
+ * Not seen: changes made through raw system calls, bsd_signal()/sysv_signal()
+ * /sigset(), or by a library bound to the C library's internal names.
  */
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../lifecycle.h"
@@ -21,19 +68,170 @@
 
 #define PS_EXPORT __attribute__((visibility("default")))
 
+/* ---- fatal signals ------------------------------------------------------- */
+
+struct managed {
+    int sig;
+    struct sigaction view;   /* the default action as the program set it */
+};
+
+static struct managed M[] = { { SIGTERM, { .sa_handler = SIG_DFL } },
+                              { SIGHUP, { .sa_handler = SIG_DFL } },
+                              { SIGINT, { .sa_handler = SIG_DFL } } };
+static _Atomic int signals_on;
+
+static struct managed *managed(int sig)
+{
+    for (size_t i = 0; i < sizeof M / sizeof M[0]; i++)
+        if (M[i].sig == sig)
+            return &M[i];
+    return NULL;
+}
+
+static void on_fatal(int sig, siginfo_t *si, void *uc);
+
+static int is_ours(const struct sigaction *sa)
+{
+    return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == on_fatal;
+}
+
+static int is_default(const struct sigaction *sa)
+{
+    return !(sa->sa_flags & SA_SIGINFO) && sa->sa_handler == SIG_DFL;
+}
+
+static int install_ours(struct managed *m)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fatal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    /* One fatal signal at a time on this thread. */
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof M / sizeof M[0]; i++)
+        sigaddset(&sa.sa_mask, M[i].sig);
+    return ps_real_sigaction(m->sig, &sa, NULL);
+}
+
+static void on_fatal(int sig, siginfo_t *si, void *uc)
+{
+    (void)si;
+    (void)uc;
+    int saved = errno;
+    struct managed *m = managed(sig);
+    if (m == NULL)
+        return;
+    ps_lifecycle_fatal_signal(sig);
+    /* Die as we would have without us: the program's default action back,
+     * the signal again, and unblocked so that it is delivered now. */
+    struct sigaction dfl = m->view;
+    dfl.sa_handler = SIG_DFL;
+    dfl.sa_flags &= ~SA_SIGINFO;
+    ps_real_sigaction(sig, &dfl, NULL);
+    syscall(SYS_tgkill, (long)getpid(), (long)syscall(SYS_gettid), (long)sig);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    /* Still alive: something else holds the signal back.  Carry on as the
+     * program would have, with our handler in place for the next one. */
+    install_ours(m);
+    errno = saved;
+}
+
+void ps_signals_take_over(void)
+{
+    for (size_t i = 0; i < sizeof M / sizeof M[0]; i++) {
+        struct sigaction cur;
+        if (ps_real_sigaction(M[i].sig, NULL, &cur) != 0 || !is_default(&cur))
+            continue;
+        M[i].view = cur;
+        install_ours(&M[i]);
+    }
+    atomic_store(&signals_on, 1);
+}
+
+/* sigaction() of a managed signal, as the program should see it. */
+static int managed_sigaction(struct managed *m, const struct sigaction *act,
+                             struct sigaction *old)
+{
+    struct sigaction cur, before;
+    if (ps_real_sigaction(m->sig, NULL, &cur) != 0)
+        return -1;
+    int ours = is_ours(&cur);
+    before = ours ? m->view : cur;
+    if (act != NULL) {
+        if (is_default(act) && (ours || install_ours(m) == 0)) {
+            m->view = *act;
+        } else if (ps_real_sigaction(m->sig, act, NULL) != 0) {
+            return -1;
+        }
+    }
+    if (old != NULL)
+        *old = before;
+    return 0;
+}
+
 PS_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
+    if (!ps_lifecycle_owner())
+        return ps_real_sigaction(sig, act, old);
     if (act != NULL && (sig == SIGSEGV || sig == SIGBUS))
         ps_mem_yield_fault_handlers();
-    return ps_real_sigaction(sig, act, old);
+    struct managed *m = managed(sig);
+    if (m == NULL || !atomic_load(&signals_on))
+        return ps_real_sigaction(sig, act, old);
+    return managed_sigaction(m, act, old);
 }
 
 PS_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 {
+    if (!ps_lifecycle_owner())
+        return ps_real_signal(sig, handler);
     if (sig == SIGSEGV || sig == SIGBUS)
         ps_mem_yield_fault_handlers();
-    return ps_real_signal(sig, handler);
+    struct managed *m = managed(sig);
+    if (m == NULL || !atomic_load(&signals_on))
+        return ps_real_signal(sig, handler);
+    /* glibc's signal(): BSD semantics, the signal blocked while it runs. */
+    struct sigaction act, old;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = handler;
+    act.sa_flags = SA_RESTART;
+    sigemptyset(&act.sa_mask);
+    sigaddset(&act.sa_mask, sig);
+    if (managed_sigaction(m, &act, &old) != 0)
+        return SIG_ERR;
+    /* sa_handler and sa_sigaction share storage: either way, the old one. */
+    return old.sa_handler;
 }
+
+/* A managed signal sent to this process that would kill it as things stand
+ * (our handler in, or the plain default). */
+static int kills_us(int sig)
+{
+    struct managed *m = managed(sig);
+    struct sigaction cur;
+    if (m == NULL || !atomic_load(&signals_on) || ps_real_sigaction(sig, NULL, &cur) != 0)
+        return 0;
+    return is_ours(&cur) || is_default(&cur);
+}
+
+PS_EXPORT int kill(pid_t pid, int sig)
+{
+    if (pid > 0 && ps_lifecycle_owner() && pid == getpid() && kills_us(sig))
+        ps_lifecycle_self_signal();
+    return ps_real_kill(pid, sig);
+}
+
+PS_EXPORT int raise(int sig)
+{
+    if (ps_lifecycle_owner() && kills_us(sig))
+        ps_lifecycle_self_signal();
+    return ps_real_raise(sig);
+}
+
+/* ---- exit and exec ------------------------------------------------------- */
 
 PS_EXPORT _Noreturn void _exit(int status)
 {
@@ -45,4 +243,141 @@ PS_EXPORT _Noreturn void _Exit(int status)
 {
     ps_lifecycle_process_exit();
     ps_real_exit(status);
+}
+
+PS_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    ps_lifecycle_before_exec();
+    return ps_real_execve(path, argv, envp);
+}
+
+PS_EXPORT int execv(const char *path, char *const argv[])
+{
+    ps_lifecycle_before_exec();
+    return ps_real_execv(path, argv);
+}
+
+PS_EXPORT int execvp(const char *file, char *const argv[])
+{
+    ps_lifecycle_before_exec();
+    return ps_real_execvp(file, argv);
+}
+
+PS_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    ps_lifecycle_before_exec();
+    return ps_real_execvpe(file, argv, envp);
+}
+
+PS_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    ps_lifecycle_before_exec();
+    return ps_real_fexecve(fd, argv, envp);
+}
+
+/* ---- the thread count after os.fork() (CPython 3.12+) --------------------
+ *
+ * Right after fork() returns in the parent, os.fork() reads field 20 of
+ * /proc/self/stat (fopen, fread, fclose) and, if it is above 1, issues
+ * "DeprecationWarning: This process (pid=...) is multi-threaded, use of
+ * fork() may lead to deadlocks in the child" (shown by default when the
+ * fork is in __main__, an exception under -W error on 3.14+).  Our sampler
+ * thread must not be the reason.  It cannot simply be stopped during fork
+ * and restarted in the parent's atfork handler: that runs inside fork(),
+ * before the count.  So the parent's handler opens a window, and the next
+ * fopen() of /proc/self/stat by the forking thread within a second stops
+ * the sampler thread (joined: it is really gone, the count is true), and
+ * the fclose() of that stream starts it again (~0.1 ms; the samples and the
+ * flush schedule carry on).  If the open fails, it starts again at once;
+ * if the stream is never closed, the next fopen() anywhere, or the next
+ * fork, starts it again.  A fork that is not os.fork() (subprocess, a C
+ * extension) opens no such file: the window closes at the next fopen() by
+ * that thread, or after a second, and nothing happens.
+ */
+
+static struct {
+    _Atomic int open;
+    pthread_t thread;
+    uint64_t until_ns;
+    _Atomic(FILE *) stream;   /* CPython's /proc/self/stat while we are out */
+    uint64_t out_since;
+} W;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void ps_fork_window_open(void)
+{
+    W.thread = pthread_self();
+    W.until_ns = now_ns() + 1000000000u;
+    atomic_store(&W.open, 1);
+}
+
+static void come_back(void)
+{
+    atomic_store(&W.stream, NULL);
+    ps_lifecycle_resume_sampler();
+}
+
+static FILE *fopen_common(const char *path, const char *mode, int large)
+{
+    if (atomic_load(&W.stream) != NULL && now_ns() - W.out_since > 1000000000u &&
+        ps_lifecycle_owner())
+        come_back();
+    if (!atomic_load(&W.open) || !pthread_equal(pthread_self(), W.thread) ||
+        !ps_lifecycle_owner())
+        return ps_real_fopen(path, mode, large);
+    atomic_store(&W.open, 0);
+    if (path == NULL || strcmp(path, "/proc/self/stat") != 0 || now_ns() > W.until_ns ||
+        !ps_lifecycle_pause_sampler())
+        return ps_real_fopen(path, mode, large);
+    FILE *f = ps_real_fopen(path, mode, large);
+    if (f == NULL) {
+        int e = errno;
+        ps_lifecycle_resume_sampler();
+        errno = e;
+        return NULL;
+    }
+    W.out_since = now_ns();
+    atomic_store(&W.stream, f);
+    return f;
+}
+
+/* Named by their symbols: with _FILE_OFFSET_BITS=64 <stdio.h> maps the C
+ * name fopen to the symbol fopen64, and programs call either. */
+PS_EXPORT FILE *ps_fopen_std(const char *path, const char *mode) __asm__("fopen");
+PS_EXPORT FILE *ps_fopen_large(const char *path, const char *mode) __asm__("fopen64");
+
+FILE *ps_fopen_std(const char *path, const char *mode)
+{
+    return fopen_common(path, mode, 0);
+}
+
+FILE *ps_fopen_large(const char *path, const char *mode)
+{
+    return fopen_common(path, mode, 1);
+}
+
+PS_EXPORT int fclose(FILE *f)
+{
+    if (f == NULL || atomic_load(&W.stream) != f)
+        return ps_real_fclose(f);
+    int rc = ps_real_fclose(f);
+    int e = errno;
+    come_back();
+    errno = e;
+    return rc;
+}
+
+/* Before fork: a pause that was never closed ends now, so that parent and
+ * child both start from a running sampler. */
+void ps_fork_window_before_fork(void)
+{
+    if (atomic_load(&W.stream) != NULL)
+        come_back();
+    atomic_store(&W.open, 0);
 }

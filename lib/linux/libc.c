@@ -4,10 +4,14 @@
  *
  * The lookups happen once, in ps_interpose_init(), called by the
  * constructor, so nothing calls dlsym from a signal handler later; a call
- * that comes before (another library's constructor) resolves lazily.
+ * that comes before (another library's constructor) resolves lazily.  A
+ * function the C library lacks (execvpe is a GNU extension) stays NULL and
+ * its stand-in fails with ENOSYS, as a missing function would.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,41 +21,71 @@
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 typedef void (*exit_fn)(int);
 typedef sighandler_t (*signal_fn)(int, sighandler_t);
+typedef FILE *(*fopen_fn)(const char *, const char *);
+typedef int (*fclose_fn)(FILE *);
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+typedef int (*kill_fn)(pid_t, int);
+typedef int (*raise_fn)(int);
 
 static sigaction_fn real_sigaction_p;
 static exit_fn real_exit_p, real_Exit_p;
 static signal_fn real_signal_p;
+static fopen_fn real_fopen_p, real_fopen64_p;
+static fclose_fn real_fclose_p;
+static execve_fn real_execve_p, real_execvpe_p;
+static execv_fn real_execv_p, real_execvp_p;
+static fexecve_fn real_fexecve_p;
+static kill_fn real_kill_p;
+static raise_fn real_raise_p;
+
+#define LOOKUP(var, type, name)                          \
+    do {                                                 \
+        if ((var) == NULL)                               \
+            (var) = (type)dlsym(RTLD_NEXT, (name));      \
+    } while (0)
 
 void ps_interpose_init(void)
 {
-    if (real_sigaction_p == NULL)
-        real_sigaction_p = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
-    if (real_signal_p == NULL)
-        real_signal_p = (signal_fn)dlsym(RTLD_NEXT, "signal");
-    if (real_exit_p == NULL)
-        real_exit_p = (exit_fn)dlsym(RTLD_NEXT, "_exit");
-    if (real_Exit_p == NULL)
-        real_Exit_p = (exit_fn)dlsym(RTLD_NEXT, "_Exit");
+    LOOKUP(real_sigaction_p, sigaction_fn, "sigaction");
+    LOOKUP(real_signal_p, signal_fn, "signal");
+    LOOKUP(real_exit_p, exit_fn, "_exit");
+    LOOKUP(real_Exit_p, exit_fn, "_Exit");
+    LOOKUP(real_fopen_p, fopen_fn, "fopen");
+    LOOKUP(real_fopen64_p, fopen_fn, "fopen64");
+    LOOKUP(real_fclose_p, fclose_fn, "fclose");
+    LOOKUP(real_execve_p, execve_fn, "execve");
+    LOOKUP(real_execvpe_p, execve_fn, "execvpe");
+    LOOKUP(real_execv_p, execv_fn, "execv");
+    LOOKUP(real_execvp_p, execv_fn, "execvp");
+    LOOKUP(real_fexecve_p, fexecve_fn, "fexecve");
+    LOOKUP(real_kill_p, kill_fn, "kill");
+    LOOKUP(real_raise_p, raise_fn, "raise");
 }
+
+/* Resolves lazily for a call that comes before our constructor. */
+#define REAL(var)                    \
+    do {                             \
+        if ((var) == NULL)           \
+            ps_interpose_init();     \
+    } while (0)
 
 int ps_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-    if (real_sigaction_p == NULL)
-        ps_interpose_init();
+    REAL(real_sigaction_p);
     return real_sigaction_p(sig, act, old);
 }
 
 sighandler_t ps_real_signal(int sig, sighandler_t handler)
 {
-    if (real_signal_p == NULL)
-        ps_interpose_init();
+    REAL(real_signal_p);
     return real_signal_p(sig, handler);
 }
 
 _Noreturn void ps_real_exit(int status)
 {
-    if (real_exit_p == NULL)
-        ps_interpose_init();
+    REAL(real_exit_p);
     if (real_exit_p != NULL)
         real_exit_p(status);
     syscall(SYS_exit_group, status);
@@ -59,3 +93,69 @@ _Noreturn void ps_real_exit(int status)
         ;
 }
 
+FILE *ps_real_fopen(const char *path, const char *mode, int large)
+{
+    REAL(real_fopen_p);
+    fopen_fn f = large && real_fopen64_p != NULL ? real_fopen64_p : real_fopen_p;
+    if (f == NULL) {
+        errno = ENOSYS;
+        return NULL;
+    }
+    return f(path, mode);
+}
+
+int ps_real_fclose(FILE *f)
+{
+    REAL(real_fclose_p);
+    return real_fclose_p(f);
+}
+
+int ps_real_execve(const char *path, char *const argv[], char *const envp[])
+{
+    REAL(real_execve_p);
+    return real_execve_p(path, argv, envp);
+}
+
+int ps_real_execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    REAL(real_execvpe_p);
+    if (real_execvpe_p == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real_execvpe_p(file, argv, envp);
+}
+
+int ps_real_execv(const char *path, char *const argv[])
+{
+    REAL(real_execv_p);
+    return real_execv_p(path, argv);
+}
+
+int ps_real_execvp(const char *file, char *const argv[])
+{
+    REAL(real_execvp_p);
+    return real_execvp_p(file, argv);
+}
+
+int ps_real_fexecve(int fd, char *const argv[], char *const envp[])
+{
+    REAL(real_fexecve_p);
+    if (real_fexecve_p == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real_fexecve_p(fd, argv, envp);
+}
+
+int ps_real_kill(pid_t pid, int sig)
+{
+    REAL(real_kill_p);
+    return real_kill_p(pid, sig);
+}
+
+int ps_real_raise(int sig)
+{
+    REAL(real_raise_p);
+    return real_raise_p(sig);
+}

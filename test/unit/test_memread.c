@@ -41,6 +41,30 @@ void ps_lifecycle_process_exit(void)
 {
 }
 
+/* The rest of the lifecycle interposer.c calls into (lib/pysample.c): this
+ * test is the only process there is, profiling nothing. */
+int ps_lifecycle_owner(void)
+{
+    return 1;
+}
+void ps_lifecycle_before_exec(void)
+{
+}
+void ps_lifecycle_fatal_signal(int sig)
+{
+    (void)sig;
+}
+void ps_lifecycle_self_signal(void)
+{
+}
+int ps_lifecycle_pause_sampler(void)
+{
+    return 0;
+}
+void ps_lifecycle_resume_sampler(void)
+{
+}
+
 static long page;
 
 /* ---- the test's own fault handler (installed before the library's) ---- */
