@@ -1,0 +1,39 @@
+"""os.execv() into another Python, or into a program that is not Python.
+
+    proc_exec.py SECONDS python|true
+
+Prints its pid, runs before_exec, then execs: "python" runs this file
+again as "proc_exec.py SECONDS after", which runs after_exec and prints
+"after <pid>"; "true" becomes /bin/true.
+"""
+import os
+import shutil
+import sys
+
+from proc_common import spin
+
+
+def before_exec(seconds):
+    spin(seconds)
+
+
+def after_exec(seconds):
+    spin(seconds)
+
+
+def main():
+    seconds, what = float(sys.argv[1]), sys.argv[2]
+    if what == "after":
+        after_exec(seconds)
+        print("after", os.getpid(), flush=True)
+        return
+    print(os.getpid(), flush=True)
+    before_exec(seconds)
+    if what == "python":
+        os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), sys.argv[1], "after"])
+    true = shutil.which("true") or "/bin/true"
+    os.execv(true, [true])
+
+
+if __name__ == "__main__":
+    main()
