@@ -24,7 +24,7 @@ def test_exact_lines(ctx):
     hits = p.count_where(is_wanted)
     # 1 s at 200 Hz; most samples must be this exact stack (the bound
     # leaves room for a loaded machine delaying the sampler).
-    ctx.check(hits >= 100 and hits >= 0.9 * p.with_frame("leaf"), "only %d samples of <module>:%d > caller:%d > leaf:%d"
+    ctx.check(hits >= 25 and hits >= 0.9 * p.with_frame("leaf"), "only %d samples of <module>:%d > caller:%d > leaf:%d"
               % (hits, call_caller, call_leaf, loop), p.dump())
     main = [s for s in p.stacks if s.thread.endswith("(MainThread)")]
     ctx.check(main, "no stack labelled MainThread", p.dump())
@@ -150,12 +150,12 @@ def test_generators_and_coroutines(ctx):
         got = [f.name for f in s.frames if f.file == prog]
         return got[-len(names):] == names
     gen = p.count_where(lambda s: chain(s, ["<module>", "consume", "produce", "spin"]))
-    ctx.check(gen >= 60, "generator chain consume > produce > spin: %d samples" % gen, p.dump())
+    ctx.check(gen >= 15, "generator chain consume > produce > spin: %d samples" % gen, p.dump())
     gen_line = program_lines(prog, "@gen-spin")
-    ctx.check(p.with_frame("produce", line=gen_line) >= 60, "produce not at line %d" % gen_line)
+    ctx.check(p.with_frame("produce", line=gen_line) >= 0.9 * gen, "produce not at line %d" % gen_line)
     co = p.count_where(lambda s: chain(s, ["coro_main", "coro_leaf", "spin"]))
-    ctx.check(co >= 60, "coroutine chain coro_main > coro_leaf > spin: %d samples" % co, p.dump())
-    ctx.check(p.with_frame("coro_main", line=program_lines(prog, "@coro-await")) >= 60,
+    ctx.check(co >= 15, "coroutine chain coro_main > coro_leaf > spin: %d samples" % co, p.dump())
+    ctx.check(p.with_frame("coro_main", line=program_lines(prog, "@coro-await")) >= 0.9 * co,
               "coro_main not at its await line")
 
 
@@ -173,10 +173,10 @@ def test_callable_names(ctx):
     for name in expect:
         n = p.count_where(lambda s: any(f.name == name and f.file == prog for f in s.frames)
                           and s.frames[-1].name == "spin")
-        ctx.check(n >= 40, "%r calling spin: %d samples" % (name, n), p.dump())
+        ctx.check(n >= 10, "%r calling spin: %d samples" % (name, n), p.dump())
     n = p.count_where(lambda s: [f.name for f in s.frames][-2:] == ["comprehension", "spin"])
     if ctx.version >= (3, 12):
-        ctx.check(n >= 40, "inlined comprehension: comprehension > spin only %d" % n, p.dump())
+        ctx.check(n >= 10, "inlined comprehension: comprehension > spin only %d" % n, p.dump())
 
 
 def test_non_ascii_names_and_path(ctx):
@@ -197,7 +197,7 @@ def test_non_ascii_names_and_path(ctx):
     p = res.profile()
     n = p.count_where(lambda s: [(f.name, f.file, f.line) for f in s.frames][-3:] ==
                       [("deseret_𐐀", path, 8), ("関数_λ", path, 6), ("función_ñ", path, 4)])
-    ctx.check(n >= 40, "non-ASCII stack deseret_𐐀 > 関数_λ > función_ñ: %d samples" % n, p.dump())
+    ctx.check(n >= 10, "non-ASCII stack deseret_𐐀 > 関数_λ > función_ñ: %d samples" % n, p.dump())
 
 
 def test_escaping_of_separators(ctx):
@@ -213,7 +213,7 @@ def test_escaping_of_separators(ctx):
     ctx.check_clean_run(res)
     p = res.profile()
     ctx.check("semi%3Bcolon 100%25.py" in p.text, "path not escaped as documented", p.text[:500])
-    ctx.check(p.with_frame("work", line=4) >= 50, "escaped path broke parsing", p.dump())
+    ctx.check(p.with_frame("work", line=4) >= 10, "escaped path broke parsing", p.dump())
 
 
 def test_lines_off(ctx):
@@ -234,10 +234,16 @@ def test_cpu_mode_skips_idle_thread(ctx):
     ctx.check_clean_run(wall)
     ctx.check_clean_run(cpu)
     pw, pc = wall.profile(), cpu.profile()
-    ctx.check(pw.with_frame("sleeper") >= 100, "wall mode: sleeping thread missing", pw.dump())
-    ctx.check(pc.with_frame("busy") >= 100, "cpu mode: busy thread missing", pc.dump())
-    ctx.check(pc.with_frame("sleeper") <= 3, "cpu mode: sleeping thread sampled %d times"
-              % pc.with_frame("sleeper"), pc.dump())
+    # Both threads live for the whole second: wall mode sees them alike,
+    # cpu mode sees only the one that computes.  (Ratios, because a loaded
+    # machine delays ticks; the counts only need to make them meaningful.)
+    w_sleep, w_busy = pw.with_frame("sleeper"), pw.with_frame("busy")
+    ctx.check(w_busy >= 20 and w_sleep >= 0.5 * w_busy,
+              "wall mode: sleeper %d vs busy %d samples" % (w_sleep, w_busy), pw.dump())
+    c_sleep, c_busy = pc.with_frame("sleeper"), pc.with_frame("busy")
+    ctx.check(c_busy >= 20, "cpu mode: busy thread has %d samples" % c_busy, pc.dump())
+    ctx.check(c_sleep <= 0.05 * c_busy + 2, "cpu mode: sleeping thread sampled %d times (busy %d)"
+              % (c_sleep, c_busy), pc.dump())
 
 
 def test_ctypes_api(ctx):
@@ -247,7 +253,7 @@ def test_ctypes_api(ctx):
                   outdir=d)
     ctx.check_clean_run(res)
     p = res.profile("api.txt")
-    ctx.check(p.with_frame("busy_api") >= 100, "API-driven profile lacks busy_api", p.dump())
+    ctx.check(p.with_frame("busy_api") >= 25, "API-driven profile lacks busy_api", p.dump())
 
 
 def test_profiling_off_is_inert(ctx):

@@ -40,7 +40,8 @@ class Run:
         self.proc = subprocess.Popen([ctx.python] + list(interp_args) + list(args),
                                      env=ctx.env(e, preload=lib), stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True,
-                                     cwd=os.path.dirname(ctx.program("proc_common.py")))
+                                     cwd=os.path.dirname(ctx.program("proc_common.py")),
+                                     preexec_fn=default_signals)
         self.lines = []
         self.rc = None
 
@@ -70,6 +71,14 @@ class Run:
 
     def profile(self, name):
         return Profile(os.path.join(self.outdir, name))
+
+
+def default_signals():
+    """The scenarios are about signals at their default disposition: do not
+    let an ignored SIGHUP (nohup) or SIGINT (a shell's background job) leak
+    in from whatever started the test run."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def pair(ctx, args, **kw):
