@@ -35,7 +35,7 @@ int ps_python_present(void);
 /* 1 once an interpreter with a thread state exists. */
 int ps_python_ready(const struct ps_python *py);
 
-/* 1 once the runtime is finalizing (or unreadable): stop reading. */
+/* 1 once the runtime reports it is finalizing: stop reading. */
 int ps_python_finalizing(const struct ps_python *py);
 
 /* "3.12" or "3.13.1", for messages. */

@@ -100,8 +100,12 @@ int ps_python_ready(const struct ps_python *py)
 int ps_python_finalizing(const struct ps_python *py)
 {
     uintptr_t f;
+    /* _PyRuntime is static data and never goes away, so a failed read says
+     * nothing about the interpreter: it was our read path (a second reader
+     * contending for the guard, a refused system call).  Treating it as
+     * "finalizing" would end sampling for good on one transient failure. */
     if (ps_read_ptr(py->runtime + py->L.rt_finalizing, &f) != 0)
-        return 1;
+        return 0;
     return f != 0;
 }
 
