@@ -59,7 +59,15 @@ class Run:
                                                                         self.lib, self.lines))
 
     def finish(self, timeout=120):
-        out, err = self.proc.communicate(timeout=timeout)
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # Never leave a spinning program behind: kill it (and say which
+            # one hung) before failing.
+            self.proc.kill()
+            self.proc.communicate()
+            raise AssertionError("%s did not end within %d s (lib=%s)"
+                                 % (self.proc.args, timeout, self.lib))
         self.stdout = "".join(self.lines) + out
         self.stderr = err
         self.rc = self.proc.returncode
