@@ -101,6 +101,12 @@ static int direct_disabled_by_env;       /* PYSAMPLE_READ_MODE=syscall|pipe|file
  * share guard_env.  The handler reads both on the faulting thread. */
 static _Atomic uintptr_t guard_owner;
 static sigjmp_buf guard_env;
+/* 1 only while the guard's owner is inside the copy itself: a fault
+ * anywhere else on that thread (our own code between reads, malloc) is a
+ * real crash and must not be jumped out of.  Written and read by the same
+ * thread (the handler runs on the faulting thread), so compiler fences
+ * are all the ordering it needs. */
+static volatile sig_atomic_t in_copy;
 
 static struct sigaction prev_segv, prev_bus;
 
@@ -259,7 +265,7 @@ static void chain_fault(int sig, siginfo_t *si, void *uc)
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
     int saved_errno = errno;
-    if (from_hardware(si) && atomic_load(&guard_owner) == self_id())
+    if (from_hardware(si) && in_copy && atomic_load(&guard_owner) == self_id())
         siglongjmp(guard_env, 1);
     chain_fault(sig, si, uc);
     errno = saved_errno;
@@ -435,9 +441,25 @@ static void guarded_copy(void *dst, const void *src, size_t n)
 #define guarded_copy memcpy
 #endif
 
-/* Kept out of line so that the compiler cannot move loads of *src outside
- * the region between taking and releasing guard_owner. */
-static __attribute__((noinline)) int read_direct(void *dst, uintptr_t src, size_t n)
+/* The guarded copy, for a thread that holds guard_owner.  Kept out of line
+ * so that the compiler cannot move loads of *src outside the region where
+ * in_copy is set. */
+static __attribute__((noinline)) int copy_guarded(void *dst, uintptr_t src, size_t n)
+{
+    if (sigsetjmp(guard_env, 0) != 0) {
+        in_copy = 0;
+        return -1;
+    }
+    in_copy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    guarded_copy(dst, (const void *)src, n);
+    atomic_signal_fence(memory_order_seq_cst);
+    in_copy = 0;
+    return 0;
+}
+
+/* One direct read outside a batch: take the guard, copy, release. */
+static int read_direct(void *dst, uintptr_t src, size_t n)
 {
     uintptr_t expected = 0;
     /* Take the guard, then look at the mode again: either a yielding
@@ -451,13 +473,39 @@ static __attribute__((noinline)) int read_direct(void *dst, uintptr_t src, size_
         atomic_store(&guard_owner, 0);
         return ps_plat_read(dst, src, n);
     }
-    if (sigsetjmp(guard_env, 0) != 0) {
-        atomic_store(&guard_owner, 0);
-        return -1;
-    }
-    guarded_copy(dst, (const void *)src, n);
+    int rc = copy_guarded(dst, src, n);
     atomic_store_explicit(&guard_owner, 0, memory_order_release);
-    return 0;
+    return rc;
+}
+
+/*
+ * Batches.  Taking the guard costs a compare-and-swap and a sequentially
+ * consistent load, about as much as the copy itself; a tick makes hundreds
+ * of reads.  So the sampler takes the guard once per tick
+ * (ps_mem_batch_begin, under its profile lock) and its reads inside the
+ * batch only set in_copy around the copy.  The yield protocol is unchanged:
+ * a yielding thread waits for guard_owner to clear, i.e. for the end of the
+ * tick, before the program's handler goes in.  fork() cannot split a batch:
+ * the prepare handler takes the same profile lock.
+ */
+int ps_mem_batch_begin(void)
+{
+    uintptr_t expected = 0;
+    if (atomic_load(&read_mode) != PS_READ_DIRECT)
+        return 0;
+    if (!atomic_compare_exchange_strong(&guard_owner, &expected, self_id()))
+        return 0;
+    if (atomic_load(&read_mode) != PS_READ_DIRECT) {
+        atomic_store(&guard_owner, 0);
+        return 0;
+    }
+    return 1;
+}
+
+void ps_mem_batch_end(int held)
+{
+    if (held)
+        atomic_store_explicit(&guard_owner, 0, memory_order_release);
 }
 
 int ps_read(void *dst, uintptr_t src, size_t n)
@@ -468,6 +516,10 @@ int ps_read(void *dst, uintptr_t src, size_t n)
         return -1;
     if (n == 0)
         return 0;
+    /* Inside our own batch: the guard is already ours.  (Only this thread
+     * ever stores its own id there, so a relaxed load is exact.) */
+    if (atomic_load_explicit(&guard_owner, memory_order_relaxed) == self_id())
+        return copy_guarded(dst, src, n);
     if (atomic_load_explicit(&read_mode, memory_order_relaxed) == PS_READ_DIRECT)
         return read_direct(dst, src, n);
     return ps_plat_read(dst, src, n);

@@ -62,6 +62,16 @@ void ps_mem_yield_fault_handlers(void);
  * fork time and give the syscall path its own pipe/file and pid. */
 void ps_mem_after_fork(void);
 
+/*
+ * Brackets a batch of reads by the calling thread (the sampler's tick) so
+ * the direct path's guard is taken once rather than per read.  begin
+ * returns whether the batch holds the guard; pass that to end.  Reads of
+ * other threads meanwhile go the syscall way; a program installing a fault
+ * handler waits for the batch to end.
+ */
+int ps_mem_batch_begin(void);
+void ps_mem_batch_end(int held);
+
 /* Copies n bytes at address src into dst.  0 on success, -1 if unreadable. */
 int ps_read(void *dst, uintptr_t src, size_t n);
 

@@ -293,6 +293,7 @@ void ps_sampler_tick(void)
         return;
 
     pthread_mutex_lock(&S.lock);
+    int batch = ps_mem_batch_begin();
     uintptr_t interp;
     int ni = 0;
     if (ps_read_ptr(S.py.runtime + L->rt_interp_head, &interp) != 0)
@@ -320,6 +321,7 @@ void ps_sampler_tick(void)
         }
         interp = next_interp;
     }
+    ps_mem_batch_end(batch);
     pthread_mutex_unlock(&S.lock);
     atomic_fetch_add(&S.ticks, 1);
 }
