@@ -503,29 +503,38 @@ static int cmp_ftext(const void *a, const void *b)
     return (lx > ly) - (lx < ly);
 }
 
+/* Writes the line of stack s -- label, ";frame"..., " count" -- at p
+ * (room is the caller's business) and returns its length. */
+static size_t put_line(char *p, const struct ps_stack *s)
+{
+    size_t llen, o;
+    const char *label = strtab_get(R.t->labels, s->label, &llen);
+    memcpy(p, label, llen);
+    o = llen;
+    for (uint32_t k = 0; k < s->depth; k++) {
+        uint32_t f = R.fidx[s->off + k];
+        p[o++] = ';';
+        memcpy(p + o, R.ftext + R.foff[f], R.flen[f]);
+        o += R.flen[f];
+    }
+    p[o++] = ' ';
+    o += fmt_u64(p + o, s->count);
+    return o;
+}
+
 /* Renders the whole line of stack s (without newline) into a malloc'ed
  * string: the slow path of cmp_stacks. */
 static char *line_text(const struct ps_stack *s)
 {
     size_t llen, len;
-    const char *label = strtab_get(R.t->labels, s->label, &llen);
+    strtab_get(R.t->labels, s->label, &llen);
     len = llen + 32;
     for (uint32_t k = 0; k < s->depth; k++)
         len += 1 + R.flen[R.fidx[s->off + k]];
     char *p = malloc(len);
     if (p == NULL)
         return NULL;
-    size_t o = llen;
-    memcpy(p, label, llen);
-    for (uint32_t k = 0; k < s->depth; k++) {
-        uint32_t i = R.fidx[s->off + k];
-        p[o++] = ';';
-        memcpy(p + o, R.ftext + R.foff[i], R.flen[i]);
-        o += R.flen[i];
-    }
-    p[o++] = ' ';
-    o += fmt_u64(p + o, s->count);
-    p[o] = '\0';
+    p[put_line(p, s)] = '\0';
     return p;
 }
 
@@ -676,19 +685,7 @@ int ps_stacktab_render(const struct ps_stacktab *t, char **out, size_t *len)
         goto oom;
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        const struct ps_stack *s = &t->slots[order[i]];
-        size_t llen;
-        const char *label = strtab_get(t->labels, s->label, &llen);
-        memcpy(p + o, label, llen);
-        o += llen;
-        for (uint32_t k = 0; k < s->depth; k++) {
-            uint32_t f = R.fidx[s->off + k];
-            p[o++] = ';';
-            memcpy(p + o, R.ftext + R.foff[f], R.flen[f]);
-            o += R.flen[f];
-        }
-        p[o++] = ' ';
-        o += fmt_u64(p + o, s->count);
+        o += put_line(p + o, &t->slots[order[i]]);
         p[o++] = '\n';
     }
     p[o] = '\0';
