@@ -300,7 +300,7 @@ int ps_lifecycle_owner(void)
 }
 
 /* The end of this process: the final profile, written once. */
-static void finish(void)
+static void write_final(void)
 {
     if (!G.auto_output || !ps_lifecycle_owner())
         return;
@@ -320,6 +320,16 @@ static void finish(void)
     if (!final_write())
         wait_final(PS_FINAL_WAIT_MS, 0);
     fatal_restore(&old);
+}
+
+static void finish(void)
+{
+    write_final();
+    /* The sampler stays up for a signal arriving during exit, but with
+     * PYSAMPLE_STATS it is joined so that it writes its final statistics
+     * (the benchmarks read them after every run). */
+    if (G.auto_output && ps_lifecycle_owner() && ps_sampler_stats_wanted())
+        ps_sampler_stop();
 }
 
 void ps_lifecycle_process_exit(void)

@@ -78,6 +78,7 @@ static struct {
     int setup_done;
 
     pthread_mutex_t lock;       /* guards tab, cc, tids, gen */
+    pthread_mutex_t join_lock;  /* one thread joins the sampler thread */
     struct ps_stacktab tab;
     struct ps_codecache cc;
     struct tid_info tids[PS_TIDCACHE];
@@ -105,7 +106,8 @@ static struct {
     uint64_t active_ns;         /* wall time spent sampling, all runs */
     uint64_t late_hist[PS_LATE_BUCKETS];
     uint64_t tick_hist[PS_LATE_BUCKETS];  /* duration of the tick's work */
-} S = { .lock = PTHREAD_MUTEX_INITIALIZER, .wake_lock = PTHREAD_MUTEX_INITIALIZER };
+} S = { .lock = PTHREAD_MUTEX_INITIALIZER, .join_lock = PTHREAD_MUTEX_INITIALIZER,
+        .wake_lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* The environment as the process received it (see pysample.c on getenv). */
 static const char *env_raw(const char *name)
@@ -543,9 +545,20 @@ void ps_sampler_stop(void)
     pthread_mutex_lock(&S.wake_lock);
     pthread_cond_broadcast(&S.wake);
     pthread_mutex_unlock(&S.wake_lock);
-    if (!pthread_equal(pthread_self(), S.thread))
+    /* On the sampler thread itself (a write it was asked for ends
+     * profiling) the loop only learns it must end.  The thread still runs,
+     * so it stays "running" until another thread joins it: marking it
+     * stopped here let the exit path skip the join and end the process
+     * while the thread was still writing (PYSAMPLE_STATS files came out
+     * empty). */
+    if (pthread_equal(pthread_self(), S.thread))
+        return;
+    pthread_mutex_lock(&S.join_lock);
+    if (atomic_load(&S.running)) {
         pthread_join(S.thread, NULL);
-    atomic_store(&S.running, 0);
+        atomic_store(&S.running, 0);
+    }
+    pthread_mutex_unlock(&S.join_lock);
 }
 
 void ps_sampler_request_flush(int wake)
@@ -566,6 +579,11 @@ int ps_sampler_alive(void)
 int ps_sampler_running(void)
 {
     return atomic_load(&S.running) && !atomic_load(&S.finished);
+}
+
+int ps_sampler_stats_wanted(void)
+{
+    return S.stats_path[0] != '\0';
 }
 
 int ps_sampler_rate(void)
@@ -629,6 +647,7 @@ void ps_sampler_child_after_fork(void)
     /* Only the forking thread exists here; the sampler thread does not.
      * The lock was taken by this very thread in prepare. */
     pthread_mutex_init(&S.lock, NULL);
+    pthread_mutex_init(&S.join_lock, NULL);
     wake_init();
     memset(S.late_hist, 0, sizeof S.late_hist);
     memset(S.tick_hist, 0, sizeof S.tick_hist);

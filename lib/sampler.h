@@ -30,6 +30,10 @@ int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg,
 int ps_sampler_start(int rate_hz);
 void ps_sampler_stop(void);
 int ps_sampler_running(void);
+
+/* 1 if PYSAMPLE_STATS asked for a statistics file (written when the
+ * sampler thread ends). */
+int ps_sampler_stats_wanted(void);
 int ps_sampler_rate(void);
 
 /*
