@@ -406,7 +406,9 @@ def main():
                     v["cost"] = bench_cost(ctx, path, threads=(1,), reps=1 if q else 2, seconds=0.7)
                     v["rate"] = bench_rate(ctx, path, rates=(1000, 10000), threads=(1,), reps=1, seconds=1.0)
                     v["startup_python"] = bench_startup(ctx, [path, "-c", "pass"], 8 if q else 20)
-                except RuntimeError as e:
+                except (RuntimeError, OSError) as e:
+                    # An interpreter the library refuses (a trace-refs
+                    # build) leaves no statistics: say so and go on.
                     v["error"] = str(e)[:500]
                     log("  failed: %s" % v["error"])
                 per[label] = v
