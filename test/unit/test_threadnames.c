@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 
 #include "check.h"
+#include "debug_offsets_fixture.h"
 #include "layout.h"
 #include "memread.h"
 #include "python.h"
@@ -480,30 +481,6 @@ static void check_fuzz(const struct ps_python *py, unsigned seed)
     CHECK(named > 0 && none > 0);
 }
 
-struct fixture {
-    char name[256];
-    uint32_t version;
-    uint8_t block[1024];
-};
-
-/* Same format as test_layout.c reads. */
-static int load(const char *path, struct fixture *f)
-{
-    FILE *fp = fopen(path, "r");
-    char line[4096];
-    if (fp == NULL)
-        return -1;
-    int ok = fgets(f->name, sizeof f->name, fp) != NULL &&
-             fscanf(fp, "%x\n", &f->version) == 1 &&
-             fgets(line, sizeof line, fp) != NULL && strlen(line) >= 2048;
-    for (int i = 0; ok && i < 1024; i++) {
-        unsigned b;
-        ok = sscanf(line + 2 * i, "%2x", &b) == 1;
-        f->block[i] = (uint8_t)b;
-    }
-    fclose(fp);
-    return ok ? 0 : -1;
-}
 
 static void check_layout_313(struct ps_python *py)
 {
