@@ -53,6 +53,7 @@
 #define PS_MAX_INTERPS 256
 #define PS_MAX_THREADS 4096
 #define PS_WALK_TRIES 3
+#define PS_NAME_RETRIES 8
 #define PS_NAME_REFRESH_NS 1000000000ull
 #define PS_TIDCACHE 1024   /* power of two */
 #define PS_LATE_BUCKETS (16 + 60 * 16)
@@ -68,6 +69,7 @@ struct tid_info {
     uint32_t label;
     uint32_t gen;
     uint8_t had_boot;           /* last refresh saw Thread._bootstrap_inner */
+    uint8_t name_misses;        /* reads of the Thread's name that failed */
     char name[64];              /* longer names are cut at a character */
 };
 
@@ -190,7 +192,16 @@ static uint32_t thread_label(struct tid_info *ti, uint64_t now, uintptr_t boot)
          * read from its object (threadnames.c).  The OS name wins. */
         if (name[0] == '\0' && ti->tid > 0 && boot != 0)
             ps_thread_py_name(&S.py, boot, name, sizeof name);
-        ti->had_boot = boot != 0;
+        /* A read of the name that failed (the thread was moving under us)
+         * is tried again on the next sample rather than a second later,
+         * so a short-lived thread does not spend its life unnamed; a few
+         * misses in a row mean this object has no readable name. */
+        if (boot != 0 && name[0] == '\0' && ti->name_misses < PS_NAME_RETRIES) {
+            ti->name_misses++;
+            ti->had_boot = 0;
+        } else {
+            ti->had_boot = boot != 0;
+        }
         if (ti->gen != S.gen || ti->label == PS_ID_NONE || strcmp(name, ti->name) != 0) {
             strcpy(ti->name, name);
             ti->label = ps_label_intern(&S.tab, ti->tid, name[0] ? name : NULL);

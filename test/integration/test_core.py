@@ -64,8 +64,14 @@ def test_four_threads(ctx):
         # funcN runs on worker-N: the OS name on 3.14+, read from the
         # Thread object on 3.9-3.13 (lib/threadnames.c).
         want = "thread %s (worker-%s)" % (tid, fname[-1])
-        ctx.check(all(s.thread == want for s in stacks), "%s: expected every stack labelled %r"
-                  % (fname, want), {s.thread for s in stacks})
+        # Never another name; unnamed only for the odd sample taken while
+        # the name could not be read yet (it is retried on the next one).
+        bare = "thread %s" % tid
+        ctx.check({s.thread for s in stacks} <= {want, bare},
+                  "%s: labelled other than %r" % (fname, want), {s.thread for s in stacks})
+        named = sum(s.count for s in stacks if s.thread == want)
+        ctx.check(named >= 0.9 * samples, "%s: only %d of %d samples labelled %r"
+                  % (fname, named, samples, want), {s.thread for s in stacks})
 
 
 def test_thread_names(ctx):
