@@ -224,7 +224,14 @@ def test_real_segfault(ctx):
             # No core files from these crashes.
             cmd = ["sh", "-c", 'ulimit -c 0; exec "$@"', "sh", ctx.python] + args
             name = "%s/%s/%s" % (where, how, "faulthandler" if fh else "plain")
-            for attempt in range(3):
+            # A pair only says something about us when faulthandler's own
+            # report, without the library, is complete: on free-threaded
+            # 3.13 it is cut short in about half the runs by itself
+            # (measured: 7 of 12).  Up to 3 such informative pairs are
+            # tried among at most 8; the death by SIGSEGV is checked on all.
+            informative = mismatches = 0
+            a = b = []
+            for attempt in range(8):
                 runs = {}
                 for preload in (False, True):
                     res = ctx.run(cmd, env=STRESS, python=False, preload=preload, timeout=60)
@@ -239,14 +246,22 @@ def test_real_segfault(ctx):
                     break
                 a = current_thread_report(runs[False].stderr)
                 b = current_thread_report(runs[True].stderr)
-                complete = all(r and r[0] == "Fatal Python error: Segmentation fault" and
-                               (how != "null" or any("crash_now" in l for l in r))
-                               for r in (a, b))
-                if complete and a == b:
+
+                def complete(r):
+                    return bool(r) and r[0] == "Fatal Python error: Segmentation fault" and \
+                        (how != "null" or any("crash_now" in l for l in r))
+                if not complete(a):
+                    continue
+                informative += 1
+                if complete(b) and a == b:
                     break
-            else:
+                mismatches += 1
+                if informative >= 3:
+                    break
+            if fh and informative and mismatches == informative:
                 ctx.check(False, "%s: faulthandler report incomplete or different with the "
-                          "library in 3 pairs of runs; last pair:" % name,
+                          "library in %d pairs of runs whose report without it was complete; "
+                          "last pair:" % (name, informative),
                           "without:\n" + "\n".join(a), "with:\n" + "\n".join(b))
 
 
