@@ -465,8 +465,9 @@ static int read_direct(void *dst, uintptr_t src, size_t n)
     /* Take the guard, then look at the mode again: either a yielding
      * thread sees guard_owner and waits for us, or we see its switch to
      * the syscall path and never touch the memory directly.  A second
-     * concurrent reader (never the case in the library) goes the syscall
-     * way rather than share guard_env. */
+     * concurrent reader (the exec-time check in a forked child can read
+     * while the sampler holds the guard) goes the syscall way rather than
+     * share guard_env. */
     if (!atomic_compare_exchange_strong(&guard_owner, &expected, self_id()))
         return ps_plat_read(dst, src, n);
     if (atomic_load(&read_mode) != PS_READ_DIRECT) {
