@@ -222,6 +222,9 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     l->rt_interp_head = get_off(&c, m->rt_interp_head, rt, 8, "runtime.interpreters_head");
     l->is_next = get_off(&c, m->is_next, is, 8, "interp.next");
     l->is_threads_head = get_off(&c, m->is_threads_head, is, 8, "interp.threads_head");
+    /* interpreter_state.id sits right after .size in every layout of the
+     * block (3.13-3.15), so it needs no column of its own. */
+    l->is_id = get_off(&c, m->is_size + 8, is, 8, "interp.id");
 
     l->ts_next = get_off(&c, m->ts_next, ts, 8, "tstate.next");
     l->ts_interp = get_off(&c, m->ts_interp, ts, 8, "tstate.interp");

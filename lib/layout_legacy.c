@@ -143,6 +143,10 @@ enum ps_layout_status ps_layout_legacy(int minor, uint32_t hexversion,
     l->rt_interp_head = r->rt_interp_head;
     l->is_next = 0;
     l->is_threads_head = r->is_threads_head;
+    /* PyInterpreterState.id, by offsetof() like the rows: after next,
+     * tstate_head and runtime (3.9, 3.10), after the threads struct and
+     * runtime (3.11), right after next (3.12). */
+    l->is_id = minor <= 10 ? 24 : minor == 11 ? 48 : 8;
     l->ts_next = 8;
     l->ts_interp = 16;
     l->ts_thread_id = r->ts_thread_id;
