@@ -38,6 +38,7 @@
 #include "pysample.h"
 
 #include "config.h"
+#include "dlwatch.h"
 #include "frames.h"
 #include "lifecycle.h"
 #include "memread.h"
@@ -73,21 +74,36 @@ static struct {
     uint64_t fork_position;     /* ... and this was python_position() then */
     struct ps_python py;
     struct ps_config cfg;
+    char python_path[512];      /* the libpython loaded late, for messages */
 } G = { .lock = PTHREAD_MUTEX_INITIALIZER, .write_lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* One line on stderr, prefixed so the user knows who speaks. */
-static void say(const char *fmt, ...)
+static void vsay(const char *fmt, va_list ap)
 {
     char msg[1024];
     int n = snprintf(msg, sizeof msg, "pysample: ");
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg + n, sizeof msg - (size_t)n - 1, fmt, ap);
-    va_end(ap);
     size_t len = strlen(msg);
     msg[len++] = '\n';
     ssize_t w = write(STDERR_FILENO, msg, len);
     (void)w;
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap);
+    va_end(ap);
+}
+
+void ps_lifecycle_say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap);
+    va_end(ap);
 }
 
 static const char *env_get(const char *name, void *ctx)
@@ -138,8 +154,10 @@ static void fork_prepare(void);
 static void fork_parent(void);
 static void fork_child(void);
 
-/* Detects the interpreter and prepares the sampler.  Caller holds G.lock. */
-static int setup_locked(void)
+/* Detects the interpreter (through lookup when given: the symbols of a
+ * libpython loaded late, lib/linux/dlwatch.c) and prepares the sampler.
+ * Caller holds G.lock. */
+static int setup_locked(ps_sym_lookup lookup, void *ctx)
 {
     char why[512];
     if (G.setup)
@@ -151,12 +169,17 @@ static int setup_locked(void)
         G.setup_failed = 1;
         return -ENOSYS;
     }
-    switch (ps_python_detect(&G.py, why, sizeof why)) {
+    enum ps_detect det = lookup != NULL ? ps_python_detect_with(&G.py, lookup, ctx, why, sizeof why)
+                                        : ps_python_detect(&G.py, why, sizeof why);
+    switch (det) {
     case PS_DETECT_NOT_PYTHON:
         G.setup_failed = 1;
         return -ENOENT;
     case PS_DETECT_UNSUPPORTED:
-        say("%s; profiling is off", why);
+        if (G.python_path[0])
+            say("%s (%s); profiling is off", why, G.python_path);
+        else
+            say("%s; profiling is off", why);
         G.setup_failed = 1;
         return -ENOTSUP;
     case PS_DETECT_OK:
@@ -483,14 +506,13 @@ static void fork_child(void)
     ps_sampler_child_after_fork();
 }
 
-__attribute__((constructor)) static void pysample_init(void)
+/*
+ * Profiling to PYSAMPLE_OUTPUT, from now to the end of the process: the
+ * constructor's work in a Python executable, or the same when a libpython
+ * is loaded later (lookup: its symbols).
+ */
+static void start_auto(ps_sym_lookup lookup, void *ctx)
 {
-    if (!ps_python_present())
-        return;
-    const char *out = env_get("PYSAMPLE_OUTPUT", NULL);
-    if (out == NULL || *out == '\0')
-        return;
-
     ps_interpose_init();
     ps_config_parse(&G.cfg, env_get, NULL, env_warn);
     if (G.cfg.output[0] == '\0')
@@ -502,7 +524,7 @@ __attribute__((constructor)) static void pysample_init(void)
         return;
     }
     pthread_mutex_lock(&G.lock);
-    int rc = setup_locked();
+    int rc = G.auto_output ? -EALREADY : setup_locked(lookup, ctx);
     if (rc == 0) {
         G.auto_output = 1;
         atexit(at_exit);
@@ -514,6 +536,31 @@ __attribute__((constructor)) static void pysample_init(void)
             say("cannot start the sampler thread: %s; profiling is off", strerror(-rc));
     }
     pthread_mutex_unlock(&G.lock);
+}
+
+__attribute__((constructor)) static void pysample_init(void)
+{
+    const char *out = env_get("PYSAMPLE_OUTPUT", NULL);
+    if (out == NULL || *out == '\0')
+        return;
+    /* Not Python (yet): watch for a libpython being loaded (uWSGI,
+     * embedders).  Nothing else happens unless one is. */
+    if (!ps_python_present()) {
+        ps_dlwatch_arm();
+        return;
+    }
+    start_auto(NULL, NULL);
+}
+
+void ps_lifecycle_python_loaded(ps_sym_lookup lookup, void *ctx, const char *path)
+{
+    snprintf(G.python_path, sizeof G.python_path, "%s", path);
+    start_auto(lookup, ctx);
+}
+
+const char *ps_lifecycle_python_path(void)
+{
+    return G.python_path[0] ? G.python_path : "the program";
 }
 
 /* ---- public API ---------------------------------------------------------- */
@@ -530,7 +577,7 @@ int pysample_start(int rate_hz)
         if (G.cfg.rate_hz == 0)
             ps_config_parse(&G.cfg, env_get, NULL, env_warn);
     }
-    int rc = setup_locked();
+    int rc = setup_locked(NULL, NULL);
     if (rc == 0)
         rc = ps_sampler_start(rate_hz);
     pthread_mutex_unlock(&G.lock);

@@ -28,6 +28,11 @@ enum ps_detect {
  */
 enum ps_detect ps_python_detect(struct ps_python *py, char *why, size_t whylen);
 
+/* The same with the symbols of one particular libpython, found by lookup
+ * (a libpython loaded late, possibly RTLD_LOCAL: lib/linux/dlwatch.c). */
+enum ps_detect ps_python_detect_with(struct ps_python *py, void *(*lookup)(const char *, void *),
+                                     void *ctx, char *why, size_t whylen);
+
 /* Only the _PyRuntime lookup: the constructor's whole cost in a process
  * that is not Python. */
 int ps_python_present(void);

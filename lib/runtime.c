@@ -21,13 +21,21 @@ int ps_python_present(void)
     return dlsym(RTLD_DEFAULT, "_PyRuntime") != NULL;
 }
 
-static void *sym(const char *name)
+static void *global_sym(const char *name, void *ctx)
 {
+    (void)ctx;
     return dlsym(RTLD_DEFAULT, name);
 }
 
 enum ps_detect ps_python_detect(struct ps_python *py, char *why, size_t whylen)
 {
+    return ps_python_detect_with(py, global_sym, NULL, why, whylen);
+}
+
+enum ps_detect ps_python_detect_with(struct ps_python *py, void *(*lookup)(const char *, void *),
+                                     void *ctx, char *why, size_t whylen)
+{
+#define sym(name) lookup((name), ctx)
     memset(py, 0, sizeof *py);
     py->runtime = (uintptr_t)sym("_PyRuntime");
     if (py->runtime == 0)
@@ -85,6 +93,7 @@ enum ps_detect ps_python_detect(struct ps_python *py, char *why, size_t whylen)
     if (st != PS_LAYOUT_OK)
         return PS_DETECT_UNSUPPORTED;
     return PS_DETECT_OK;
+#undef sym
 }
 
 int ps_python_ready(const struct ps_python *py)

@@ -99,6 +99,12 @@ static struct {
     _Atomic int64_t cpu_ns;
     uint64_t next_flush;
     pid_t pid;
+    /* Kernel tids that, in this process, mean its main thread: the thread
+     * that forked us (and our ancestors), as recorded in thread states
+     * that a fork() without PyOS_AfterFork_Child() never updated (uWSGI's
+     * workers unless --py-call-osafterfork).  Filled at fork. */
+    long forker_tids[8];
+    long forking_tid;           /* set in the prepare handler */
 
     pthread_mutex_t wake_lock;  /* with wake: the interruptible wait */
     pthread_cond_t wake;
@@ -212,8 +218,36 @@ static uint32_t thread_label(struct tid_info *ti, uint64_t now, uintptr_t boot)
     return ti->label;
 }
 
-/* Samples one thread state (snapshot ts).  Caller holds S.lock. */
-static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now)
+/*
+ * The root frame "interp <id>" of stacks from an interpreter other than the
+ * main one (docs/format.md), or PS_ID_NONE for the main interpreter (id 0)
+ * and when the id cannot be read: a profile of a process with a single
+ * interpreter looks as it always did.  The ids of a few interpreters are
+ * remembered per profile generation; the rest are interned each time
+ * (ps_func_intern finds an existing name itself).
+ */
+static uint32_t interp_frame(uintptr_t interp)
+{
+    static struct { int64_t id; uint32_t func, gen; } memo[16];
+    int64_t id;
+    if (S.py.L.is_id == PS_NOFIELD || S.py.L.is_id == 0 ||
+        ps_read(&id, interp + S.py.L.is_id, sizeof id) != 0 || id <= 0)
+        return PS_ID_NONE;
+    size_t slot = (size_t)id % (sizeof memo / sizeof memo[0]);
+    if (memo[slot].id == id && memo[slot].gen == S.gen && memo[slot].func != PS_ID_NONE)
+        return memo[slot].func;
+    char name[32];
+    snprintf(name, sizeof name, "interp %lld", (long long)id);
+    uint32_t f = ps_func_intern(&S.tab, name, NULL);
+    memo[slot].id = id;
+    memo[slot].func = f;
+    memo[slot].gen = S.gen;
+    return f;
+}
+
+/* Samples one thread state (snapshot ts) of an interpreter whose root
+ * frame is interp_func (PS_ID_NONE: none).  Caller holds S.lock. */
+static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now, uint32_t interp_func)
 {
     const struct ps_layout *L = &S.py.L;
     long tid = -1;
@@ -229,6 +263,9 @@ static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now)
         tid = ps_thread_tid(pth);
     if (tid < 0 && pth == 0)
         return;  /* not yet bound to an OS thread */
+    for (size_t i = 0; i < sizeof S.forker_tids / sizeof S.forker_tids[0] && S.forker_tids[i]; i++)
+        if (tid == S.forker_tids[i])
+            tid = S.pid;
 
     struct tid_info *ti = tid_slot(tid);
     if (S.cfg.mode == PS_MODE_CPU) {
@@ -270,8 +307,11 @@ static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now)
     if (n == 0)
         return;  /* no Python code on this thread right now */
 
-    /* Root first; a cut stack starts with a marker so it is never silent. */
+    /* Root first: the interpreter, then a marker for a cut stack, so it is
+     * never silent. */
     int d = 0;
+    if (interp_func != PS_ID_NONE)
+        S.rooted[d++] = ps_frame(interp_func, PS_LINE_NONE);
     if (truncated) {
         static uint32_t marker_func = PS_ID_NONE;
         static uint32_t marker_gen = UINT32_MAX;
@@ -317,6 +357,7 @@ void ps_sampler_tick(void)
             ps_read_ptr(interp + L->is_next, &next_interp) != 0)
             break;
         int nt = 0;
+        uint32_t interp_func = tsp != 0 ? interp_frame(interp) : PS_ID_NONE;
         while (tsp != 0 && nt++ < PS_MAX_THREADS) {
             if (ps_read(ts, tsp, L->ts_read) != 0)
                 break;
@@ -329,7 +370,7 @@ void ps_sampler_tick(void)
                 atomic_fetch_add(&S.errors, 1);
                 break;
             }
-            sample_thread(tsp, ts, now);
+            sample_thread(tsp, ts, now, interp_func);
             memcpy(&tsp, ts + L->ts_next, sizeof tsp);
         }
         interp = next_interp;
@@ -450,9 +491,16 @@ static void *sampler_main(void *arg)
     sigdelset(&all, SIGFPE);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
 
-    /* Wait for the interpreter to exist before the first tick. */
+    /* Wait for the interpreter to exist before the first tick: every
+     * millisecond at first (a Python executable initialises within tens of
+     * them), then less and less often, up to 10 times a second, for a
+     * libpython that was loaded long before its Py_Initialize (uWSGI) or
+     * is never initialised at all. */
+    uint64_t nap = 1000000, waiting_since = ps_now_ns();
     while (!atomic_load(&S.stop) && !ps_python_ready(&S.py) && !ps_python_finalizing(&S.py)) {
-        wait_until(ps_now_ns() + 1000000);
+        wait_until(ps_now_ns() + nap);
+        if (ps_now_ns() - waiting_since > 200000000ull && nap < 100000000ull)
+            nap *= 2;
         if (atomic_exchange(&S.flush_request, 0) && S.flush)
             S.flush();
     }
@@ -645,6 +693,7 @@ void ps_sampler_stats(struct ps_stats *st)
 
 void ps_sampler_prepare_fork(void)
 {
+    S.forking_tid = ps_gettid();
     pthread_mutex_lock(&S.lock);
 }
 
@@ -668,6 +717,9 @@ void ps_sampler_child_after_fork(void)
     atomic_store(&S.flush_request, 0);
     S.next_flush = 0;
     S.pid = getpid();
+    /* Newest first; the oldest ancestor falls off a full list. */
+    memmove(S.forker_tids + 1, S.forker_tids, sizeof S.forker_tids - sizeof S.forker_tids[0]);
+    S.forker_tids[0] = S.forking_tid != S.pid ? S.forking_tid : 0;
     memset(S.tids, 0, sizeof S.tids);
     atomic_store(&S.ticks, 0);
     atomic_store(&S.samples, 0);
