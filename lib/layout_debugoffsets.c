@@ -7,57 +7,155 @@
  * size and the offsets of its fields.  The *values* describe the running
  * build exactly (debug, free-threaded, any patch release); only the
  * *position* of each value inside the block changes between minor versions,
- * so that is the data kept here, one column per layout of the block.
+ * so that is the data kept here: one table per minor version, written from
+ * that version's header and checked against a block captured from a real
+ * interpreter (test/unit/fixtures/debug_offsets-*.txt).
  *
- * Everything read from the block is untrusted: each offset must fall inside
- * the size the block reports for its struct, and every size must be
- * plausible, or the layout is refused instead of misread.
+ * Everything read from the block is untrusted: members whose value the C
+ * types fix must hold it, each offset must fall inside the size the block
+ * reports for its struct, and every size must be plausible, or the layout
+ * is refused instead of misread, in one line naming the version.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "layout.h"
 
-/* Position of each value we use inside _Py_DebugOffsets. */
+/*
+ * Position (byte offset inside the block) of each value we use, per minor
+ * version.  Every member of _Py_DebugOffsets is a uint64_t, so a position
+ * is 8 x the member's index in the struct as declared in that version's
+ * Include/internal/pycore_debug_offsets.h (3.13: pycore_runtime.h) at the
+ * release tag.  Position 0 is the cookie, never a value, so a member left
+ * out of a table (0) means "this version's block has no such value".
+ *
+ * expect[] lists members whose value is fixed by the C types involved, not
+ * by the build: a block whose values there differ is not laid out as this
+ * table says (another pre-release, a patched CPython), and is refused by
+ * name rather than misread.
+ */
+struct do_expect {
+    uint32_t pos;
+    uint64_t gil, ft;          /* value in GIL and free-threaded builds */
+    const char *what;
+};
+
 struct do_map {
     int minor;
     uint32_t min_hexversion;   /* earliest release with this block layout */
+    const char *min_name;      /* ... as the user knows it */
     uint32_t total;            /* sizeof(_Py_DebugOffsets) */
     uint32_t rt_size, rt_finalizing, rt_interp_head;
     uint32_t is_size, is_next, is_threads_head;
     uint32_t ts_size, ts_next, ts_interp, ts_current_frame, ts_thread_id, ts_native_id;
-    uint32_t fr_size, fr_previous, fr_executable, fr_instr_ptr, fr_owner, fr_tlbc_index;
+    uint32_t fr_size, fr_previous, fr_executable, fr_instr_ptr, fr_localsplus, fr_owner,
+             fr_tlbc_index;
     uint32_t co_size, co_filename, co_name, co_qualname, co_linetable, co_firstlineno,
              co_code_adaptive, co_tlbc;
     uint32_t ob_size_, ob_type;
+    uint32_t tp_name, tp_flags;
+    uint32_t dict_size, dict_ma_keys, dict_ma_values;
     uint32_t by_size, by_ob_size, by_ob_sval;
     uint32_t un_size, un_state, un_length, un_ascii_size, un_compact_size;
+    struct do_expect expect[6];
 };
 
-#define NO PS_NOFIELD
-
-static const struct do_map maps[] = {
-    /* 3.13: layout fixed since 3.13.0rc2 (earlier prereleases differ) */
-    { 13, 0x030D00C2, 584, 24, 32, 40, 48, 64, 72,
-      152, 168, 176, 184, 192, 200,
-      224, 232, 240, 248, 264, NO,
-      272, 280, 288, 296, 304, 312, 344, NO,
-      352, 360, 512, 520, 528, 536, 544, 552, 560, NO },
-    /* 3.14: threads_main, generations, stackpointer, tlbc_index, co_tlbc,
-     * set/gen/llist/debugger sections; fixed since 3.14.0b2 */
-    { 14, 0x030E00B2, 760, 24, 32, 40, 48, 64, 72,
-      176, 192, 200, 208, 216, 224,
-      248, 256, 264, 272, 288, 304,
-      312, 320, 328, 336, 344, 352, 384, 392,
-      400, 408, 592, 600, 608, 616, 624, 632, 640, NO },
-    /* 3.15: base_frame/last_profiled_frame in thread_state, more type and
-     * unicode fields; alphas had other layouts, so betas and later only */
-    { 15, 0x030F00B1, 880, 24, 32, 40, 48, 64, 72,
-      176, 192, 200, 208, 232, 240,
-      304, 312, 320, 328, 344, 360,
-      368, 376, 384, 392, 400, 408, 440, 448,
-      456, 464, 680, 688, 696, 704, 712, 720, 728, 736 },
+/* 3.13: the block sits in pycore_runtime.h; fixed since 3.13.0rc2. */
+static const struct do_map map_313 = {
+    .minor = 13, .min_hexversion = 0x030D00C2, .min_name = "3.13.0rc2", .total = 584,
+    .rt_size = 24, .rt_finalizing = 32, .rt_interp_head = 40,
+    .is_size = 48, .is_next = 64, .is_threads_head = 72,
+    .ts_size = 152, .ts_next = 168, .ts_interp = 176, .ts_current_frame = 184,
+    .ts_thread_id = 192, .ts_native_id = 200,
+    .fr_size = 224, .fr_previous = 232, .fr_executable = 240, .fr_instr_ptr = 248,
+    .fr_localsplus = 256, .fr_owner = 264,
+    .co_size = 272, .co_filename = 280, .co_name = 288, .co_qualname = 296,
+    .co_linetable = 304, .co_firstlineno = 312, .co_code_adaptive = 344,
+    .ob_size_ = 352, .ob_type = 360,
+    .tp_name = 376, .tp_flags = 392,
+    .dict_size = 448, .dict_ma_keys = 456, .dict_ma_values = 464,
+    .by_size = 512, .by_ob_size = 520, .by_ob_sval = 528,
+    .un_size = 536, .un_state = 544, .un_length = 552, .un_ascii_size = 560,
+    .expect = {
+        { 232, 8, 8, "interpreter_frame.previous" },
+        { 352, 16, 32, "pyobject.size" },
+        { 360, 8, 24, "pyobject.ob_type" },
+    },
 };
+
+/* 3.14: threads_main, code_object_generation, tlbc_generation, stackpointer,
+ * tlbc_index, co_tlbc, set/gen/llist/debugger sections; fixed since 3.14.0b2. */
+static const struct do_map map_314 = {
+    .minor = 14, .min_hexversion = 0x030E00B2, .min_name = "3.14.0b2", .total = 760,
+    .rt_size = 24, .rt_finalizing = 32, .rt_interp_head = 40,
+    .is_size = 48, .is_next = 64, .is_threads_head = 72,
+    .ts_size = 176, .ts_next = 192, .ts_interp = 200, .ts_current_frame = 208,
+    .ts_thread_id = 216, .ts_native_id = 224,
+    .fr_size = 248, .fr_previous = 256, .fr_executable = 264, .fr_instr_ptr = 272,
+    .fr_localsplus = 280, .fr_owner = 288, .fr_tlbc_index = 304,
+    .co_size = 312, .co_filename = 320, .co_name = 328, .co_qualname = 336,
+    .co_linetable = 344, .co_firstlineno = 352, .co_code_adaptive = 384, .co_tlbc = 392,
+    .ob_size_ = 400, .ob_type = 408,
+    .tp_name = 424, .tp_flags = 440,
+    .dict_size = 528, .dict_ma_keys = 536, .dict_ma_values = 544,
+    .by_size = 592, .by_ob_size = 600, .by_ob_sval = 608,
+    .un_size = 616, .un_state = 624, .un_length = 632, .un_ascii_size = 640,
+    .expect = {
+        { 256, 8, 8, "interpreter_frame.previous" },
+        { 400, 16, 32, "pyobject.size" },
+        { 408, 8, 24, "pyobject.ob_type" },
+        { 696, 0, 0, "llist_node.next" },
+        { 704, 8, 8, "llist_node.prev" },
+        { 752, 512, 512, "debugger_support.debugger_script_path_size" },
+    },
+};
+
+/* 3.15: base_frame, last_profiled_frame(_seq), holds_gil, gil_requested,
+ * current_exception, exc_state in thread_state; err_stackitem;
+ * tp_basicsize/tp_dictoffset; heap_type_object; compactunicodeobject_size;
+ * three more gc members.  last_profiled_frame_seq arrived in 3.15.0b4. */
+static const struct do_map map_315 = {
+    .minor = 15, .min_hexversion = 0x030F00B4, .min_name = "3.15.0b4", .total = 888,
+    .rt_size = 24, .rt_finalizing = 32, .rt_interp_head = 40,
+    .is_size = 48, .is_next = 64, .is_threads_head = 72,
+    .ts_size = 176, .ts_next = 192, .ts_interp = 200, .ts_current_frame = 208,
+    .ts_thread_id = 240, .ts_native_id = 248,
+    .fr_size = 312, .fr_previous = 320, .fr_executable = 328, .fr_instr_ptr = 336,
+    .fr_localsplus = 344, .fr_owner = 352, .fr_tlbc_index = 368,
+    .co_size = 376, .co_filename = 384, .co_name = 392, .co_qualname = 400,
+    .co_linetable = 408, .co_firstlineno = 416, .co_code_adaptive = 448, .co_tlbc = 456,
+    .ob_size_ = 464, .ob_type = 472,
+    .tp_name = 488, .tp_flags = 504,
+    .dict_size = 624, .dict_ma_keys = 632, .dict_ma_values = 640,
+    .by_size = 688, .by_ob_size = 696, .by_ob_sval = 704,
+    .un_size = 712, .un_state = 720, .un_length = 728, .un_ascii_size = 736,
+    .un_compact_size = 744,
+    .expect = {
+        { 304, 0, 0, "err_stackitem.exc_value" },
+        { 320, 8, 8, "interpreter_frame.previous" },
+        { 464, 16, 32, "pyobject.size" },
+        { 472, 8, 24, "pyobject.ob_type" },
+        { 832, 8, 8, "llist_node.prev" },
+        { 880, 512, 512, "debugger_support.debugger_script_path_size" },
+    },
+};
+
+static const struct do_map *const maps[] = { &map_313, &map_314, &map_315 };
+
+#define SUPPORTED "3.9-3.15"
+
+/* "3.15.0rc1", "3.16.0a0", "3.14.7" from a PY_VERSION_HEX. */
+static void version_name(uint32_t hex, char *buf, size_t len)
+{
+    static const char *const level[] = { "a", "a", "a", "a", "a", "a", "a", "a", "a", "a",
+                                         "a", "b", "rc", "", "", "" };
+    unsigned lv = (hex >> 4) & 0xf, serial = hex & 0xf;
+    if (lv == 0xf)
+        snprintf(buf, len, "%u.%u.%u", hex >> 24, (hex >> 16) & 0xff, (hex >> 8) & 0xff);
+    else
+        snprintf(buf, len, "%u.%u.%u%s%u", hex >> 24, (hex >> 16) & 0xff, (hex >> 8) & 0xff,
+                 level[lv], serial);
+}
 
 static uint64_t get64(const uint8_t *d, uint32_t pos)
 {
@@ -87,11 +185,12 @@ static uint32_t get_size(struct check *c, uint32_t pos, const char *what,
     return (uint32_t)v;
 }
 
-/* Reads a field offset and checks that width bytes there fit in its struct. */
+/* Reads a field offset and checks that width bytes there fit in its struct.
+ * pos 0: the block has no such member (see struct do_map). */
 static uint32_t get_off(struct check *c, uint32_t pos, uint32_t struct_size,
                         unsigned width, const char *what)
 {
-    if (pos == PS_NOFIELD)
+    if (pos == 0)
         return PS_NOFIELD;
     uint64_t v = get64(c->d, pos);
     if (!c->bad && (v + width > struct_size)) {
@@ -118,34 +217,36 @@ static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
  */
 struct names_map {
     int minor, free_threaded;
-    uint32_t do_fr_localsplus, do_tp_name, do_tp_flags;  /* positions in the block */
-    uint32_t do_dict_size, do_ma_keys, do_ma_values;
     uint32_t tp_name, tp_flags;                           /* expected values */
     uint32_t tp_basicsize, tp_base, tp_dictoffset, ht_cached_keys;
     int32_t inst_dict;                                    /* MANAGED_DICT_OFFSET */
 };
 
 static const struct names_map names_maps[] = {
-    { 13, 0, 256, 376, 392, 448, 456, 464, 24, 168, 32, 256, 288, 880, -24 },
+    { .minor = 13, .free_threaded = 0, .tp_name = 24, .tp_flags = 168,
+      .tp_basicsize = 32, .tp_base = 256, .tp_dictoffset = 288, .ht_cached_keys = 880,
+      .inst_dict = -24 },
     /* free-threaded: 32-byte object header, no GC header before the object */
-    { 13, 1, 256, 376, 392, 448, 456, 464, 40, 184, 48, 272, 304, 896, -8 },
+    { .minor = 13, .free_threaded = 1, .tp_name = 40, .tp_flags = 184,
+      .tp_basicsize = 48, .tp_base = 272, .tp_dictoffset = 304, .ht_cached_keys = 896,
+      .inst_dict = -8 },
 };
 
 /* Fills the thread-name fields, or leaves inst_kind PS_INST_NONE. */
-static void names_layout(const uint8_t *dbg, int minor, int ft, uint32_t fr_size,
+static void names_layout(const uint8_t *dbg, const struct do_map *dm, int ft, uint32_t fr_size,
                          struct ps_layout *l)
 {
     const struct names_map *m = NULL;
     for (size_t i = 0; i < sizeof names_maps / sizeof names_maps[0]; i++)
-        if (names_maps[i].minor == minor && names_maps[i].free_threaded == ft)
+        if (names_maps[i].minor == dm->minor && names_maps[i].free_threaded == ft)
             m = &names_maps[i];
     l->inst_kind = PS_INST_NONE;
     if (m == NULL)
         return;
-    uint64_t localsplus = get64(dbg, m->do_fr_localsplus);
-    uint64_t dict_size = get64(dbg, m->do_dict_size);
-    uint64_t keys = get64(dbg, m->do_ma_keys), values = get64(dbg, m->do_ma_values);
-    if (get64(dbg, m->do_tp_name) != m->tp_name || get64(dbg, m->do_tp_flags) != m->tp_flags ||
+    uint64_t localsplus = get64(dbg, dm->fr_localsplus);
+    uint64_t dict_size = get64(dbg, dm->dict_size);
+    uint64_t keys = get64(dbg, dm->dict_ma_keys), values = get64(dbg, dm->dict_ma_values);
+    if (get64(dbg, dm->tp_name) != m->tp_name || get64(dbg, dm->tp_flags) != m->tp_flags ||
         localsplus + 8 > fr_size || dict_size > 256 || keys + 8 > dict_size ||
         values + 8 > dict_size)
         return;
@@ -166,6 +267,27 @@ static void names_layout(const uint8_t *dbg, int minor, int ft, uint32_t fr_size
     l->values_valid = 3;
 }
 
+/* The members of expect[] must hold their type-given values. */
+static int layout_matches(const uint8_t *dbg, const struct do_map *m, int ft, const char *ver,
+                          char *why, size_t whylen)
+{
+    for (size_t i = 0; i < sizeof m->expect / sizeof m->expect[0]; i++) {
+        const struct do_expect *e = &m->expect[i];
+        if (e->what == NULL)
+            break;
+        uint64_t want = ft ? e->ft : e->gil, got = get64(dbg, e->pos);
+        if (got != want) {
+            snprintf(why, whylen, "CPython %s%s: its _Py_DebugOffsets is not laid out as "
+                     "3.%d's (%s is %llu, expected %llu), a patched or unknown build "
+                     "(supported: %s, 3.%d from %s)", ver, ft ? " (free-threaded)" : "",
+                     m->minor, e->what, (unsigned long long)got, (unsigned long long)want,
+                     SUPPORTED, m->minor, m->min_name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
                                                    size_t do_len,
                                                    uint32_t hexversion,
@@ -174,17 +296,24 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
 {
     int minor = (hexversion >> 16) & 0xff;
     const struct do_map *m = NULL;
+    char ver[32];
+
+    version_name(hexversion, ver, sizeof ver);
     for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++)
-        if (maps[i].minor == minor)
-            m = &maps[i];
+        if (maps[i]->minor == minor)
+            m = maps[i];
 
     if (m == NULL) {
-        snprintf(why, whylen, "Python 3.%d is newer than this build of libpysample supports (3.9 to 3.15)", minor);
+        /* A newer CPython may keep the block's layout and still change what
+         * the values mean (frame owners, stackref tags, string bits): only
+         * versions checked against a real interpreter are read. */
+        snprintf(why, whylen, "CPython %s is not supported (supported: %s)", ver, SUPPORTED);
         return PS_LAYOUT_UNSUPPORTED;
     }
     if (hexversion < m->min_hexversion) {
-        snprintf(why, whylen, "Python pre-release %x is not supported: its debug offsets "
-                 "differ from the 3.%d release (use 3.%d final)", hexversion, minor, minor);
+        snprintf(why, whylen, "CPython %s is not supported: this pre-release's _Py_DebugOffsets "
+                 "differs from the 3.%d release's (supported: %s, 3.%d from %s)",
+                 ver, minor, SUPPORTED, minor, m->min_name);
         return PS_LAYOUT_UNSUPPORTED;
     }
     if (do_len < m->total || memcmp(dbg, "xdebugpy", 8) != 0) {
@@ -201,6 +330,8 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
         snprintf(why, whylen, "_Py_DebugOffsets: bad free_threaded flag %llu", (unsigned long long)ft);
         return PS_LAYOUT_INVALID;
     }
+    if (!layout_matches(dbg, m, (int)ft, ver, why, whylen))
+        return PS_LAYOUT_INVALID;
 
     struct check c = { dbg, why, whylen, 0 };
     uint32_t rt = get_size(&c, m->rt_size, "_PyRuntimeState", 256, 1u << 24);
@@ -243,14 +374,19 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     l->fr_pos = get_off(&c, m->fr_instr_ptr, fr, 8, "frame.instr_ptr");
     l->fr_owner = get_off(&c, m->fr_owner, fr, 1, "frame.owner");
     l->fr_tlbc_index = PS_NOFIELD;
-    if (ft && m->fr_tlbc_index != PS_NOFIELD) {
+    if (ft && m->fr_tlbc_index != 0) {
         /* Only free-threaded builds have thread-local bytecode; the GIL build
          * reports offset 0 for the absent field. */
         uint32_t t = get_off(&c, m->fr_tlbc_index, fr, 4, "frame.tlbc_index");
         l->fr_tlbc_index = t ? t : PS_NOFIELD;
     }
-    l->owner_first_native = 3;  /* 3.13 CSTACK, 3.14+ INTERPRETER and up */
-    l->code_tag_mask = minor >= 14 ? 3 : 0;  /* _PyStackRef tag bits */
+    /* Frame owners at or above this are not Python frames: 3.13
+     * FRAME_OWNED_BY_CSTACK (3); 3.14 FRAME_OWNED_BY_INTERPRETER (3) and
+     * CSTACK (4); 3.15 dropped CSTACK, INTERPRETER stays 3. */
+    l->owner_first_native = 3;
+    /* f_executable is a _PyStackRef from 3.14 on: Py_TAG_BITS is 3 in GIL
+     * builds (3.15: also in free-threaded ones), 1 in 3.14t. */
+    l->code_tag_mask = minor >= 14 ? 3 : 0;
     l->fr_read = 8 + max_u32(max_u32(l->fr_back, l->fr_code), max_u32(l->fr_pos, l->fr_owner));
     if (l->fr_tlbc_index != PS_NOFIELD)
         l->fr_read = max_u32(l->fr_read, l->fr_tlbc_index + 8);
@@ -264,7 +400,7 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     l->co_code_adaptive = get_off(&c, m->co_code_adaptive, co, 2, "code.co_code_adaptive");
     l->co_nunits = ob;  /* ob_size follows the object header (PyVarObject) */
     l->co_tlbc = PS_NOFIELD;
-    if (ft && m->co_tlbc != PS_NOFIELD) {
+    if (ft && m->co_tlbc != 0) {
         uint32_t t = get_off(&c, m->co_tlbc, co, 8, "code.co_tlbc");
         l->co_tlbc = t ? t : PS_NOFIELD;
     }
@@ -282,7 +418,7 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     l->str_ascii_data = (uint32_t)get64(dbg, m->un_ascii_size);
     l->str_utf8_length = l->str_ascii_data;
     l->str_utf8 = l->str_ascii_data + 8;
-    l->str_compact_data = m->un_compact_size != PS_NOFIELD
+    l->str_compact_data = m->un_compact_size != 0
                               ? (uint32_t)get64(dbg, m->un_compact_size)
                               : l->str_ascii_data + 16;
     if (!c.bad && (l->str_ascii_data < 24 || l->str_ascii_data > 128 ||
@@ -292,7 +428,9 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
         c.bad = 1;
     }
     /* The state bit-field is a plain unsigned int except in free-threaded
-     * 3.14+, where 'interned' became a whole byte and pushed the rest up. */
+     * 3.14+, where 'interned' became a whole byte and pushed the rest up
+     * (3.15 moved the bit-field into struct _PyUnicodeObject_state, with
+     * the same members). */
     if (ft && minor >= 14) {
         l->st_kind_shift = 8;
         l->st_compact_bit = 11;
@@ -304,6 +442,12 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     }
     l->st_ready_bit = 0xff;
     if (!c.bad)
-        names_layout(dbg, minor, (int)ft, fr, l);
+        names_layout(dbg, m, (int)ft, fr, l);
+    if (c.bad) {
+        /* Prefix the version: the user has to know which build said this. */
+        char detail[256];
+        snprintf(detail, sizeof detail, "%s", why);
+        snprintf(why, whylen, "CPython %s%s: %s", ver, ft ? " (free-threaded)" : "", detail);
+    }
     return c.bad ? PS_LAYOUT_INVALID : PS_LAYOUT_OK;
 }

@@ -21,8 +21,10 @@ static void put64(uint8_t *b, size_t pos, uint64_t v)
     memcpy(b + pos, &v, sizeof v);
 }
 
-/* Each kind of damage must make the block unusable. */
-static void check_refusals(const struct fixture *f)
+/* Each kind of damage must make the block unusable.  ts_frame_pos and
+ * co_size_pos: where this version's block keeps thread_state.current_frame
+ * and code_object.size. */
+static void check_refusals(const struct fixture *f, size_t ts_frame_pos, size_t co_size_pos)
 {
     struct ps_layout l;
     char why[256];
@@ -48,7 +50,13 @@ static void check_refusals(const struct fixture *f)
     put64(b, 8, 0x031000F0);
     CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, 0x031000F0, &l, why, sizeof why),
                  PS_LAYOUT_UNSUPPORTED);
-    CHECK(strstr(why, "3.16") != NULL);
+    CHECK(strstr(why, "CPython 3.16.0 is not supported (supported: 3.9-3.15)") != NULL);
+
+    memcpy(b, f->block, sizeof b);  /* CPython's main branch: 3.15's block, 3.16 */
+    put64(b, 8, 0x031000A0);
+    CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, 0x031000A0, &l, why, sizeof why),
+                 PS_LAYOUT_UNSUPPORTED);
+    CHECK(strcmp(why, "CPython 3.16.0a0 is not supported (supported: 3.9-3.15)") == 0);
 
     memcpy(b, f->block, sizeof b);
     put64(b, 16, 2);  /* free_threaded flag must be 0 or 1 */
@@ -56,13 +64,13 @@ static void check_refusals(const struct fixture *f)
                  PS_LAYOUT_INVALID);
 
     memcpy(b, f->block, sizeof b);
-    put64(b, 184, 1u << 20);  /* thread_state.current_frame beyond the struct (3.13 map) */
+    put64(b, ts_frame_pos, 1u << 20);  /* thread_state.current_frame beyond the struct */
     CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, f->version, &l, why, sizeof why),
                  PS_LAYOUT_INVALID);
     CHECK(strstr(why, "tstate.current_frame") != NULL);
 
     memcpy(b, f->block, sizeof b);
-    put64(b, 272, 3);  /* sizeof(PyCodeObject) implausible */
+    put64(b, co_size_pos, 3);  /* sizeof(PyCodeObject) implausible */
     CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, f->version, &l, why, sizeof why),
                  PS_LAYOUT_INVALID);
 
@@ -119,14 +127,118 @@ static void check_313(const struct fixture *f)
     CHECK_EQ_INT(l.st_compact_bit, 5);
     CHECK_EQ_INT(l.st_ascii_bit, 6);
     CHECK(l.ts_read >= 168 && l.fr_read >= 72 && l.co_read >= 144 + (unsigned)d);
-    check_refusals(f);
+    check_refusals(f, 184, 272);
+}
+
+/*
+ * 3.14 and 3.15: what each real build's block says, as read through the
+ * table of its minor version.  These values were checked against the
+ * running interpreter when the fixture was captured
+ * (unit/capture_debug_offsets.py: its own thread state, frame, code
+ * object, bytes and str), so a table that picks the wrong member of the
+ * block fails here.
+ */
+struct want {
+    int minor, ft;
+    uint32_t rt_finalizing, rt_interp_head, is_next, is_threads_head;
+    uint32_t ts_next, ts_interp, ts_frame, ts_thread_id, ts_native_id;
+    uint32_t fr_back, fr_code, fr_pos, fr_owner, fr_tlbc_index;
+    uint32_t ob_type, co_filename, co_name, co_qualname, co_linetable, co_firstlineno,
+             co_nunits, co_code_adaptive, co_tlbc;
+    uint32_t bytes_size, bytes_sval, str_length, str_state, str_ascii_data, str_compact_data;
+    size_t ts_frame_pos, co_size_pos;   /* positions in the block, for check_refusals */
+};
+
+static const struct want wants[] = {
+    { .minor = 15, .ft = 0,
+      .rt_finalizing = 912, .rt_interp_head = 936, .is_next = 7264, .is_threads_head = 7336,
+      .ts_next = 8, .ts_interp = 16, .ts_frame = 72, .ts_thread_id = 176, .ts_native_id = 184,
+      .fr_back = 8, .fr_code = 0, .fr_pos = 56, .fr_owner = 74, .fr_tlbc_index = PS_NOFIELD,
+      .ob_type = 8, .co_filename = 112, .co_name = 120, .co_qualname = 128,
+      .co_linetable = 136, .co_firstlineno = 68, .co_nunits = 16, .co_code_adaptive = 208,
+      .co_tlbc = PS_NOFIELD,
+      .bytes_size = 16, .bytes_sval = 32, .str_length = 16, .str_state = 32,
+      .str_ascii_data = 40, .str_compact_data = 56,
+      .ts_frame_pos = 208, .co_size_pos = 376 },
+};
+
+static void check_new(const struct fixture *f)
+{
+    struct ps_layout l;
+    char why[256] = "";
+    int minor = (f->version >> 16) & 0xff, ft = f->block[16];
+    const struct want *w = NULL;
+    for (size_t i = 0; i < sizeof wants / sizeof wants[0]; i++)
+        if (wants[i].minor == minor && wants[i].ft == ft)
+            w = &wants[i];
+    CHECK(w != NULL);
+    if (w == NULL)
+        return;
+    int rc = ps_layout_from_debug_offsets(f->block, sizeof f->block, f->version, &l, why, sizeof why);
+    if (rc != PS_LAYOUT_OK)
+        fprintf(stderr, "%s: refused: %s\n", f->name, why);
+    CHECK_EQ_INT(rc, PS_LAYOUT_OK);
+    CHECK_EQ_INT(l.minor, minor);
+    CHECK_EQ_INT(l.free_threaded, ft);
+    CHECK_EQ_INT(l.rt_finalizing, w->rt_finalizing);
+    CHECK_EQ_INT(l.rt_interp_head, w->rt_interp_head);
+    CHECK_EQ_INT(l.is_next, w->is_next);
+    CHECK_EQ_INT(l.is_threads_head, w->is_threads_head);
+    CHECK_EQ_INT(l.ts_next, w->ts_next);
+    CHECK_EQ_INT(l.ts_interp, w->ts_interp);
+    CHECK_EQ_INT(l.ts_frame, w->ts_frame);
+    CHECK_EQ_INT(l.ts_thread_id, w->ts_thread_id);
+    CHECK_EQ_INT(l.ts_native_id, w->ts_native_id);
+    CHECK_EQ_INT(l.fr_back, w->fr_back);
+    CHECK_EQ_INT(l.fr_code, w->fr_code);
+    CHECK_EQ_INT(l.fr_pos, w->fr_pos);
+    CHECK_EQ_INT(l.fr_owner, w->fr_owner);
+    CHECK_EQ_INT(l.fr_tlbc_index, w->fr_tlbc_index);
+    CHECK_EQ_INT(l.code_tag_mask, 3);   /* f_executable is a _PyStackRef */
+    CHECK_EQ_INT(l.owner_first_native, 3);
+    CHECK_EQ_INT(l.ob_type, w->ob_type);
+    CHECK_EQ_INT(l.co_filename, w->co_filename);
+    CHECK_EQ_INT(l.co_name, w->co_name);
+    CHECK_EQ_INT(l.co_qualname, w->co_qualname);
+    CHECK_EQ_INT(l.co_linetable, w->co_linetable);
+    CHECK_EQ_INT(l.co_firstlineno, w->co_firstlineno);
+    CHECK_EQ_INT(l.co_nunits, w->co_nunits);
+    CHECK_EQ_INT(l.co_code_adaptive, w->co_code_adaptive);
+    CHECK_EQ_INT(l.co_tlbc, w->co_tlbc);
+    CHECK_EQ_INT(l.bytes_size, w->bytes_size);
+    CHECK_EQ_INT(l.bytes_sval, w->bytes_sval);
+    CHECK_EQ_INT(l.str_length, w->str_length);
+    CHECK_EQ_INT(l.str_state, w->str_state);
+    CHECK_EQ_INT(l.str_ascii_data, w->str_ascii_data);
+    CHECK_EQ_INT(l.str_compact_data, w->str_compact_data);
+    /* Free-threaded 3.14+: 'interned' is a whole byte, the bits move up. */
+    CHECK_EQ_INT(l.st_kind_shift, ft ? 8 : 2);
+    CHECK_EQ_INT(l.st_compact_bit, ft ? 11 : 5);
+    CHECK_EQ_INT(l.st_ascii_bit, ft ? 12 : 6);
+    CHECK_EQ_INT(l.inst_kind, PS_INST_NONE);   /* 3.14+: OS thread names */
+    CHECK(l.ts_read >= l.ts_native_id + 8 && l.fr_read >= l.fr_owner + 1 &&
+          l.co_read >= l.co_filename + 8);
+    check_refusals(f, w->ts_frame_pos, w->co_size_pos);
+
+    /* The block of one minor version read with another's table must be
+     * refused, naming the version and the member that did not match (as
+     * the 3.15 block was, read with a table not taken from 3.15.0's header). */
+    uint8_t b[1024];
+    uint32_t other = minor == 15 ? 0x030E07F0 : 0x030F00F0;
+    memcpy(b, f->block, sizeof b);
+    put64(b, 8, other);
+    CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, other, &l, why, sizeof why),
+                 PS_LAYOUT_INVALID);
+    CHECK(strncmp(why, minor == 15 ? "CPython 3.14.7" : "CPython 3.15.0", 14) == 0);
+    CHECK(strstr(why, "is not laid out as") != NULL && strstr(why, "expected") != NULL);
+    fprintf(stderr, "  %s\n", why);
 }
 
 int main(void)
 {
     struct ps_layout l;
     char why[256];
-    int seen = 0;
+    int seen = 0, seen_new = 0;
 
     DIR *dir = opendir("unit/fixtures");
     CHECK(dir != NULL);
@@ -142,12 +254,16 @@ int main(void)
         if (((f->version >> 16) & 0xff) == 13) {
             check_313(f);
             seen++;
+        } else {
+            check_new(f);
+            seen_new++;
         }
         free(f);
     }
     if (dir != NULL)
         closedir(dir);
     CHECK(seen >= 3);  /* the GIL, free-threaded and debug fixtures */
+    CHECK(seen_new >= 1);  /* 3.14 and 3.15 */
 
     for (int minor = 9; minor <= 12; minor++) {
         CHECK_EQ_INT(ps_layout_legacy(minor, 0x030000F0u | ((unsigned)minor << 16), &l, why,
