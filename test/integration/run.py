@@ -46,17 +46,22 @@ def main():
     if a.only:
         tests = [t for t in tests if t[0] in a.only.split(",")]
     unsupported = version < (3, 9)
+    # Newer than the newest layout libpysample knows: refused as a whole.
+    too_new = version > (3, 15)
     # 3.9-3.12 built --with-trace-refs: refused as a whole (3.13+ keeps the
     # object header, so there it is an ordinary interpreter).
     refused_trace_refs = trace_refs and version <= (3, 12)
     if unsupported:
         # Only the scenarios about refusing an old Python apply.
         tests = [t for t in tests if getattr(t[1], "old_python", False)]
+    elif too_new:
+        tests = [t for t in tests if getattr(t[1], "new_python_only", False)]
     elif refused_trace_refs:
         tests = [t for t in tests if getattr(t[1], "trace_refs_only", False)]
     else:
         tests = [t for t in tests if not getattr(t[1], "old_python_only", False)
-                 and not getattr(t[1], "trace_refs_only", False)]
+                 and not getattr(t[1], "trace_refs_only", False)
+                 and not getattr(t[1], "new_python_only", False)]
 
     tmp_root = tempfile.mkdtemp(prefix="pysample-it-")
     ctx = harness.Context(a.python, os.path.abspath(a.lib), a.label or "", version, tmp_root)

@@ -322,6 +322,32 @@ test_unsupported_python_refused.old_python = True
 test_unsupported_python_refused.old_python_only = True
 
 
+def test_newer_python_refused(ctx):
+    """A CPython newer than the newest layout known here (3.16.0a0 from
+    CPython's main branch) may keep 3.15's _Py_DebugOffsets and still change
+    what the values mean, so it is refused, with one line naming its version
+    and the supported range (run.py runs only this test there)."""
+    res = ctx.run([ctx.program("lines.py"), "0.2"])
+    ctx.check(res.rc == 0 and res.stdout == "done\n", "program affected: rc %d, stdout %r"
+              % (res.rc, res.stdout), res.stderr[-2000:])
+    lines = [l for l in res.stderr.splitlines() if l]
+    want = "pysample: CPython %d.%d." % ctx.version
+    ctx.check(len(lines) == 1 and lines[0].startswith(want) and
+              "is not supported (supported: 3.9-3.15); profiling is off" in lines[0],
+              "expected one line %r... naming the supported range, got %r" % (want, res.stderr))
+    ctx.check(res.files == [], "files written for a refused Python: %r" % res.files)
+    d = ctx.tmpdir()
+    code = ("import ctypes, sys; ps = ctypes.CDLL(sys.argv[1]); "
+            "print(ps.pysample_start(100), ps.pysample_is_running())")
+    api = ctx.run(["-c", code, ctx.lib], output=None, preload=False, outdir=d)
+    ctx.check(api.rc == 0 and api.stdout.split() == ["-95", "0"],
+              "pysample_start on a newer Python: expected -ENOTSUP (-95) and not running, "
+              "got %r" % api.stdout, api.stderr[-2000:])
+
+
+test_newer_python_refused.new_python_only = True
+
+
 def test_concurrent_busy_threads(ctx):
     """Four threads busy at once in functions of their own, calling and
     returning all the time, sampled at 1000 Hz.  Without a GIL (3.13t/3.14t)

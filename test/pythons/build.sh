@@ -133,6 +133,20 @@ list_pythons() {
             printf '%s %s\n' "$v" "$(variant_exe "$v")"
         fi
     done
+    # Interpreters built by hand from CPython's own sources (docs/pythons.md):
+    # their stamp names the label and the executable ("label=", "exe=").
+    local stamp label exe
+    shopt -s nullglob
+    for stamp in "$CACHE"/*/.pysample-stamp; do
+        label=$(sed -n 's/^label=//p' "$stamp")
+        exe=$(sed -n 's/^exe=//p' "$stamp")
+        [[ -n $label && -x $exe ]] || continue
+        [[ " ${ALL_VARIANTS[*]} ${OPTIONAL_VARIANTS[*]} " == *" $label "* ]] && continue
+        if "$exe" -c 'pass' >/dev/null 2>&1; then
+            printf '%s %s\n' "$label" "$exe"
+        fi
+    done
+    shopt -u nullglob
     if [[ -x $DEBIAN_DBG ]]; then
         printf '%s %s\n' debian-dbg "$DEBIAN_DBG"
     fi
