@@ -9,60 +9,102 @@
  * A stack of 20 frames needs ~40 reads, so the direct path is what makes
  * high rates cheap.
  *
- * Why the direct path is only used while we own the handlers.  A fault in a
- * guarded read must reach *our* handler first.  If the program (Python's
- * faulthandler, which pytest enables; CUDA; a C extension) installed its
- * own handler after ours, their handler would see our fault first: at best
- * it prints a bogus "Fatal Python error", at worst it aborts.  So:
- *   - the sampler starts on the syscall path and switches to direct only
- *     once its handlers are in (ps_mem_enable_direct, from the sampler
- *     thread when the interpreter is up);
- *   - every tick it asks sigaction() who is installed and falls back to the
- *     syscall path for good if it is no longer us;
- *   - our sigaction()/signal() interposers (lib/linux/interpose.c) call
- *     ps_mem_yield_fault_handlers() *before* the program's handler goes in,
- *     which closes the window between two ticks.  A read in flight and the
- *     yield meet Dekker-style: the reader publishes guard_owner then looks at
- *     read_mode, the yielder stores read_mode then waits for guard_owner to
- *     clear, so either the reader sees the switch or the yielder waits.
- * Handlers installed *before* ours (faulthandler enabled at start-up, a
- * sanitizer, a crash reporter) stay in the chain: ours goes in front of
- * them and hands them every fault that is not one of our reads.
+ * First in line, always.  A fault in a guarded read must reach *our*
+ * handler first: had the program's handler (Python's faulthandler, which
+ * pytest enables; CUDA; a crash reporter) seen it, it would at best print a
+ * bogus "Fatal Python error", at worst abort.  Until issue #14 we left the
+ * direct path for good as soon as the program installed a handler, which
+ * put every pytest run on the 100x dearer syscall path.  Now ours stays in
+ * the kernel and the program's handler lives in a *view*:
+ *   - when the sampler goes direct (ps_mem_enable_direct, once the
+ *     interpreter is up) ours goes in, and what was installed before becomes
+ *     the program's view of the signal (struct fault_view);
+ *   - from then on our sigaction()/signal() interposers (lib/linux/
+ *     interpose.c -> ps_mem_fault_sigaction) record the program's handler
+ *     in the view and answer its queries from the view: the program sees
+ *     exactly what the kernel would have shown it (normalise() says how),
+ *     so a handler that saves "old" and chains to it chains to what it
+ *     replaced, never to us;
+ *   - every fault that is not one of our reads is delivered to the view as
+ *     the kernel would have delivered it (deliver());
+ *   - a change that bypasses the interposers (a raw rt_sigaction system
+ *     call, glibc's sysv_signal/sigset, which call its internal sigaction)
+ *     puts another handler in front of ours.  The sampler checks who is
+ *     installed once per tick (ps_mem_tick) and then leaves the direct path
+ *     for good and hands that signal back to the kernel (the interposers
+ *     pass through from then on).  That check is the only window left: a
+ *     fault of ours in the tick after such a change would reach the
+ *     program's handler.
  *
- * How a fault that is not ours stays exactly what it was.  Our handler only
- * siglongjmp()s when the faulting thread is the one inside a guarded read
- * and the fault came from the hardware (si_code > 0: a kill() or raise() of
- * SIGSEGV is never swallowed, even on the sampler thread).  Anything else
- * is passed on as the kernel would have delivered it to the handler that
- * was installed before us: with that handler's sa_mask blocked (plus the
- * signal itself unless it asked for SA_NODEFER) and SA_RESETHAND honoured.
- * If there was none (SIG_DFL, or SIG_IGN for a hardware fault, which the
- * kernel does not let a program ignore), we put SIG_DFL back and return:
- * the faulting instruction runs again and the process dies of the same
- * signal at the same instruction, with the same core dump, as without us.
- * A SIGSEGV sent with kill() would not recur by itself, so it is re-sent to
- * the same thread with pthread_kill() (raise() may take a lock in some C
- * libraries; pthread_kill on oneself does not), and a SIG_IGN'd one is
- * dropped as it would have been.
+ * Delivering a fault that is not ours, exactly as the kernel would have.
+ * Our handler only siglongjmp()s when the faulting thread is the one inside
+ * a guarded read and the fault came from the hardware (si_code > 0: a
+ * kill() or raise() of SIGSEGV is never swallowed, even on the sampler
+ * thread).  Anything else goes to the view:
+ *   - a handler gets the same siginfo and ucontext (a handler that rewrites
+ *     the ucontext to resume elsewhere still works: we return to the
+ *     kernel's sigreturn with it), is called with its sa_mask blocked plus
+ *     the signal unless SA_NODEFER, with SA_SIGINFO deciding the call's
+ *     form, and with SA_RESETHAND resetting the view to SIG_DFL first (the
+ *     kernel keeps the flags and resets only the handler, and so do we).
+ *     We do not restore the mask when it returns: the kernel's sigreturn
+ *     restores the interrupted context's mask from the ucontext, as it
+ *     would have, and a handler that siglongjmp()s out leaves the mask as
+ *     the kernel's delivery would have left it;
+ *   - SA_ONSTACK is decided by the kernel when it delivers to *our*
+ *     handler, so ours is installed with the view's SA_ONSTACK (and
+ *     SA_RESTART, which decides whether a sent SIGSEGV restarts an
+ *     interrupted system call), updated on every change of the view
+ *     (apply()): faulthandler's handler runs on the alternate stack it set
+ *     up, and a handler that did not ask for one runs on the thread's stack,
+ *     which may be larger than an alternate stack.  Our frames add ~0.5 KiB
+ *     below the program's handler on that stack;
+ *   - the program's errno: restored before its handler runs; whatever its
+ *     handler leaves in errno is what the interrupted code sees, as
+ *     without us;
+ *   - SIG_DFL (or SIG_IGN for a hardware fault, which the kernel does not
+ *     let a program ignore): we leave the direct path, put SIG_DFL back
+ *     and return, so the faulting instruction runs again and the process
+ *     dies of the same signal at the same instruction, with the same core
+ *     dump, as without us.  A SIGSEGV sent with kill() would not recur by
+ *     itself, so it is re-sent to the same thread with pthread_kill()
+ *     (raise() may take a lock in some C libraries; pthread_kill on oneself
+ *     does not), and a SIG_IGN'd one is dropped as it would have been.
+ * What still differs: a sent SIGSEGV/SIGBUS that the program ignores
+ * interrupts a blocking system call on the thread it lands on (it reaches
+ * our handler, which drops it; SA_RESTART restarts most calls, not all),
+ * where the kernel would have discarded it; and a signal arriving between
+ * the kernel's delivery and our pthread_sigmask is taken as if it had come
+ * just before the fault.
+ *
+ * Signal- and fault-safety of the view.  The interposers may run in a
+ * signal handler (faulthandler puts its previous handler back from inside
+ * its own handler, then raises the signal again), on any thread, and a
+ * fault may be delivered on one thread while another changes the view.  So
+ * nothing here takes a lock: a view is a slot of a small array, written
+ * completely before an atomic index publishes it (atomic_exchange, which
+ * also yields the previous one for "old" in one step), and readers copy the
+ * published slot.  A slot is rewritten only PS_VIEW_SLOTS publications
+ * later, so a reader would have to be stalled across 15 further sigaction()
+ * calls of the program on the same signal to see a torn copy.  Concurrent
+ * changes of the program are ordered by the exchange; apply() re-reads the
+ * index after installing our flags, so the kernel ends up with the flags of
+ * the last view whichever thread applies last.
  *
  * Handler-chain loops.  If the handler we chain to chains back to us (two
  * profilers, or a crash reporter, each saved the other as "previous"), the
  * two would call each other until the stack overflows.  Each thread inside
- * chain_fault() is recorded with its stack depth; a call that arrives
- * nested inside an earlier one on the same thread, more than
- * PS_CHAIN_MAX_NEST deep, is a loop and gets the default action instead.
- * A record left behind by a handler that siglongjmp()ed out is recognised
- * as stale because the new call is not below it on the stack.
+ * deliver() is recorded with its stack depth; a call that arrives nested
+ * inside an earlier one on the same thread, more than PS_CHAIN_MAX_NEST
+ * deep, is a loop and gets the default action instead.  A record left
+ * behind by a handler that siglongjmp()ed out is recognised as stale
+ * because the new call is not below it on the stack.
  *
- * Signal mask.  sigsetjmp(env, 0) does not save the mask (saving costs a
- * system call per read).  That is only correct because the handler is
- * installed with SA_NODEFER and an empty sa_mask: nothing is blocked while
- * it runs, so jumping out of it leaves the sampler's mask as it was.
- *
- * SA_ONSTACK is copied from the handler we chain to, so that it runs on the
- * stack it asked for (faulthandler needs the alternate stack to report a
- * stack overflow; a handler that did not ask for it may need more than an
- * alternate stack holds).
+ * Signal mask of our own reads.  sigsetjmp(env, 0) does not save the mask
+ * (saving costs a system call per read).  That is only correct because our
+ * handler is installed with SA_NODEFER and an empty sa_mask: nothing is
+ * blocked while it runs, so jumping out of it leaves the sampler's mask as
+ * it was.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -90,6 +132,18 @@ extern char **environ;
 #define PS_CHAIN_MAX_NEST 2
 #define PS_CHAIN_WINDOW (256u * 1024u)
 #define PS_YIELD_WAIT_NS 2000000000ull
+#define PS_VIEW_SLOTS 16u
+
+/* The sa_flags bits the kernel keeps (Linux 5.11+ clears the others; older
+ * kernels keep them, which a program would see there and not here). */
+#ifndef SA_EXPOSE_TAGBITS
+#define SA_EXPOSE_TAGBITS 0x00000800
+#endif
+#define PS_SA_KERNEL (SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK | SA_RESTART | \
+                      SA_NODEFER | SA_RESETHAND | SA_EXPOSE_TAGBITS)
+/* Bytes of sa_mask the kernel stores: 64 signals (the C library's sigset_t
+ * is 1024 bits, and it copies back only these). */
+#define PS_KSIGSET_BYTES 8
 
 static _Atomic int read_mode = PS_READ_SYSCALL;
 static _Atomic int handlers_installed;   /* we have put ours in, once */
@@ -108,9 +162,34 @@ static sigjmp_buf guard_env;
  * are all the ordering it needs. */
 static volatile sig_atomic_t in_copy;
 
-static struct sigaction prev_segv, prev_bus;
+/*
+ * The program's view of SIGSEGV or SIGBUS while ours is installed: the
+ * action it set last (or the one installed before ours), in the form the
+ * kernel would report it.  views[cur] is current; see "Signal- and
+ * fault-safety of the view" above.
+ */
+enum { VIEW_OFF, VIEW_ATTACHING, VIEW_ON };
 
-/* Threads currently inside chain_fault (the loop guard). */
+struct fault_view {
+    int sig;
+    _Atomic int state;      /* VIEW_ON: ours installed, the view is what the program sees */
+    _Atomic int passing;    /* program sigaction() calls going to the kernel now */
+    _Atomic unsigned cur;
+    _Atomic unsigned next;  /* slot allocator */
+    struct sigaction views[PS_VIEW_SLOTS];
+};
+
+static struct fault_view view_segv = { .sig = SIGSEGV }, view_bus = { .sig = SIGBUS };
+
+#ifdef __linux__
+/* What the C library adds to every action it installs (glibc on x86-64:
+ * SA_RESTORER and its __restore_rt), learnt from our own installation so
+ * that a view reads back as the kernel would have it. */
+static int libc_flags;
+static void (*libc_restorer)(void);
+#endif
+
+/* Threads currently inside deliver() (the loop guard). */
 static struct {
     _Atomic long tid;
     uintptr_t sp;
@@ -124,17 +203,22 @@ static uintptr_t self_id(void)
     return (uintptr_t)pthread_self();
 }
 
+static struct fault_view *view_of(int sig)
+{
+    return sig == SIGSEGV ? &view_segv : sig == SIGBUS ? &view_bus : NULL;
+}
+
 static int is_ours(const struct sigaction *sa)
 {
     return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == on_fault;
 }
 
-/* 1 if sa names a function (rather than SIG_DFL or SIG_IGN). */
+/* 1 if sa names a function rather than SIG_DFL or SIG_IGN.  The kernel
+ * looks at the pointer alone (sa_handler and sa_sigaction share storage),
+ * whatever SA_SIGINFO says, and so do we. */
 static int has_function(const struct sigaction *sa)
 {
-    if (sa->sa_flags & SA_SIGINFO)
-        return sa->sa_sigaction != NULL;
-    return sa->sa_handler != SIG_DFL && sa->sa_handler != SIG_IGN && sa->sa_handler != NULL;
+    return sa->sa_handler != SIG_DFL && sa->sa_handler != SIG_IGN;
 }
 
 /* 1 if the signal was raised by the hardware for the instruction that was
@@ -164,6 +248,169 @@ static void give_up_direct(void)
     atomic_store(&direct_forbidden, 1);
     atomic_store(&read_mode, PS_READ_SYSCALL);
 }
+
+/* ---- the program's view ------------------------------------------------ */
+
+/* act as the kernel would store and report it: unknown flag bits dropped,
+ * what the C library adds added, SIGKILL and SIGSTOP never masked, only
+ * the kernel's 64 signals of the mask. */
+static void normalise(const struct sigaction *act, struct sigaction *out)
+{
+    memset(out, 0, sizeof *out);
+    out->sa_handler = act->sa_handler;  /* shares storage with sa_sigaction */
+    sigemptyset(&out->sa_mask);
+#ifdef __linux__
+    out->sa_flags = (act->sa_flags & PS_SA_KERNEL) | libc_flags;
+    if (libc_flags != 0)
+        out->sa_restorer = libc_restorer;
+    memcpy(&out->sa_mask, &act->sa_mask, PS_KSIGSET_BYTES);
+    sigdelset(&out->sa_mask, SIGKILL);
+    sigdelset(&out->sa_mask, SIGSTOP);
+#else
+    out->sa_flags = act->sa_flags;
+    out->sa_mask = act->sa_mask;
+#endif
+}
+
+/* Our flags for view v: the stack and restart behaviour it asked for. */
+static int our_flags(const struct sigaction *v)
+{
+    int f = SA_SIGINFO | SA_NODEFER;
+    if (has_function(v) && !is_ours(v))
+        return f | (v->sa_flags & (SA_ONSTACK | SA_RESTART | SA_EXPOSE_TAGBITS));
+    /* Default action: the alternate stack if the thread has one lets us
+     * run (and put SIG_DFL back) even on a stack overflow. */
+    return f | SA_ONSTACK | SA_RESTART;
+}
+
+static int put_ours(int sig, int flags, struct sigaction *prev)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = flags;
+    sigemptyset(&sa.sa_mask);
+    return ps_real_sigaction(sig, &sa, prev);
+}
+
+/* Makes our installation match the current view.  Whoever applies last
+ * re-reads the index afterwards, so racing changes end with the flags of
+ * the last view (a few rounds at most; each is one system call). */
+static void apply(struct fault_view *fv)
+{
+    for (int round = 0; round < 8; round++) {
+        unsigned idx = atomic_load(&fv->cur);
+        put_ours(fv->sig, our_flags(&fv->views[idx]), NULL);
+        if (atomic_load(&fv->cur) == idx)
+            return;
+    }
+}
+
+/* Publishes v (already normalised) as the program's action and returns the
+ * one it replaces. */
+static void publish(struct fault_view *fv, const struct sigaction *v, struct sigaction *old)
+{
+    unsigned slot = atomic_fetch_add(&fv->next, 1) % PS_VIEW_SLOTS;
+    fv->views[slot] = *v;
+    unsigned prev = atomic_exchange(&fv->cur, slot);
+    if (old != NULL)
+        *old = fv->views[prev];
+}
+
+/* SA_RESETHAND, on delivery: the handler becomes SIG_DFL, flags and mask
+ * stay (what the kernel does).  Only if the view is still the one being
+ * delivered: a change the program made meanwhile wins. */
+static void reset_view(struct fault_view *fv, unsigned idx, const struct sigaction *v)
+{
+    unsigned slot = atomic_fetch_add(&fv->next, 1) % PS_VIEW_SLOTS;
+    fv->views[slot] = *v;
+    fv->views[slot].sa_handler = SIG_DFL;
+    if (atomic_compare_exchange_strong(&fv->cur, &idx, slot))
+        apply(fv);
+}
+
+static int installed_is_ours(int sig)
+{
+    struct sigaction cur;
+    return ps_real_sigaction(sig, NULL, &cur) == 0 && is_ours(&cur);
+}
+
+/* Someone bypassed the interposers: the kernel's action is theirs now.  The
+ * signal is the kernel's business again, and the direct path is over. */
+static void detach(struct fault_view *fv)
+{
+    atomic_store(&fv->state, VIEW_OFF);
+    give_up_direct();
+}
+
+/* Spins a moment (sched_yield) until cond; gives up after PS_SPIN_NS. */
+#define PS_SPIN_NS 100000000ull
+#define SPIN_UNTIL(cond)                                                   \
+    do {                                                                   \
+        uint64_t spin_end_ = 0;                                            \
+        while (!(cond)) {                                                  \
+            uint64_t now_ = ps_now_ns();                                   \
+            if (spin_end_ == 0)                                            \
+                spin_end_ = now_ + PS_SPIN_NS;                             \
+            else if (now_ > spin_end_)                                     \
+                break;                                                     \
+            sched_yield();                                                 \
+        }                                                                  \
+    } while (0)
+
+/*
+ * The program's sigaction() of SIGSEGV/SIGBUS (memread.h).
+ *
+ * A call that goes to the kernel (ours not in front yet) must not land
+ * between attach()'s swap and the view taking over: the program would be
+ * told that "old" is ours and save it as its previous handler, and its own
+ * would sit in front of our reads.  So the two meet Dekker-style: this side
+ * counts itself in `passing` and then looks at the state, attach() sets the
+ * state and then waits for `passing` to drain; whichever order they run in,
+ * either the call waits for the view (and becomes part of it) or attach
+ * waits for the call (and finds its handler as the one installed before
+ * ours).  Both waits are bounded: a signal handler that calls sigaction()
+ * on a thread that was itself passing through cannot deadlock the two, it
+ * only ends with the direct path off (ps_mem_enable_direct checks who is
+ * in).
+ */
+int ps_mem_fault_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    struct fault_view *fv = view_of(sig);
+    if (fv == NULL)
+        return ps_real_sigaction(sig, act, old);
+    for (int round = 0;; round++) {
+        atomic_fetch_add(&fv->passing, 1);
+        int st = atomic_load(&fv->state);
+        if (st == VIEW_OFF || (st == VIEW_ATTACHING && round > 0)) {
+            /* Counted in `passing` all through the call. */
+            int rc = ps_real_sigaction(sig, act, old);
+            atomic_fetch_sub(&fv->passing, 1);
+            return rc;
+        }
+        atomic_fetch_sub(&fv->passing, 1);
+        if (st == VIEW_ON)
+            break;
+        SPIN_UNTIL(atomic_load(&fv->state) != VIEW_ATTACHING);
+    }
+    if (!installed_is_ours(sig)) {
+        detach(fv);   /* for good: attach() runs once */
+        return ps_real_sigaction(sig, act, old);
+    }
+    struct sigaction nv, ov;
+    if (act != NULL) {
+        normalise(act, &nv);   /* before *old is written: act may be old */
+        publish(fv, &nv, &ov);
+        apply(fv);
+    } else {
+        ov = fv->views[atomic_load(&fv->cur) % PS_VIEW_SLOTS];
+    }
+    if (old != NULL)
+        *old = ov;
+    return 0;
+}
+
+/* ---- delivering a fault that is not ours ---------------------------------- */
 
 /*
  * Loop guard.  Returns the slot to release afterwards (or -1 when every
@@ -219,56 +466,67 @@ static void chain_leave(int slot, uintptr_t saved_sp, int saved_depth)
     }
 }
 
-/* Hands a fault that is not ours to whoever was installed before us, as
- * the kernel would have. */
-static void chain_fault(int sig, siginfo_t *si, void *uc)
+/* Hands a fault that is not ours to the program's view, as the kernel
+ * would have (the rules are at the top of this file). */
+static void deliver(int sig, siginfo_t *si, void *uc)
 {
-    const struct sigaction *prev = sig == SIGSEGV ? &prev_segv : &prev_bus;
+    int saved_errno = errno;
+    struct fault_view *fv = view_of(sig);
+    unsigned idx = atomic_load(&fv->cur) % PS_VIEW_SLOTS;
+    struct sigaction v = fv->views[idx];
     int hw = from_hardware(si);
 
-    if (has_function(prev) && !is_ours(prev)) {
+    if (has_function(&v) && !is_ours(&v)) {
         int loop;
         uintptr_t saved_sp = 0;
         int saved_depth = -1;
         int slot = chain_enter((uintptr_t)__builtin_frame_address(0), &loop,
                                &saved_sp, &saved_depth);
         if (!loop) {
-            sigset_t block, old;
-            block = prev->sa_mask;
-            if (!(prev->sa_flags & SA_NODEFER))
+            if (v.sa_flags & SA_RESETHAND)
+                reset_view(fv, idx, &v);
+            /* The kernel blocked nothing for us (SA_NODEFER, empty
+             * sa_mask): block what it would have blocked for the
+             * program's handler.  No restore afterwards: sigreturn puts
+             * the interrupted context's mask back. */
+            sigset_t block = v.sa_mask;
+            if (!(v.sa_flags & SA_NODEFER))
                 sigaddset(&block, sig);
-            if (prev->sa_flags & SA_RESETHAND)
-                set_default(sig);
-            pthread_sigmask(SIG_BLOCK, &block, &old);
-            if (prev->sa_flags & SA_SIGINFO)
-                prev->sa_sigaction(sig, si, uc);
+            pthread_sigmask(SIG_BLOCK, &block, NULL);
+            errno = saved_errno;
+            if (v.sa_flags & SA_SIGINFO)
+                v.sa_sigaction(sig, si, uc);
             else
-                prev->sa_handler(sig);
-            pthread_sigmask(SIG_SETMASK, &old, NULL);
+                v.sa_handler(sig);
             chain_leave(slot, saved_sp, saved_depth);
-            return;
+            return;   /* errno as the program's handler left it */
         }
         /* A loop: fall through to the default action. */
-    } else if (prev->sa_handler == SIG_IGN && !(prev->sa_flags & SA_SIGINFO) && !hw) {
+    } else if (v.sa_handler == SIG_IGN && !hw) {
+        errno = saved_errno;
         return;  /* a sent signal the program ignores stays ignored */
     }
 
     /* Default action: put it back and let the fault happen again (or
-     * re-send a signal that was sent).  Our handler being gone also ends
-     * any loop through a handler that chains back to us. */
-    set_default(sig);
+     * re-send a signal that was sent).  The direct path ends first, so
+     * that no read of ours starts while SIG_DFL is in; one already in
+     * flight on the sampler thread could still fault in the moment
+     * before this thread dies, which kills the process a moment earlier
+     * by the same signal.  Our handler being gone also ends any loop
+     * through a handler that chains back to us. */
     give_up_direct();
+    atomic_store(&fv->state, VIEW_OFF);
+    set_default(sig);
     if (!hw)
         pthread_kill(pthread_self(), sig);
+    errno = saved_errno;
 }
 
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
-    int saved_errno = errno;
     if (from_hardware(si) && in_copy && atomic_load(&guard_owner) == self_id())
         siglongjmp(guard_env, 1);
-    chain_fault(sig, si, uc);
-    errno = saved_errno;
+    deliver(sig, si, uc);
 }
 
 static const char *env_value(const char *name)
@@ -305,24 +563,45 @@ static void try_go_direct(void)
         atomic_store(&read_mode, PS_READ_SYSCALL);
 }
 
-static int installed_is_ours(int sig)
+/* Puts ours in front; what was there becomes the program's view.  The
+ * program's sigaction() calls wait meanwhile (ps_mem_fault_sigaction says why); a
+ * raw rt_sigaction cannot be made to wait, and one landing in the moment
+ * between our swap and the check in ps_mem_enable_direct keeps the direct
+ * path off. */
+static void attach(struct fault_view *fv)
 {
-    struct sigaction cur;
-    return ps_real_sigaction(sig, NULL, &cur) == 0 && is_ours(&cur);
-}
-
-static void install(int sig, struct sigaction *prev)
-{
-    struct sigaction cur, sa;
-    if (ps_real_sigaction(sig, NULL, &cur) != 0)
+    struct sigaction cur, prev, now;
+    atomic_store(&fv->state, VIEW_ATTACHING);
+    SPIN_UNTIL(atomic_load(&fv->passing) == 0);
+    if (ps_real_sigaction(fv->sig, NULL, &cur) != 0) {
+        atomic_store(&fv->state, VIEW_OFF);
         return;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_fault;
-    sa.sa_flags = SA_SIGINFO | SA_NODEFER |
-                  (has_function(&cur) ? (cur.sa_flags & SA_ONSTACK) : SA_ONSTACK);
-    sigemptyset(&sa.sa_mask);
+    }
+    int flags = our_flags(&cur);
+    if (put_ours(fv->sig, flags, &prev) != 0) {
+        atomic_store(&fv->state, VIEW_OFF);
+        return;
+    }
+#ifdef __linux__
+    if (ps_real_sigaction(fv->sig, NULL, &now) == 0 && is_ours(&now)) {
+        libc_flags = now.sa_flags & ~flags;
+        libc_restorer = now.sa_restorer;
+    }
+#else
+    (void)now;
+#endif
+    if (is_ours(&prev)) {
+        /* Ours already (a second start): the program's view stays. */
+        atomic_store(&fv->state, VIEW_ON);
+        return;
+    }
     /* prev is what the kernel swapped out, whatever happened since cur. */
-    ps_real_sigaction(sig, &sa, prev);
+    fv->views[0] = prev;
+    atomic_store(&fv->next, 1);
+    atomic_store(&fv->cur, 0);
+    if (our_flags(&prev) != flags)
+        apply(fv);
+    atomic_store(&fv->state, VIEW_ON);
 }
 
 void ps_mem_enable_direct(void)
@@ -332,12 +611,8 @@ void ps_mem_enable_direct(void)
     if (direct_disabled_by_env || atomic_load(&direct_forbidden))
         return;
     if (!atomic_exchange(&handlers_installed, 1)) {
-        /* From here on a program sigaction() gives up the direct path, so
-         * a handler slipped in between our two installs is never in front
-         * of a direct read.  Before this point, a program's handler is
-         * simply one more that ours chains to. */
-        install(SIGSEGV, &prev_segv);
-        install(SIGBUS, &prev_bus);
+        attach(&view_segv);
+        attach(&view_bus);
     }
     if (installed_is_ours(SIGSEGV) && installed_is_ours(SIGBUS))
         try_go_direct();
@@ -355,8 +630,10 @@ void ps_mem_tick(void)
 {
     if (atomic_load(&read_mode) != PS_READ_DIRECT)
         return;
-    if (!installed_is_ours(SIGSEGV) || !installed_is_ours(SIGBUS))
-        give_up_direct();
+    if (!installed_is_ours(SIGSEGV))
+        detach(&view_segv);
+    if (!installed_is_ours(SIGBUS))
+        detach(&view_bus);
 }
 
 void ps_mem_yield_fault_handlers(void)

@@ -39,22 +39,37 @@ enum ps_read_mode {
 int ps_mem_init(void);
 
 /*
- * Installs our fault handlers in front of whatever is installed (which we
- * then chain to), and switches to the direct path.  Does nothing if the
- * direct path was given up for good or PYSAMPLE_READ_MODE forbids it.
+ * Installs our fault handlers in front of whatever is installed (which
+ * becomes the program's view, which we deliver its faults to), and
+ * switches to the direct path.  Does nothing if the direct path was given
+ * up for good or PYSAMPLE_READ_MODE forbids it.
  */
 void ps_mem_enable_direct(void);
 
 /*
  * Called once per sampler tick: keeps the direct path only while our
- * handlers are still the installed ones (one sigaction query per signal).
+ * handlers are still the installed ones (one sigaction query per signal):
+ * a raw rt_sigaction system call replaces them behind the interposers.
  */
 void ps_mem_tick(void);
 
 /*
- * Called when the program is about to install its own SIGSEGV/SIGBUS
- * handler (from our sigaction/signal interposers): switch to the syscall
- * path for good and wait until no direct read is in flight.
+ * The program's sigaction() of SIGSEGV or SIGBUS, from our sigaction and
+ * signal interposers; returns what sigaction() returns.  While our handler
+ * is in front (after ps_mem_enable_direct), the program's action is
+ * recorded in its view, which our handler delivers every fault that is not
+ * ours to, and *old is answered from the view as the kernel would have
+ * answered it.  Otherwise (before, or once ours was replaced behind the
+ * interposers' back) the call goes to the C library.  Async-signal-safe
+ * and lock-free (programs call it from their handlers).
+ */
+struct sigaction;
+int ps_mem_fault_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
+/*
+ * Where the program's handlers cannot be chained to (macOS, where the
+ * direct path is never used): switch to the syscall path for good and wait
+ * until no direct read is in flight.
  */
 void ps_mem_yield_fault_handlers(void);
 

@@ -2,9 +2,10 @@
  * linux/interpose.c - libc functions we stand in front of.
  *
  *   sigaction, signal
- *              so the program installing its own SIGSEGV/SIGBUS handler
- *              first moves us off the direct-read path (memread.c); and so
- *              that our handler of SIGTERM, SIGHUP and SIGINT stays hidden
+ *              so that the program's own SIGSEGV/SIGBUS handler goes into
+ *              its view behind ours, which delivers it every fault that
+ *              is not one of our guarded reads (memread.c); and so that
+ *              our handler of SIGTERM, SIGHUP and SIGINT stays hidden
  *              (below).  glibc's signal() calls its internal sigaction, not
  *              ours, so it needs its own stand-in;
  *   _exit, _Exit
@@ -176,8 +177,10 @@ PS_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
 {
     if (!ps_lifecycle_owner())
         return ps_real_sigaction(sig, act, old);
-    if (act != NULL && (sig == SIGSEGV || sig == SIGBUS))
-        ps_mem_yield_fault_handlers();
+    /* SIGSEGV/SIGBUS: while ours is in front, the program's handler goes
+     * into its view (memread.c), not into the kernel. */
+    if (sig == SIGSEGV || sig == SIGBUS)
+        return ps_mem_fault_sigaction(sig, act, old);
     struct managed *m = managed(sig);
     if (m == NULL || !atomic_load(&signals_on))
         return ps_real_sigaction(sig, act, old);
@@ -188,8 +191,18 @@ PS_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 {
     if (!ps_lifecycle_owner())
         return ps_real_signal(sig, handler);
-    if (sig == SIGSEGV || sig == SIGBUS)
-        ps_mem_yield_fault_handlers();
+    if ((sig == SIGSEGV || sig == SIGBUS) && handler != SIG_ERR) {
+        /* What glibc's signal() asks of sigaction (BSD semantics). */
+        struct sigaction act, old;
+        memset(&act, 0, sizeof act);
+        act.sa_handler = handler;
+        act.sa_flags = SA_RESTART;
+        sigemptyset(&act.sa_mask);
+        sigaddset(&act.sa_mask, sig);
+        if (ps_mem_fault_sigaction(sig, &act, &old) != 0)
+            return SIG_ERR;
+        return old.sa_handler;
+    }
     struct managed *m = managed(sig);
     if (m == NULL || !atomic_load(&signals_on))
         return ps_real_signal(sig, handler);

@@ -167,28 +167,71 @@ def test_generators_and_coroutines(ctx):
         check_names(ctx, p, ["drive"], "generators")
 
 
+# The program's own SIGSEGV/SIGBUS handlers go behind ours (docs/safety.md):
+# the sampler keeps reading directly, which PYSAMPLE_STATS shows.
+STATS_FILE = ".stats.txt"
+
+
+def handlers_run(ctx, args, interp_args=(), expect_modes=("direct",)):
+    """stress_handlers.py ARGS; checks the read mode the sampler ended in."""
+    stats_path = os.path.join(ctx.tmpdir(), STATS_FILE)
+    res, p = stress_run(ctx, [ctx.program("stress_handlers.py"), SECONDS] + args,
+                        "handlers ok\n", env={"PYSAMPLE_STATS": stats_path},
+                        interp_args=interp_args)
+    with open(stats_path) as f:
+        stats = dict(l.split(" ", 1) for l in f.read().splitlines() if " " in l)
+    ctx.check(stats.get("read_mode") in expect_modes, "%s: read mode %r, expected %s"
+              % (" ".join(args), stats.get("read_mode"), " or ".join(expect_modes)))
+    ctx.check("Fatal Python error" not in res.stderr, res.stderr[-2000:])
+    check_names(ctx, p, ["dive"], " ".join(args))
+    return res, p
+
+
+def faultprobe(ctx):
+    """build/test/libfaultprobe.so (test/integration/programs/faultprobe.c)."""
+    path = os.environ.get("PYSAMPLE_TEST_FAULTPROBE") or os.path.join(
+        os.path.dirname(os.path.dirname(ctx.lib)), "test", "libfaultprobe.so")
+    ctx.check(os.path.exists(path), "%s is missing: meson compile builds it" % path)
+    return path
+
+
 def test_faulthandler_enabled_by_program(ctx):
     for _ in repeat(ctx):
-        res, p = stress_run(ctx, [ctx.program("stress_handlers.py"), SECONDS, "faulthandler"],
-                            "handlers ok\n")
-        ctx.check("Fatal Python error" not in res.stderr, res.stderr[-2000:])
-        check_names(ctx, p, ["worker", "dive"], "faulthandler")
+        handlers_run(ctx, ["faulthandler"])
 
 
 def test_faulthandler_from_start(ctx):
     # -X faulthandler installs its handler while the interpreter starts,
-    # before or after ours depending on timing: both orders must be safe.
+    # before or after ours depending on timing: both orders must be safe,
+    # and both keep the direct path.
     for _ in repeat(ctx):
-        res, p = stress_run(ctx, [ctx.program("stress_handlers.py"), SECONDS, "faulthandler"],
-                            "handlers ok\n", interp_args=["-X", "faulthandler"])
-        check_names(ctx, p, ["worker", "dive"], "-X faulthandler")
+        handlers_run(ctx, ["faulthandler"], interp_args=["-X", "faulthandler"])
 
 
 def test_ctypes_signal_handlers(ctx):
+    # SIGSEGV through sigaction(), SIGBUS through signal(): a fault of ours
+    # reaching them would end the program with status 3.
     for _ in repeat(ctx):
-        res, p = stress_run(ctx, [ctx.program("stress_handlers.py"), SECONDS, "ctypes"],
-                            "handlers ok\n")
-        check_names(ctx, p, ["worker", "dive"], "ctypes handlers")
+        handlers_run(ctx, ["ctypes"])
+
+
+def test_c_library_recovering_from_its_faults(ctx):
+    # CUDA-like: a C library's handler recovers from its own faults with
+    # siglongjmp, thousands of times while the sampler reads; each reaches
+    # it with the kernel's mask, on its alternate stack when it asked for
+    # SA_ONSTACK, and SA_RESETHAND resets it as the kernel would.
+    lib = faultprobe(ctx)
+    for _ in repeat(ctx):
+        for how in ("recover", "onstack", "resethand"):
+            handlers_run(ctx, [how, lib])
+
+
+def test_raw_rt_sigaction(ctx):
+    # A handler installed by a raw system call (no interposer sees it) is
+    # noticed by the per-tick check: the sampler falls back to
+    # process_vm_readv and goes on sampling correctly.
+    for _ in repeat(ctx):
+        handlers_run(ctx, ["raw"], expect_modes=("process_vm_readv", "file", "pipe"))
 
 
 def current_thread_report(stderr):
