@@ -26,6 +26,21 @@ Items (--only takes their names, comma-separated):
                10..100k distinct stacks (test/bench/bench_stacktab.c)
   versions  6. items 1 (pinned), 2 (1 thread), 3 (1 thread) and 4 (python)
                under every other installed CPython 3.9+
+  idle      7. sampler CPU per second of an idle program (a thread asleep
+               40 frames deep) at 100 Hz / 1 kHz / 2 kHz / 10 kHz, plain,
+               with -X faulthandler and with faulthandler enabled after the
+               sampler started (pytest's order), free and pinned, each
+               beside the wake-up floor measured in the same rounds
+  wake      8. the wake-up floor alone, pinned and free: condition variable
+               vs clock_nanosleep, default timer slack vs 1 ns
+
+Every figure of items 1, 2 and 7 is reported beside the platform's floor
+(test/bench/bench_wake.c: a bare thread that only wakes at the rate), run
+in the same rounds, pinned and free.  A peer profiler can be measured
+beside us in items 1 and 7: PYSAMPLE_BENCH_PEER is its command line, with
+{rate} (Hz) and {interval_us} replaced, the program's argv appended, e.g.
+    PYSAMPLE_BENCH_PEER='austin -i {interval_us} -o /dev/null'
+Nothing is downloaded: the peer must be installed.
 
 Results go to DIR (default /tmp/pysample-bench): results.json and
 results.md, the tables docs/performance.md is made from.
@@ -152,16 +167,41 @@ def calibrate(ctx, py, target_s):
     return int(target_s / per)
 
 
+def peer_argv(rate):
+    """The peer profiler's command line for rate, or None (PYSAMPLE_BENCH_PEER)."""
+    cmd = os.environ.get("PYSAMPLE_BENCH_PEER", "").strip()
+    if not cmd:
+        return None
+    return cmd.replace("{rate}", str(rate)).replace("{interval_us}", str(1000000 // rate)).split()
+
+
+def wake_floor_once(ctx, rate, pin, seconds=1.0, method="cond", slack=0):
+    """One run of bench_wake: the floor's CPU per wake-up and lateness."""
+    argv = [ctx.bench_wake, str(rate), str(max(100, int(rate * seconds))), method, str(slack)]
+    if pin:
+        argv = ["taskset", "-c", "0"] + argv
+    p = subprocess.run(argv, capture_output=True, text=True, check=True)
+    return json.loads(p.stdout)
+
+
 def bench_slowdown(ctx, py, pins=(False, True), reps=5, target_s=0.6):
     iters = calibrate(ctx, py, target_s)
     rates = [None, 100, 1000, 10000]
+    peers = [("peer", r) for r in rates[1:]] if peer_argv(100) else []
     res = {}
     for pin in pins:
-        rows = {r: {"wall": [], "cpu": [], "sampler_cpu": [], "samples": []} for r in rates}
+        rows = {r: {"wall": [], "cpu": [], "sampler_cpu": [], "samples": []} for r in rates + peers}
+        floor = {r: [] for r in rates[1:]}
         for rep in range(reps):
-            order = rates[:]
+            order = rates + peers
             random.shuffle(order)
             for r in order:
+                if isinstance(r, tuple):
+                    wall, cpu, _ = run(peer_argv(r[1]) + [py, WORKLOAD, "cpu", str(iters)],
+                                       ctx.env(), pin=pin)
+                    rows[r]["wall"].append(wall)
+                    rows[r]["cpu"].append(cpu)
+                    continue
                 stats = ctx.path("stats") if r else None
                 wall, cpu, _ = run([py, WORKLOAD, "cpu", str(iters)], ctx.env(r, stats), pin=pin)
                 rows[r]["wall"].append(wall)
@@ -170,8 +210,22 @@ def bench_slowdown(ctx, py, pins=(False, True), reps=5, target_s=0.6):
                     st = read_stats(stats)
                     rows[r]["sampler_cpu"].append(st["sampler_cpu_ns"] / 1e9)
                     rows[r]["samples"].append(st["samples"])
+                    floor[r].append(wake_floor_once(ctx, r, pin, 0.3)["cpu_ns_per_wake"])
         base = rows[None]
         out = {"iterations": iters, "base_wall_s": med(base["wall"]), "base_cpu_s": med(base["cpu"])}
+        for pr in peers:
+            cpu_r = [c / b for c, b in zip(rows[pr]["cpu"], base["cpu"])]
+            wall_r = [w / b for w, b in zip(rows[pr]["wall"], base["wall"])]
+            out["peer_%d" % pr[1]] = {"cpu_ratio": med(cpu_r), "cpu_ratio_spread": spread(cpu_r),
+                                      "wall_ratio": med(wall_r), "wall_ratio_spread": spread(wall_r)}
+        for r in rates[1:]:
+            # Added process CPU per sample, beside the floor's CPU per
+            # wake-up measured in the same rounds on the same placement.
+            added = [(c - b) / max(n, 1) * 1e9 for c, b, n in
+                     zip(rows[r]["cpu"], base["cpu"], rows[r]["samples"])]
+            out.setdefault("per_sample", {})[str(r)] = {
+                "added_cpu_ns_per_sample": med(added), "spread": spread(added, "%.0f"),
+                "floor_cpu_ns_per_wake": med(floor[r]), "floor_spread": spread(floor[r], "%.0f")}
         for r in rates[1:]:
             # Ratios pair each profiled run with the unprofiled run of the
             # same repetition, so that slow phases of the machine cancel.
@@ -238,11 +292,91 @@ def bench_wake(ctx, rates=(100, 1000, 10000)):
     for r in rates:
         vals = []
         for _ in range(3):
-            p = subprocess.run([ctx.bench_wake, str(r), str(max(200, r // 2))],
-                               capture_output=True, text=True, check=True)
-            vals.append(json.loads(p.stdout))
-        out[str(r)] = {k: med([v[k] for v in vals]) for k in vals[0]}
+            vals.append(wake_floor_once(ctx, r, False, 0.5))
+        out[str(r)] = {k: med([v[k] for v in vals]) for k in vals[0] if k != "method"}
     log("  wake floor: " + ", ".join("%s Hz %.0f ns" % (k, v["cpu_ns_per_wake"]) for k, v in out.items()))
+    return out
+
+
+def bench_wake_methods(ctx, rates=(1000, 10000), reps=3):
+    """Item 8: the floor pinned and free, condition variable (what the
+    sampler waits on) vs clock_nanosleep, default slack vs 1 ns."""
+    combos = [(r, pin, m, sl) for r in rates for pin in (False, True)
+              for m in ("cond", "nanosleep") for sl in (0, 1)]
+    res = {}
+    for _ in range(reps):
+        random.shuffle(combos)
+        for r, pin, m, sl in combos:
+            v = wake_floor_once(ctx, r, pin, 1.0, m, sl)
+            x = res.setdefault("%d/%s/%s/%s" % (r, "pinned" if pin else "free", m,
+                                                "1ns" if sl else "default"), {"cpu": [], "p50": [], "p99": []})
+            x["cpu"].append(v["cpu_ns_per_wake"])
+            x["p50"].append(v["late_p50_ns"])
+            x["p99"].append(v["late_p99_ns"])
+    out = {k: {"cpu_ns": med(x["cpu"]), "cpu_spread": spread(x["cpu"], "%.0f"),
+               "late_p50_us": med(x["p50"]) / 1e3, "late_p99_us": med(x["p99"]) / 1e3}
+           for k, x in res.items()}
+    log("  wake methods: " + ", ".join("%s %.0f ns p50 %.0f us" % (k, v["cpu_ns"], v["late_p50_us"])
+                                      for k, v in sorted(out.items())))
+    return out
+
+
+# ---- 7. an idle program ------------------------------------------------------
+
+IDLE_VARIANTS = {"plain": ([], []), "-X faulthandler": (["-X", "faulthandler"], []),
+                 "faulthandler after start": ([], ["fh"])}
+
+
+def bench_idle(ctx, py, rates=(100, 1000, 2000, 10000), pins=(False, True), reps=3, seconds=1.5,
+               depth=40):
+    """Sampler CPU per second of a program whose only thread sleeps depth
+    frames deep, per rate, plain and with faulthandler, beside the wake-up
+    floor (bench_wake) run in the same shuffled rounds.  Profiled from the
+    environment, as a user runs it (the sampler's start-up is included)."""
+    combos = [(r, pin, v) for r in rates for pin in pins for v in list(IDLE_VARIANTS) + ["floor"]]
+    if peer_argv(100):
+        combos += [(r, pin, "peer") for r in rates for pin in pins] + \
+                  [(0, pin, "unprofiled") for pin in pins]
+    res = {}
+    for _ in range(reps):
+        random.shuffle(combos)
+        for r, pin, v in combos:
+            key = "%d/%s/%s" % (r, "pinned" if pin else "free", v)
+            x = res.setdefault(key, {"ms_per_s": [], "mode": set(), "achieved": []})
+            if v == "floor":
+                f = wake_floor_once(ctx, r, pin, seconds)
+                x["ms_per_s"].append(f["cpu_ns_per_wake"] * r / 1e6)
+                continue
+            if v in ("peer", "unprofiled"):
+                # The whole process tree's CPU (the peer is another process),
+                # less the unprofiled program's, per second.
+                argv = ([] if v == "unprofiled" else peer_argv(r)) + \
+                    [py, WORKLOAD, "sleep", str(depth), str(seconds)]
+                _, cpu, _ = run(argv, ctx.env(), pin=pin)
+                x["ms_per_s"].append(cpu * 1e3 / seconds)
+                continue
+            pre, post = IDLE_VARIANTS[v]
+            stats = ctx.path("stats")
+            env = ctx.env(r, stats)
+            run([py] + pre + [WORKLOAD, "sleep", str(depth), str(seconds)] + post, env, pin=pin)
+            if os.path.exists(env["PYSAMPLE_OUTPUT"]):
+                os.unlink(env["PYSAMPLE_OUTPUT"])
+            st = read_stats(stats)
+            x["ms_per_s"].append(st["sampler_cpu_ns"] / st["active_ns"] * 1e3)
+            x["mode"].add(st["read_mode"])
+            x["achieved"].append(st["ticks"] / (st["active_ns"] / 1e9) / r)
+    out = {}
+    for k, x in res.items():
+        out[k] = {"ms_per_s": med(x["ms_per_s"]), "spread": spread(x["ms_per_s"], "%.2f"),
+                  "read_mode": ",".join(sorted(x["mode"])), "achieved": med(x["achieved"])}
+    for pin in pins:
+        pl = "pinned" if pin else "free"
+        for r in rates:
+            base = out.get("0/%s/unprofiled" % pl)
+            if base and "%d/%s/peer" % (r, pl) in out:
+                out["%d/%s/peer" % (r, pl)]["ms_per_s"] -= base["ms_per_s"]
+    log("  idle: " + ", ".join("%s %.2f ms/s %s" % (k, v["ms_per_s"], v["read_mode"])
+                               for k, v in sorted(out.items())))
     return out
 
 
@@ -357,7 +491,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", default="/tmp/pysample-bench")
-    ap.add_argument("--only", default="slowdown,cost,rate,startup,memory,versions")
+    ap.add_argument("--only", default="slowdown,cost,rate,startup,memory,versions,idle,wake")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     ap.add_argument("--primary", help="label of the interpreter measured in full (default: newest)")
     ap.add_argument("--python", action="append", default=[], help="extra interpreter")
@@ -378,7 +512,7 @@ def main():
     started = time.time()
     results = {"machine": machine(), "primary": primary[0], "pythons": pythons,
                "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d %H:%M"),
-               "lib": ctx.lib}
+               "lib": ctx.lib, "peer": os.environ.get("PYSAMPLE_BENCH_PEER", "")}
     log("primary interpreter %s (%s); %d interpreters" % (primary[0], py, len(pythons)))
     random.seed(5)
     try:
@@ -394,6 +528,10 @@ def main():
             results["startup_python"] = bench_startup(ctx, [py, "-c", "pass"], 10 if q else 40)
         if "memory" in only:
             results["memory"] = bench_memory(ctx, reps=1 if q else 3)
+        if "idle" in only:
+            results["idle"] = bench_idle(ctx, py, reps=2 if q else 5, seconds=1.0 if q else 1.5)
+        if "wake" in only:
+            results["wake_methods"] = bench_wake_methods(ctx, reps=1 if q else 3)
         if "versions" in only:
             per = {}
             for label, path in pythons:
@@ -466,6 +604,36 @@ def render(R):
                 L.append("| %s | %s Hz | %+.1f%% | %s | x%.3f | %s | %.1f%% | %s | %s |" %
                          (place, r, added * 100, x["cpu_ratio_spread"], x["wall_ratio"], x["wall_ratio_spread"],
                           x["sampler_cpu_share"] * 100, tgt, ok))
+        L.append("")
+        L.append("Added process CPU per sample beside the wake-up floor (bench_wake at the same rate and "
+                 "placement, run in the same rounds); target pinned: within 10 % of the floor.")
+        L.append("")
+        L.append("| placement | rate | added CPU per sample | spread | floor per wake-up | spread | ratio | target | |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        for place in ("free", "pinned"):
+            s = R["slowdown"].get(place)
+            if not s or "per_sample" not in s:
+                continue
+            for r in ("100", "1000", "10000"):
+                x = s["per_sample"][r]
+                ratio = x["added_cpu_ns_per_sample"] / max(x["floor_cpu_ns_per_wake"], 1)
+                tgt, ok = ("<= 1.10 x floor", mark(ratio <= 1.10)) if place == "pinned" else ("", "")
+                L.append("| %s | %s Hz | %.1f us | %s | %.1f us | %s | %.2f | %s | %s |" %
+                         (place, r, x["added_cpu_ns_per_sample"] / 1e3, x["spread"],
+                          x["floor_cpu_ns_per_wake"] / 1e3, x["floor_spread"], ratio, tgt, ok))
+        peer_rows = [(place, r) for place in ("free", "pinned") for r in ("100", "1000", "10000")
+                     if "peer_" + r in R["slowdown"].get(place, {})]
+        if peer_rows:
+            L.append("")
+            L.append("Peer profiler (`%s`), same rounds:" % R.get("peer", "?"))
+            L.append("")
+            L.append("| placement | rate | peer added CPU | spread | peer wall ratio | libpysample added CPU | wall ratio |")
+            L.append("|---|---|---|---|---|---|---|")
+            for place, r in peer_rows:
+                x, y = R["slowdown"][place]["peer_" + r], R["slowdown"][place][r]
+                L.append("| %s | %s Hz | %+.1f%% | %s | x%.3f | %+.1f%% | x%.3f |" %
+                         (place, r, (x["cpu_ratio"] - 1) * 100, x["cpu_ratio_spread"], x["wall_ratio"],
+                          (y["cpu_ratio"] - 1) * 100, y["wall_ratio"]))
         L.append("")
         L.append("Unprofiled run: %.2f s CPU free, %.2f s pinned (median)." %
                  (R["slowdown"]["free"]["base_cpu_s"] if "free" in R["slowdown"] else float("nan"),
@@ -556,6 +724,43 @@ def render(R):
                       x["add_ns_per_sample"], x["render_s"], x["render_cpu_s"], x["write_s"], x["write_cpu_s"],
                       x["write_total_spread"],
                       x["peak_write_extra_kib"], x["output_bytes"] / 1e6, tgt, ok))
+        L.append("")
+    if "idle" in R:
+        I = R["idle"]
+        L.append("### 7. Sampler CPU per second of an idle program (%s, one thread asleep 40 frames deep)" % R["primary"])
+        L.append("")
+        L.append("ms of CPU per second of the program (%% of a core / 10).  Floor: a bare thread waking at the "
+                 "rate (bench_wake), same rounds and placement.  Target: with faulthandler within 1.5 x plain.")
+        L.append("")
+        L.append("| placement | rate | floor | plain | x floor | achieved | -X faulthandler | x plain | faulthandler after start | x plain | read modes | peer | target | |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        rates = sorted({int(k.split("/")[0]) for k in I if not k.startswith("0/")})
+        for place in ("free", "pinned"):
+            for r in rates:
+                g = lambda v: I.get("%d/%s/%s" % (r, place, v))
+                fl, pl, fx, fa, peer = g("floor"), g("plain"), g("-X faulthandler"), g("faulthandler after start"), g("peer")
+                if not pl:
+                    continue
+                worst = max(fx["ms_per_s"], fa["ms_per_s"]) / max(pl["ms_per_s"], 1e-9)
+                L.append("| %s | %d Hz | %.2f | %.2f (%s) | %.2f | %.3f | %.2f | %.2f | %.2f | %.2f | %s | %s | <= 1.5 x plain | %s |" %
+                         (place, r, fl["ms_per_s"], pl["ms_per_s"], pl["spread"], pl["ms_per_s"] / max(fl["ms_per_s"], 1e-9),
+                          pl["achieved"], fx["ms_per_s"], fx["ms_per_s"] / max(pl["ms_per_s"], 1e-9),
+                          fa["ms_per_s"], fa["ms_per_s"] / max(pl["ms_per_s"], 1e-9),
+                          "/".join([pl["read_mode"], fx["read_mode"], fa["read_mode"]]),
+                          "%.2f" % peer["ms_per_s"] if peer else "-", mark(worst <= 1.5)))
+        L.append("")
+    if "wake_methods" in R:
+        W = R["wake_methods"]
+        L.append("### 8. The wake-up floor: condition variable vs clock_nanosleep, timer slack")
+        L.append("")
+        L.append("| rate | placement | wait | timer slack | CPU per wake-up | spread | lateness p50 | p99 |")
+        L.append("|---|---|---|---|---|---|---|---|")
+        for k in sorted(W, key=lambda k: (int(k.split("/")[0]), k)):
+            r, pl, m, sl = k.split("/")
+            x = W[k]
+            L.append("| %s Hz | %s | %s | %s | %.1f us | %s | %.0f us | %.0f us |" %
+                     (r, pl, m, "50 us (default)" if sl == "default" else "1 ns", x["cpu_ns"] / 1e3,
+                      x["cpu_spread"], x["late_p50_us"], x["late_p99_us"]))
         L.append("")
     if "versions" in R:
         L.append("### 6. Per interpreter (items 1 pinned, 2 with one thread, 3 with one thread, 4 python)")

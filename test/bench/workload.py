@@ -15,6 +15,14 @@
         The same, with every thread running Python code (they take turns
         on the GIL): the achieved-rate and lateness figures.
 
+    workload.py sleep DEPTH SECONDS [fh]
+        The main thread sleeping DEPTH frames deep for SECONDS, nothing
+        else: the idle program (profiled from the environment, or by a peer
+        profiler).  With fh, faulthandler.enable() is called 0.1 s in, after
+        the library's handler went in, as pytest does in a profiled process
+        (-X faulthandler and PYTHONFAULTHANDLER enable it at start-up,
+        before or after the library's, depending on timing).
+
 The last two need libpysample preloaded and PYSAMPLE_STATS set; the
 sampler writes its statistics there when pysample_stop() is called.
 """
@@ -126,5 +134,14 @@ if __name__ == "__main__":
     elif mode in ("idle", "busy"):
         d, n, s, r = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
         sampled(d, n, s, r, mode == "busy")
+    elif mode == "sleep":
+        d, s = int(sys.argv[2]), float(sys.argv[3])
+        sys.setrecursionlimit(max(1000, d * 2 + 100))
+        if "fh" in sys.argv[4:]:
+            import faulthandler
+            time.sleep(0.1)
+            faulthandler.enable()
+            s -= 0.1
+        at_depth(d, lambda: time.sleep(s))
     else:
         sys.exit(__doc__)
