@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of the pysample command (scripts/pysample, scripts/pysample_tool.py).
+"""Tests of the pysample command (scripts/pysample, the package scripts/pysample_tool).
 
 Run by Meson (test/tools/meson.build, suite 'tools'), one test case class per
 Meson test, e.g.  python3 test_pysample.py FlamegraphTests -v
@@ -39,7 +39,7 @@ BUILD_ROOT = CONFIG.get("PYSAMPLE_TEST_BUILD_ROOT")
 PYTHON = sys.executable
 
 sys.path.insert(0, SCRIPTS)
-import pysample_tool  # noqa: E402  (the module under test)
+import pysample_tool  # noqa: E402  (the package under test)
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 FG_NS = "{urn:x-pysample:flamegraph}"
@@ -914,6 +914,49 @@ class RecordTests(TempDirTestCase):
         self.assertEqual(code, 0, err)
         self.assertEqual(os.listdir(self.tmp), ["only.txt"])
 
+    def test_every_profile_the_library_names_is_kept(self):
+        """record takes every profile in its private directory, whatever the
+        library named it: here the command itself leaves one under the name
+        the library gives the image after an exec (<pid>.1), next to the
+        fake library's <pid>, and a temporary file that must be ignored."""
+        program = ("import os\n"
+                   "template = os.environ['PYSAMPLE_OUTPUT']\n"
+                   "for name, line in (('%d.1' % os.getpid(), 'thread 1;later (b.py:1) 2\\n'),\n"
+                   "                   ('.x.tmp', 'thread 1;partial (c.py:1) 1\\n')):\n"
+                   "    path = template.replace('%p', name)\n"
+                   "    if name.startswith('.'):\n"
+                   "        path = os.path.join(os.path.dirname(path), name)\n"
+                   "    with open(path, 'w') as f:\n"
+                   "        f.write(line)\n"
+                   "print(os.getpid())\n")
+        code, out, err = self.record("--", PYTHON, "-c", program)
+        self.assertEqual(code, 0, err)
+        pid = int(out)
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["pysample-%d.1.txt" % pid, "pysample-%d.txt" % pid], err)
+        with open(os.path.join(self.tmp, "pysample-%d.1.txt" % pid)) as f:
+            self.assertEqual(f.read(), "thread 1;later (b.py:1) 2\n")
+        self.assertEqual(err.count("pysample: pid %d: " % pid), 2, err)
+        self.assertIn("(all 2 profiles of 1 process)", err)
+
+        # A name without %p: the started process's first profile gets it,
+        # the later one the library's extra part after the pid.
+        os.mkdir(os.path.join(self.tmp, "named"))
+        code, out, err = self.record("-o", "prof.txt", "--", PYTHON, "-c", program,
+                                     cwd=os.path.join(self.tmp, "named"))
+        self.assertEqual(code, 0, err)
+        pid = int(out)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.tmp, "named"))),
+                         ["prof.%d.1.txt" % pid, "prof.txt"], err)
+        for template, names in (("svg/%p.svg", ["%d.1.svg", "%d.svg"]),
+                                ("pprof/x-%p.pb", ["x-%d.1.pb", "x-%d.pb"])):
+            os.mkdir(os.path.join(self.tmp, os.path.dirname(template)))
+            code, out, err = self.record("-o", template, "--format", os.path.splitext(template)[1][1:]
+                                         .replace("pb", "pprof"), "--", PYTHON, "-c", program)
+            self.assertEqual(code, 0, err)
+            pid = int(out)
+            self.assertEqual(sorted(os.listdir(os.path.join(self.tmp, os.path.dirname(template)))),
+                             [n % pid for n in names], err)
+
     def test_formats(self):
         for fmt, ext in (("svg", ".svg"), ("speedscope", ".json"), ("pprof", ".pb")):
             with self.subTest(format=fmt):
@@ -1015,7 +1058,7 @@ class RecordTests(TempDirTestCase):
     def test_macos_sip_protected_interpreter_is_refused(self):
         """On macOS a command that starts through a SIP-protected binary loses
         DYLD_INSERT_LIBRARIES, so record says so instead of recording nothing
-        (scripts/pysample; PYSAMPLE_TEST_UNAME=Darwin takes that path here)."""
+        (pysample_tool/sip.py; PYSAMPLE_TEST_UNAME=Darwin takes that path here)."""
         darwin = {"PYSAMPLE_TEST_UNAME": "Darwin"}
         script = self.write("via_env", "#!/usr/bin/env python3\nprint('ran')\n")
         os.chmod(script, 0o755)
@@ -1072,7 +1115,7 @@ class BuildDirTests(TempDirTestCase):
         code, out, err = pysample("info", front_end=script)
         self.assertEqual(code, 0, err)
         text = out.decode()
-        self.assertIn("tool module: %s" % os.path.join(SCRIPTS, "pysample_tool.py"), text)
+        self.assertIn("tool module: %s\n" % os.path.join(SCRIPTS, "pysample_tool"), text)
         library = real_library(os.path.join(BUILD_ROOT, "lib"))
         if library:
             self.assertIn("library:     %s" % library, text)
@@ -1098,6 +1141,109 @@ class BuildDirTests(TempDirTestCase):
         code, out, err = pysample("flamegraph", "prof.txt", "-o", "prof.svg", front_end=script, cwd=self.tmp)
         self.assertEqual(code, 0, err)
         ET.parse(os.path.join(self.tmp, "prof.svg"))
+
+
+# Programs for the real library: each part runs until the library has taken
+# a number of samples of it (pysample_samples() of the preloaded library),
+# not for a fixed time, so that a loaded machine delaying the sampler makes
+# them slower, never empty.
+SPIN_UNTIL_SAMPLED = (
+    "import ctypes, os, sys, time\n"
+    "_samples = ctypes.CDLL(None).pysample_samples\n"
+    "_samples.restype = ctypes.c_uint64\n"
+    "def spin_until_sampled(n=10):\n"
+    "    start, give_up = _samples(), time.monotonic() + 60\n"
+    "    while _samples() - start < n and time.monotonic() < give_up:\n"
+    "        pass\n")
+
+EXEC_FIRST = SPIN_UNTIL_SAMPLED + (
+    "def before_exec():\n"
+    "    spin_until_sampled()\n"
+    "before_exec()\n"
+    "print(os.getpid(), flush=True)\n"
+    "os.execv(sys.executable, [sys.executable, sys.argv[1]])\n")
+
+EXEC_SECOND = SPIN_UNTIL_SAMPLED + (
+    "def after_exec():\n"
+    "    spin_until_sampled()\n"
+    "after_exec()\n")
+
+FORKS = SPIN_UNTIL_SAMPLED + (
+    "def child_work():\n"
+    "    spin_until_sampled()\n"
+    "def parent_work():\n"
+    "    spin_until_sampled()\n"
+    "children = []\n"
+    "for how in ('_exit', 'return'):\n"
+    "    pid = os.fork()\n"
+    "    if pid == 0:\n"
+    "        child_work()\n"
+    "        if how == '_exit':\n"
+    "            os._exit(0)      # as multiprocessing's children end\n"
+    "        sys.exit(0)\n"
+    "    children.append(pid)\n"
+    "for pid in children:\n"
+    "    os.waitpid(pid, 0)\n"
+    "parent_work()\n"
+    "print(os.getpid(), *children)\n")
+
+
+class RealRecordTests(TempDirTestCase):
+    """record with the real library, where the library names the files:
+    the image an exec starts and forked children must not be lost."""
+
+    def setUp(self):
+        self.library = real_library(os.path.join(BUILD_ROOT, "lib")) if BUILD_ROOT else None
+        if not self.library:
+            self.skipTest("the real library is not built (run through meson test)")
+        TempDirTestCase.setUp(self)
+
+    def record(self, *args):
+        return pysample("record", *args, cwd=self.tmp, env=clean_env(PYSAMPLE_LIB=self.library))
+
+    def functions(self, name):
+        profile = pysample_tool.parse_collapsed(os.path.join(self.tmp, name))
+        return set(f.name for _, stack, _ in profile.stacks for f in stack)
+
+    def test_exec_into_another_python_keeps_both_profiles(self):
+        first = self.write("first.py", EXEC_FIRST)
+        second = self.write("second.py", EXEC_SECOND)
+        code, out, err = self.record("--", PYTHON, first, second)
+        self.assertEqual(code, 0, err)
+        pid = int(out)
+        self.assertEqual(sorted(n for n in os.listdir(self.tmp) if n.startswith("pysample-")),
+                         ["pysample-%d.1.txt" % pid, "pysample-%d.txt" % pid], err)
+        before, after = self.functions("pysample-%d.txt" % pid), self.functions("pysample-%d.1.txt" % pid)
+        self.assertIn("before_exec", before)
+        self.assertNotIn("after_exec", before)
+        self.assertIn("after_exec", after)
+        self.assertNotIn("before_exec", after)
+        self.assertEqual(err.count("pysample: pid %d: " % pid), 2, err)
+
+    def test_exec_with_an_output_name(self):
+        first = self.write("first.py", EXEC_FIRST)
+        second = self.write("second.py", EXEC_SECOND)
+        code, out, err = self.record("-o", "prof.txt", "--", PYTHON, first, second)
+        self.assertEqual(code, 0, err)
+        pid = int(out)
+        self.assertIn("before_exec", self.functions("prof.txt"))
+        self.assertIn("after_exec", self.functions("prof.%d.1.txt" % pid), err)
+
+    def test_forked_children_get_their_own_profiles(self):
+        program = self.write("forks.py", FORKS)
+        code, out, err = self.record("--", PYTHON, program)
+        self.assertEqual(code, 0, err)
+        parent, *children = [int(p) for p in out.split()]
+        self.assertEqual(sorted(n for n in os.listdir(self.tmp) if n.startswith("pysample-")),
+                         sorted("pysample-%d.txt" % p for p in [parent] + children), err)
+        self.assertIn("parent_work", self.functions("pysample-%d.txt" % parent))
+        self.assertNotIn("child_work", self.functions("pysample-%d.txt" % parent),
+                         "a child's samples stay the child's")
+        for child in children:
+            functions = self.functions("pysample-%d.txt" % child)
+            self.assertIn("child_work", functions)
+            self.assertNotIn("parent_work", functions)
+        self.assertIn("(all 3 processes)", err)
 
 
 # ---------------------------------------------------------------------------
@@ -1128,16 +1274,21 @@ class InstallTests(TempDirTestCase):
         libdir = self.installed("PYSAMPLE_TEST_LIBDIR")
         script = os.path.join(bindir, "pysample")
         self.assertTrue(os.access(script, os.X_OK), "%s installed and executable" % script)
-        for path in (os.path.join(tooldir, "pysample_tool.py"), os.path.join(tooldir, "demo.py"),
+        for path in (os.path.join(tooldir, "pysample_tool", "__main__.py"), os.path.join(tooldir, "demo.py"),
                      os.path.join(mandir, "man1", "pysample.1"), os.path.join(mandir, "man7", "libpysample.7")):
             self.assertTrue(os.path.isfile(path), "%s installed" % path)
+        # Every file of the package (the modules, flamegraph.js and .css), and
+        # nothing else: no __pycache__ from runs in the source tree.
+        package = os.path.join(SCRIPTS, "pysample_tool")
+        self.assertEqual(sorted(os.listdir(os.path.join(tooldir, "pysample_tool"))),
+                         sorted(n for n in os.listdir(package) if n != "__pycache__"))
 
         # The installed command runs its installed module, not the source tree's.
         work = os.path.join(self.tmp, "work")
         os.mkdir(work)
         code, out, err = pysample("info", front_end=script, cwd=work)
         self.assertEqual(code, 0, err)
-        self.assertIn("tool module: %s" % os.path.join(tooldir, "pysample_tool.py"), out.decode())
+        self.assertIn("tool module: %s\n" % os.path.join(tooldir, "pysample_tool"), out.decode())
         code, out, err = pysample("top", fixture("basic.txt"), "-n", "3", front_end=script, cwd=work)
         self.assertEqual(code, 0, err)
         self.assertIn("compute (/srv/app/work.py)", out.decode())

@@ -1,0 +1,204 @@
+# collapsed.py - the reader of the collapsed format that libpysample writes
+# (docs/format.md): the reference reader, shared by every command.
+#
+# SPDX-License-Identifier: MIT
+
+import collections
+import os
+import re
+
+from .common import ToolError, printable, thousands
+
+# The collapsed format (docs/format.md)
+#
+#   thread 4242 (MainThread);main (/srv/app.py:10);Worker.run (/srv/w.py:42) 17
+#
+# One line per distinct stack, root first, frames separated by ';', then one
+# space and a positive sample count.  The first frame names the thread.  A
+# Python frame is `qualname (filename:line)`, or `qualname (filename)` when
+# the library ran with PYSAMPLE_LINES=0.  Frames the profiler adds itself look
+# like `[pysample: ...]`.  Inside names '%', ';', CR, LF and other control
+# bytes are written as %XX.
+
+KIND_PY = "py"
+KIND_MARKER = "marker"
+
+_THREAD_RE = re.compile(r"^thread (\d+|\?)(?: \((.*)\))?$")
+_PYFRAME_LINE_RE = re.compile(r"^(.+?) \((.*):(-?\d+)\)$")
+_PYFRAME_NOLINE_RE = re.compile(r"^(.+?) \((.+)\)$")
+_COUNT_RE = re.compile(r"^[0-9]+$")
+_ESCAPE_RE = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def unescape(text):
+    """Undoes the %XX escaping of names and paths."""
+    if "%" not in text:
+        return text
+    return _ESCAPE_RE.sub(lambda m: chr(int(m.group(1), 16)), text)
+
+
+class Frame(collections.namedtuple("Frame", "kind name file line")):
+    """One stack frame.  kind is KIND_PY or KIND_MARKER; for markers, name is
+    the whole `[pysample: ...]` text and file and line are None.  line is None
+    for profiles written with PYSAMPLE_LINES=0."""
+
+    __slots__ = ()
+
+    @property
+    def label(self):
+        """The frame as the collapsed format shows it, unescaped."""
+        if self.kind == KIND_MARKER:
+            return self.name
+        if self.line is None:
+            return "%s (%s)" % (self.name, self.file)
+        return "%s (%s:%d)" % (self.name, self.file, self.line)
+
+    @property
+    def short_label(self):
+        """qualname (basename:line): what a flame graph box shows."""
+        if self.kind == KIND_MARKER:
+            return self.name
+        base = os.path.basename(self.file) or self.file
+        if self.line is None:
+            return "%s (%s)" % (self.name, base)
+        return "%s (%s:%d)" % (self.name, base, self.line)
+
+
+class Thread(collections.namedtuple("Thread", "tid name")):
+    """tid is None for `thread ?`: a thread whose id the library never saw."""
+
+    __slots__ = ()
+
+    @property
+    def tid_text(self):
+        return "?" if self.tid is None else str(self.tid)
+
+    @property
+    def label(self):
+        if self.name is None:
+            return "thread %s" % self.tid_text
+        return "thread %s (%s)" % (self.tid_text, self.name)
+
+    def sort_key(self):
+        return (self.tid is None, self.tid or 0, self.name or "")
+
+
+class Profile(object):
+    """A parsed collapsed profile.
+
+    stacks: list of (Thread, tuple of Frame root first, count), in file order
+    with duplicate stacks merged.  total: the number of samples.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.stacks = []
+        self.total = 0
+        self.has_lines = False
+
+    def threads(self):
+        """[(Thread, samples)] by thread id."""
+        counts = collections.OrderedDict()
+        for thread, _frames, count in self.stacks:
+            counts[thread] = counts.get(thread, 0) + count
+        return sorted(counts.items(), key=lambda item: item[0].sort_key())
+
+
+def _malformed(path, lineno, why, text, data):
+    if len(text) > 120:
+        text = text[:117] + "..."
+    hint = _sniff(data) if lineno == 1 else ""
+    return ToolError("%s:%d: malformed line: %s: %s%s" % (path, lineno, why, printable(text), hint))
+
+
+def _sniff(data):
+    """A hint when a file is obviously not a collapsed profile."""
+    head = data[:512].lstrip()
+    if b"\0" in data[:4096]:
+        return " (this is a binary file, e.g. a pprof profile; pysample reads the text profiles libpysample writes)"
+    if head.startswith(b"<?xml") or head.startswith(b"<svg"):
+        return " (this is an SVG or XML file, not a collapsed-stack profile)"
+    if head.startswith(b"{"):
+        return " (this is a JSON file, not a collapsed-stack profile)"
+    return ""
+
+
+def parse_collapsed(path, data=None):
+    """Reads a collapsed profile; raises ToolError for a missing file, an
+    empty profile or a malformed line (with its line number)."""
+    if data is None:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except (IOError, OSError) as e:
+            raise ToolError("cannot read %s: %s" % (path, e.strerror or e))
+    profile = Profile(path)
+    merged = collections.OrderedDict()
+    frame_cache = {}
+    thread_cache = {}
+    lineno = 0
+    for raw in data.split(b"\n"):
+        lineno += 1
+        line = raw.decode("utf-8", "replace")
+        if line.endswith("\r"):
+            line = line[:-1]
+        if not line.strip():
+            continue
+        stack_text, sep, count_text = line.rpartition(" ")
+        if not sep or not _COUNT_RE.match(count_text):
+            raise _malformed(path, lineno, "expected a sample count at the end of the line", line, data)
+        count = int(count_text)
+        if count <= 0:
+            raise _malformed(path, lineno, "the sample count must be positive", line, data)
+        parts = stack_text.split(";")
+        thread = thread_cache.get(parts[0])
+        if thread is None:
+            m = _THREAD_RE.match(parts[0])
+            if not m:
+                raise _malformed(path, lineno,
+                                 "the first frame must be \"thread <tid>\" or \"thread <tid> (<name>)\", not %r"
+                                 % parts[0][:60], line, data)
+            name = m.group(2)
+            tid = None if m.group(1) == "?" else int(m.group(1))
+            thread = Thread(tid, unescape(name) if name is not None else None)
+            thread_cache[parts[0]] = thread
+        frames = []
+        for index, text in enumerate(parts[1:], 2):
+            frame = frame_cache.get(text)
+            if frame is None:
+                frame = _parse_frame(text)
+                if frame is None:
+                    raise _malformed(path, lineno,
+                                     "frame %d is neither \"name (file:line)\", \"name (file)\" nor a "
+                                     "\"[pysample: ...]\" marker: %r" % (index, text[:60]), line, data)
+                frame_cache[text] = frame
+            frames.append(frame)
+        key = (thread, tuple(frames))
+        merged[key] = merged.get(key, 0) + count
+        profile.total += count
+    if profile.total == 0:
+        raise ToolError("%s: empty profile: it holds no samples (the program may have ended before the "
+                        "first sample, or was not a Python program; see docs/troubleshooting.md)" % path)
+    profile.stacks = [(thread, frames, count) for (thread, frames), count in merged.items()]
+    profile.has_lines = any(f.line is not None for f in frame_cache.values())
+    return profile
+
+
+def _parse_frame(text):
+    if text.startswith("[pysample: ") and text.endswith("]"):
+        return Frame(KIND_MARKER, unescape(text), None, None)
+    m = _PYFRAME_LINE_RE.match(text)
+    if m:
+        return Frame(KIND_PY, unescape(m.group(1)), unescape(m.group(2)), int(m.group(3)))
+    m = _PYFRAME_NOLINE_RE.match(text)
+    if m:
+        return Frame(KIND_PY, unescape(m.group(1)), unescape(m.group(2)), None)
+    return None
+
+
+def describe(profile):
+    """`1,234 samples in 2 threads, line numbers on`: a profile in a line."""
+    threads = profile.threads()
+    return "%s samples in %d thread%s, line numbers %s" % (
+        thousands(profile.total), len(threads), "" if len(threads) == 1 else "s",
+        "on" if profile.has_lines else "off")

@@ -1,0 +1,63 @@
+# convert.py - `pysample convert`, and the one place that turns a parsed
+# profile into the bytes of an output format (record uses it too).
+#
+# SPDX-License-Identifier: MIT
+
+import json
+import os
+
+from . import options
+from .collapsed import parse_collapsed
+from .common import ToolError, write_output
+from .flamegraph import render_flamegraph
+from .pprof import to_pprof
+from .speedscope import to_speedscope
+
+
+NAME = "convert"
+HELP = "convert to speedscope JSON or pprof"
+DESCRIPTION = ("Converts a collapsed profile to speedscope JSON (one sampled profile per thread) or to an "
+               "uncompressed pprof protobuf (perftools.profiles.Profile) for go tool pprof, Pyroscope and "
+               "friends.")
+
+
+def add_options(parser):
+    options.profile_file(parser)
+    parser.add_argument("--to", required=True, choices=("speedscope", "pprof"), help="output format")
+    options.output(parser)
+    options.rate(parser, help="the sampling rate the profile was taken at: adds time values (pprof: "
+                              "cpu or wall nanoseconds; speedscope: milliseconds)")
+    parser.add_argument("--mode", choices=("cpu", "wall"), default="cpu",
+                        help="what the time values measure, with --rate (default: cpu)")
+
+
+def run(args):
+    profile = parse_collapsed(args.file)
+    data = convert_bytes(profile, args.to, rate=args.rate, mode=args.mode)
+    write_output(args.output, data, binary=is_binary(args.to))
+    return 0
+
+
+def is_binary(fmt):
+    return fmt == "pprof"
+
+
+def convert_bytes(profile, fmt, rate=None, mode="cpu", title=None):
+    if fmt == "speedscope":
+        return (json.dumps(to_speedscope(profile, rate), ensure_ascii=False, separators=(",", ":"))
+                + "\n").encode("utf-8")
+    if fmt == "pprof":
+        return to_pprof(profile, rate, mode, _file_mtime_ns(profile.path))
+    if fmt == "svg":
+        return render_flamegraph(profile, title=title).encode("utf-8")
+    if fmt == "collapsed":
+        with open(profile.path, "rb") as f:
+            return f.read()
+    raise ToolError("unknown format %r" % fmt)
+
+
+def _file_mtime_ns(path):
+    try:
+        return int(os.stat(path).st_mtime * 1e9)
+    except OSError:
+        return None

@@ -1,0 +1,363 @@
+# record.py - `pysample record`: runs a command with libpysample preloaded,
+# collects the profile of every Python process it starts, converts and names
+# them, and prints a summary.
+#
+# The library is the only owner of profile names.  record gives it a template
+# in a private temporary directory (PRIVATE_TEMPLATE) and afterwards takes
+# every profile found there, whatever the library called it: a forked child's
+# pysample-<pid>.txt, the image an exec started in the same process
+# (pysample-<pid>.1.txt, docs/processes.md), names a later library may use.
+# The only part of a name record reads is the %p it put in the template.
+#
+# SPDX-License-Identifier: MIT
+
+import collections
+import errno
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import options, sip
+from .collapsed import describe, parse_collapsed
+from .common import PROG, ToolError, write_output
+from .convert import convert_bytes, is_binary
+from .library import LIB_BASENAMES, SCRIPT_DIR_ENV, demo_path, find_library
+from .top import format_top
+
+DEFAULT_RATE = 100  # the library's default PYSAMPLE_RATE
+
+EXTENSIONS = {"collapsed": ".txt", "svg": ".svg", "speedscope": ".json", "pprof": ".pb"}
+FORMAT_HINTS = {
+    "collapsed": "pysample flamegraph %s -o flame.svg",
+    "svg": "open %s in a web browser",
+    "speedscope": "load %s at https://www.speedscope.app",
+    "pprof": "go tool pprof -http=: %s",
+}
+
+PRIVATE_TEMPLATE = "pysample-%p.txt"
+_PRIVATE_NAME_RE = re.compile(r"^pysample-(\d+)(.*?)(?:\.txt)?$", re.S)
+
+
+NAME = "record"
+HELP = "run a command with the profiler preloaded"
+USAGE = ("%(prog)s [-o FILE] [--rate HZ] [--mode wall|cpu] [--format FORMAT] [--python PY] [-q] "
+         "[-- COMMAND [ARG...]]")
+DESCRIPTION = ("Runs COMMAND with libpysample preloaded (LD_PRELOAD, or DYLD_INSERT_LIBRARIES on macOS), "
+               "writes one profile per Python process and prints a summary to stderr. Exits with the exit "
+               "status of COMMAND. Without COMMAND it profiles a small bundled demo program.  A COMMAND "
+               "whose first word ends in .py is run with --python.")
+EPILOG = ("The library is found through PYSAMPLE_LIB, else next to this script (source checkout: build/lib; "
+          "build dir: <builddir>/lib; install: <prefix>/lib*). Other PYSAMPLE_* variables in the "
+          "environment (e.g. PYSAMPLE_LINES=0, PYSAMPLE_MAX_DEPTH) reach the library unchanged.")
+
+
+def add_options(parser):
+    options.output(parser, metavar="FILE",
+                   help="where to write the profile; %%p is replaced by the process id, %%h by the host "
+                        "name, %%t by the start time (default: pysample-<pid>.txt, .svg, .json or .pb "
+                        "in the current directory). Without %%p and with several processes, the others "
+                        "get .<pid> before the extension.")
+    options.rate(parser, help="samples per second, 1..100000 (default: $PYSAMPLE_RATE or 100)")
+    parser.add_argument("--mode", choices=("wall", "cpu"),
+                        help="wall: sample threads whatever they do (default); cpu: only while on a CPU")
+    parser.add_argument("--format", choices=("collapsed", "speedscope", "pprof", "svg"), default="collapsed",
+                        help="output format (default: collapsed, the library's text format)")
+    parser.add_argument("--python", metavar="PY",
+                        help="interpreter for the demo and for a COMMAND that starts with a .py file "
+                             "(default: %s)" % (sys.executable or "python3"))
+    parser.add_argument("-q", "--quiet", action="store_true", help="print no summary")
+    options.trailing_command(parser)
+
+
+# ---------------------------------------------------------------------------
+# Running the command
+# ---------------------------------------------------------------------------
+
+def run(args):
+    command = _command_to_run(args)
+    library, places = find_library()
+    if library is None:
+        raise ToolError("cannot find libpysample (looked for %s); build it with `meson setup build && "
+                        "meson compile -C build` or point PYSAMPLE_LIB at it"
+                        % ", ".join(places[:4] + (["..."] if len(places) > 4 else [])))
+
+    hostname = socket.gethostname()
+    start = int(time.time())
+    if args.output is not None:
+        target_dir = os.path.dirname(os.path.abspath(expand_template(args.output, 0, hostname, start)))
+        if not os.path.isdir(target_dir):
+            raise ToolError("cannot write %s: directory %s does not exist" % (args.output, target_dir))
+
+    workdir = tempfile.mkdtemp(prefix="pysample-record-")
+    env = _environment(library, workdir, args)
+    rate = args.rate
+    if rate is None:
+        try:
+            rate = int(env.get("PYSAMPLE_RATE") or DEFAULT_RATE)
+        except ValueError:
+            rate = DEFAULT_RATE
+    mode = env.get("PYSAMPLE_MODE") or "wall"
+
+    try:
+        returncode, main_pid = _run(command, env)
+        written = collect(workdir)
+        if returncode < 0:
+            sys.stderr.write("%s: `%s` was killed by %s\n"
+                             % (PROG, _describe_command(command), _signal_name(-returncode)))
+        if not written:
+            if returncode < 0:
+                sys.stderr.write("%s: no profile was written: the process died before it could write "
+                                 "one (see docs/troubleshooting.md)\n" % PROG)
+            else:
+                sys.stderr.write(
+                    "%s: no profile was written: is `%s` a Python program, and did it run long enough "
+                    "for one sample (1/%d s)? See docs/troubleshooting.md (\"Nothing written\").\n"
+                    % (PROG, _describe_command(command), rate))
+            return _exit_status(returncode)
+        _finish(args, command, written, main_pid, rate, mode, hostname, start)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return _exit_status(returncode)
+
+
+def _command_to_run(args):
+    """The command line to run: the demo without COMMAND, --python before a
+    .py.  Refuses what macOS would start without the library."""
+    command = args.command_argv
+    python = args.python or sys.executable or "python3"
+    runs_python = not command or command[0].endswith(".py")
+    if sip.on_macos():
+        sip.refuse_protected(python if runs_python else command[0])
+    if not command:
+        demo = demo_path()
+        if not os.path.isfile(demo):
+            raise ToolError("no COMMAND given and the demo program %s is missing" % demo)
+        if not args.quiet:
+            sys.stderr.write("%s: no command given: profiling the bundled demo (%s)\n" % (PROG, demo))
+        return [python, demo]
+    if runs_python:
+        return [python] + command
+    return command
+
+
+def _environment(library, workdir, args):
+    env = dict(os.environ)
+    env.pop(SCRIPT_DIR_ENV, None)
+    preload_var = "DYLD_INSERT_LIBRARIES" if sys.platform == "darwin" else "LD_PRELOAD"
+    existing = [p for p in re.split(r"[: ]", env.get(preload_var, "")) if p]
+    existing = [p for p in existing if os.path.basename(p) not in LIB_BASENAMES]
+    env[preload_var] = ":".join([library] + existing)
+    env["PYSAMPLE_OUTPUT"] = os.path.join(workdir.replace("%", "%%"), PRIVATE_TEMPLATE)
+    env["PYSAMPLE_FORMAT"] = "collapsed"
+    if args.rate is not None:
+        env["PYSAMPLE_RATE"] = str(args.rate)
+    if args.mode is not None:
+        env["PYSAMPLE_MODE"] = args.mode
+    return env
+
+
+def _run(command, env):
+    """Runs the command; SIGINT (Ctrl-C) reaches it through the terminal, and
+    we wait for it to finish writing its profile.  SIGTERM and SIGHUP sent
+    to us are passed on."""
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as e:
+        raise ToolError("cannot run %s: %s" % (command[0], e.strerror or e),
+                        status=126 if e.errno == errno.EACCES else 127)
+    previous = {}
+
+    def forward(signum, _frame):
+        try:
+            child.send_signal(signum)
+        except OSError:
+            pass
+
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        previous[signum] = signal.signal(signum, forward)
+    try:
+        while True:
+            try:
+                returncode = child.wait()
+                break
+            except InterruptedError:
+                continue
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return returncode, child.pid
+
+
+# ---------------------------------------------------------------------------
+# The profiles the library wrote, and where they go
+# ---------------------------------------------------------------------------
+
+class Written(collections.namedtuple("Written", "pid extra stem path")):
+    """A profile the library wrote in record's private directory.
+
+    pid: the process, from the %p of the template (None for a name without
+    one); extra: whatever else the library put in the name (".1" for the
+    image an exec started), "" for a process's first profile; stem: the
+    library's name without ".txt"; path: where it is."""
+
+    __slots__ = ()
+
+    @property
+    def who(self):
+        """The process as the summary names it."""
+        return "pid %s" % (self.pid if self.pid is not None else "? (%s)" % self.stem)
+
+    def sort_key(self, main_pid):
+        numbers = [int(n) for n in re.findall(r"\d+", self.extra)]
+        return (self.pid != main_pid, self.pid is None, self.pid or 0, numbers, self.extra, self.stem)
+
+
+def collect(workdir):
+    """Every profile in the private directory.  Names starting with a dot
+    are the library's temporary files (a process killed while writing)."""
+    written = []
+    for name in os.listdir(workdir):
+        path = os.path.join(workdir, name)
+        if name.startswith(".") or not os.path.isfile(path):
+            continue
+        stem = name[:-len(".txt")] if name.endswith(".txt") else name
+        m = _PRIVATE_NAME_RE.match(name)
+        if m:
+            written.append(Written(int(m.group(1)), m.group(2), stem, path))
+        else:
+            written.append(Written(None, "." + stem, stem, path))
+    return written
+
+
+def expand_template(template, pid, hostname, start):
+    """Expands %p %h %t %% the way the library expands PYSAMPLE_OUTPUT."""
+    def sub(m):
+        c = m.group(1)
+        return {"p": str(pid), "h": hostname, "t": str(start), "%": "%"}.get(c, m.group(0))
+    return re.sub(r"%(.)", sub, template)
+
+
+def _insert_before_ext(path, text):
+    stem, ext = os.path.splitext(path)
+    return stem + text + ext
+
+
+def plan_outputs(written, main_pid, output, fmt, hostname, start):
+    """{Written: destination}.  Without -o a profile keeps the library's
+    name; a template with %p gets each process's pid, and the library's
+    extra part before the extension; a name without %p goes to the started
+    process's first profile, the others insert .<pid><extra> before the
+    extension."""
+    ext = EXTENSIONS[fmt]
+    plan = {}
+    if output is None:
+        for w in written:
+            plan[w] = os.path.abspath(w.stem + ext)
+        return plan
+    if re.search(r"%p", output.replace("%%", "")):
+        for w in written:
+            pid = w.pid if w.pid is not None else w.stem
+            plan[w] = os.path.abspath(_insert_before_ext(expand_template(output, pid, hostname, start),
+                                                         w.extra if w.pid is not None else ""))
+        return plan
+    single = expand_template(output, 0, hostname, start)
+    for w in written:
+        if len(written) == 1 or (w.pid == main_pid and w.extra == ""):
+            plan[w] = os.path.abspath(single)
+        else:
+            pid = "" if w.pid is None else ".%d" % w.pid
+            plan[w] = os.path.abspath(_insert_before_ext(single, pid + w.extra))
+    return plan
+
+
+# ---------------------------------------------------------------------------
+# Delivering and summing up
+# ---------------------------------------------------------------------------
+
+def _finish(args, command, written, main_pid, rate, mode, hostname, start):
+    fmt = args.format
+    plan = plan_outputs(written, main_pid, args.output, fmt, hostname, start)
+    profiles = []
+    problems = []
+    delivered = []
+    for w in sorted(written, key=lambda w: w.sort_key(main_pid)):
+        destination = plan[w]
+        try:
+            profile = parse_collapsed(w.path)
+        except ToolError as e:
+            problems.append("%s: %s" % (w.who, str(e).replace(w.path + ": ", "").replace(w.path, "profile")))
+            if fmt == "collapsed":
+                shutil.move(w.path, destination)
+                delivered.append((w, destination, None))
+            continue
+        profile.path = destination
+        if fmt == "collapsed":
+            shutil.move(w.path, destination)
+        else:
+            data = convert_bytes(profile, fmt, rate=rate, mode="cpu" if mode == "cpu" else "wall",
+                                 title="pysample: %s" % _describe_command(command))
+            write_output(destination, data, binary=is_binary(fmt))
+        profiles.append((w, profile))
+        delivered.append((w, destination, profile))
+
+    if args.quiet:
+        for problem in problems:
+            sys.stderr.write("%s: %s\n" % (PROG, problem))
+        return
+    err = sys.stderr
+    err.write("%s: profiled `%s` at %d Hz (%s-clock time)\n"
+              % (PROG, _describe_command(command), rate, "CPU" if mode == "cpu" else "wall"))
+    for w, path, profile in delivered:
+        what = describe(profile) if profile else "no samples"
+        err.write("%s: %s: %s -> %s\n" % (PROG, w.who, what, path))
+    for problem in problems:
+        err.write("%s: %s\n" % (PROG, problem))
+    if profiles:
+        err.write("%s: top functions by self samples%s:\n" % (PROG, _scope(w for w, _ in profiles)))
+        err.write(format_top([p for _, p in profiles], 10, indent="  "))
+        first = [path for _, path, p in delivered if p][0]
+        err.write("%s: next: %s\n" % (PROG, FORMAT_HINTS[fmt] % _shell_quote(os.path.relpath(first))))
+
+
+def _scope(written):
+    """What the top table sums: one profile, every process, or the profiles
+    of fewer processes (an exec gives one process a second profile)."""
+    written = list(written)
+    processes = len(set(w.pid if w.pid is not None else w.stem for w in written))
+    if len(written) == 1:
+        return ""
+    if processes == len(written):
+        return " (all %d processes)" % processes
+    return " (all %d profiles of %d process%s)" % (len(written), processes, "" if processes == 1 else "es")
+
+
+def _describe_command(command):
+    command = [os.path.basename(command[0])] + list(command[1:])
+    if len(command) == 2 and command[1] == demo_path():
+        command[1] = "demo.py"
+    text = " ".join(" ".join(command).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _signal_name(signum):
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "signal %d" % signum
+
+
+def _exit_status(returncode):
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _shell_quote(text):
+    if re.match(r"^[A-Za-z0-9_./=:,+-]+$", text):
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"

@@ -1,0 +1,64 @@
+# speedscope.py - a collapsed profile as speedscope JSON
+# (https://www.speedscope.app/file-format-schema.json): one sampled profile
+# per thread, frames shared.
+#
+# SPDX-License-Identifier: MIT
+
+import collections
+import os
+
+from .common import VERSION
+
+SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
+
+
+def to_speedscope(profile, rate=None):
+    frames = []
+    frame_index = {}
+
+    def index_of(frame):
+        i = frame_index.get(frame)
+        if i is None:
+            i = frame_index[frame] = len(frames)
+            entry = {"name": frame.name}
+            if frame.file is not None:
+                entry["file"] = frame.file
+            if frame.line is not None:
+                entry["line"] = frame.line
+            frames.append(entry)
+        return i
+
+    per_thread = collections.OrderedDict()
+    for thread, _ in profile.threads():
+        per_thread[thread] = ([], [])
+    for thread, stack, count in profile.stacks:
+        samples, weights = per_thread[thread]
+        samples.append([index_of(f) for f in stack])
+        weights.append(count)
+
+    if rate:
+        unit, factor = "milliseconds", 1000.0 / rate
+    else:
+        unit, factor = "none", 1
+    profiles = []
+    for thread, (samples, weights) in per_thread.items():
+        if factor != 1:
+            weights = [round(wt * factor, 6) for wt in weights]
+        profiles.append({
+            "type": "sampled",
+            "name": thread.label,
+            "unit": unit,
+            "startValue": 0,
+            "endValue": sum(weights),
+            "samples": samples,
+            "weights": weights,
+        })
+    busiest = max(range(len(profiles)), key=lambda i: profiles[i]["endValue"])
+    return {
+        "$schema": SPEEDSCOPE_SCHEMA,
+        "shared": {"frames": frames},
+        "profiles": profiles,
+        "name": os.path.basename(profile.path),
+        "activeProfileIndex": busiest,
+        "exporter": "pysample %s" % VERSION,
+    }
