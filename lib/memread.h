@@ -48,8 +48,9 @@ void ps_mem_enable_direct(void);
 
 /*
  * Called once per sampler tick: keeps the direct path only while our
- * handlers are still the installed ones (one sigaction query per signal):
- * a raw rt_sigaction system call replaces them behind the interposers.
+ * handlers are still the installed ones (one sigaction query per signal,
+ * at most once a millisecond): a raw rt_sigaction system call replaces
+ * them behind the interposers.
  */
 void ps_mem_tick(void);
 

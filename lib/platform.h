@@ -68,6 +68,10 @@ void ps_thread_copy_end(void);
 
 uint64_t ps_now_ns(void);                 /* monotonic clock */
 void ps_sleep_until_ns(uint64_t deadline); /* absolute, monotonic */
+/* Asks for the calling thread's timed waits to end as close to their
+ * deadline as the platform can (Linux: the 50 us default timer slack down
+ * to 1 ns; docs/performance.md has the figures). */
+void ps_thread_precise_timers(void);
 int64_t ps_self_cpu_ns(void);             /* CPU time of the calling thread */
 
 /* --- files -------------------------------------------------------------- */

@@ -490,6 +490,7 @@ static void *sampler_main(void *arg)
     sigdelset(&all, SIGILL);
     sigdelset(&all, SIGFPE);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    ps_thread_precise_timers();
 
     /* Wait for the interpreter to exist before the first tick: every
      * millisecond at first (a Python executable initialises within tens of

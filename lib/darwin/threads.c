@@ -314,6 +314,12 @@ uint64_t ps_now_ns(void)
     return t / tb.denom * tb.numer + t % tb.denom * tb.numer / tb.denom;
 }
 
+/* macOS has no per-thread timer slack to lower (its timer coalescing is
+ * per process and QoS-driven); mach_wait_until is already precise. */
+void ps_thread_precise_timers(void)
+{
+}
+
 void ps_sleep_until_ns(uint64_t deadline)
 {
     mach_timebase_info_data_t tb = timebase();
