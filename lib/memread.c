@@ -136,8 +136,12 @@ extern char **environ;
 
 /* The sa_flags bits the kernel keeps (Linux 5.11+ clears the others; older
  * kernels keep them, which a program would see there and not here). */
+#ifdef __linux__
 #ifndef SA_EXPOSE_TAGBITS
 #define SA_EXPOSE_TAGBITS 0x00000800
+#endif
+#else
+#define SA_EXPOSE_TAGBITS 0   /* a Linux flag (arm64 memory tags) */
 #endif
 #define PS_SA_KERNEL (SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK | SA_RESTART | \
                       SA_NODEFER | SA_RESETHAND | SA_EXPOSE_TAGBITS)
