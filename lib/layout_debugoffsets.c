@@ -144,17 +144,17 @@ static const struct do_map *const maps[] = { &map_313, &map_314, &map_315 };
 
 #define SUPPORTED "3.9-3.15"
 
-/* "3.15.0rc1", "3.16.0a0", "3.14.7" from a PY_VERSION_HEX. */
+/* "3.15.0rc1", "3.16.0a0", "3.14.7" from a PY_VERSION_HEX (release level
+ * 0xA alpha, 0xB beta, 0xC candidate, 0xF final). */
 static void version_name(uint32_t hex, char *buf, size_t len)
 {
-    static const char *const level[] = { "a", "a", "a", "a", "a", "a", "a", "a", "a", "a",
-                                         "a", "b", "rc", "", "", "" };
     unsigned lv = (hex >> 4) & 0xf, serial = hex & 0xf;
+    const char *level = lv == 0xa ? "a" : lv == 0xb ? "b" : lv == 0xc ? "rc" : "?";
     if (lv == 0xf)
         snprintf(buf, len, "%u.%u.%u", hex >> 24, (hex >> 16) & 0xff, (hex >> 8) & 0xff);
     else
         snprintf(buf, len, "%u.%u.%u%s%u", hex >> 24, (hex >> 16) & 0xff, (hex >> 8) & 0xff,
-                 level[lv], serial);
+                 level, serial);
 }
 
 static uint64_t get64(const uint8_t *d, uint32_t pos)
