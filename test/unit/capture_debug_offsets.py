@@ -55,6 +55,9 @@ api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
 api.PyInterpreterState_Head.restype = ctypes.c_void_p
 
 
+USED_TLBC = []   # thread-local bytecode copies the frame check went through
+
+
 def u64(addr):
     return struct.unpack("<Q", ctypes.string_at(addr, 8))[0]
 
@@ -126,6 +129,7 @@ def verify(block, runtime):
         arr = u64(id(code) + v("co_tlbc"))
         entry = u64(arr + 8 + 8 * idx)
         check(entry <= ip < entry + nbytes, "instr_ptr outside thread-local bytecode %d" % idx)
+        USED_TLBC.append(idx)
     check(u64(id(code) + v("co_filename")) == id(code.co_filename), "code_object.filename")
     check(u64(id(code) + v("co_name")) == id(code.co_name), "code_object.name")
     check(u64(id(code) + v("co_qualname")) == id(code.co_qualname), "code_object.qualname")
@@ -144,6 +148,25 @@ def main():
     block = ctypes.string_at(runtime, 1024)
     verify(block, runtime)
     ft = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    # Again from a second thread: its thread state, and on free-threaded
+    # builds its own copy of the bytecode (tlbc_index > 0, co_tlbc).
+    errors = []
+
+    def again():
+        try:
+            verify(block, runtime)
+        except SystemExit as e:
+            errors.append(e)
+    t = threading.Thread(target=again)
+    t.start()
+    t.join()
+    if errors:
+        sys.exit(1)
+    if ft and "fr_tlbc_index" in POS[sys.version_info[1]]:
+        check(any(i > 0 for i in USED_TLBC),
+              "the second thread did not run thread-local bytecode (copies used: %r)" % USED_TLBC)
+        sys.stderr.write("capture_debug_offsets: instr_ptr found in thread-local bytecode "
+                         "copies %r\n" % USED_TLBC)
     dbg = bool(sysconfig.get_config_var("Py_DEBUG"))
     shared = bool(sysconfig.get_config_var("Py_ENABLE_SHARED"))
     v = sys.version_info
