@@ -4,7 +4,9 @@
 One line per interpreter: "<label> <path>".  Sources, in order:
   - pyenv's versions ($(pyenv root)/versions/*/bin/python, or ~/.pyenv);
   - the system's /usr/bin/python3.N and their debug builds (python3.N-dbg);
-  - interpreters built by test/pythons/build.sh into its cache;
+  - interpreters in test/pythons/build.sh's cache: the ones it builds, and
+    ones built by hand whose stamp names label and executable (3.14+ from
+    CPython's own sources, docs/pythons.md);
   - PYSAMPLE_TEST_PYTHONS (colon-separated paths) and argv[1:].
 Interpreters older than 3.8 are ignored (nothing of ours runs there); 3.8
 is listed so the suite can check that it is refused cleanly.  Duplicates
