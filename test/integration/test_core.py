@@ -4,12 +4,17 @@ import os
 import shutil
 import subprocess
 
-from harness import program_lines
+from harness import PROGRAMS, program_lines
+
+# For programs written by a test: `until`, 0.x s and until the sampler has
+# woken 40 times (programs/sampled.py).
+UNTIL_SAMPLED = ("sys.path.insert(0, %r)\n" % PROGRAMS).replace("%", "%%") + \
+    "import sampled\nuntil = sampled.Until(%s, 40)\n"
 
 
 def test_exact_lines(ctx):
     prog = ctx.program("lines.py")
-    res = ctx.run([prog, "1.0"], env={"PYSAMPLE_RATE": "200"})
+    res = ctx.run([prog, "1.0", "100"], env={"PYSAMPLE_RATE": "200"})
     ctx.check_clean_run(res)
     ctx.check(res.stdout == "done\n", "program output changed: %r" % res.stdout)
     p = res.profile()
@@ -22,8 +27,8 @@ def test_exact_lines(ctx):
         got = [(f.name, f.line) for f in s.frames if f.file == prog]
         return got == want and all(f.file == prog for f in s.frames)
     hits = p.count_where(is_wanted)
-    # 1 s at 200 Hz; most samples must be this exact stack (the bound
-    # leaves room for a loaded machine delaying the sampler).
+    # 1 s at 200 Hz, and on until the sampler has woken 100 times (a
+    # loaded machine delays it); most samples must be this exact stack.
     ctx.check(hits >= 25 and hits >= 0.9 * p.with_frame("leaf"), "only %d samples of <module>:%d > caller:%d > leaf:%d"
               % (hits, call_caller, call_leaf, loop), p.dump())
     main = [s for s in p.stacks if s.thread.endswith("(MainThread)")]
@@ -37,7 +42,8 @@ def test_split_60_30_10(ctx):
     counts = {n: p.with_frame(n) for n in ("sixty", "thirty", "ten")}
     total = sum(counts.values())
     # Proportions are the assertion; the count only has to make them
-    # meaningful (a loaded 2-core machine delays the sampler's ticks).
+    # meaningful.  split.py adds rounds until the sampler has woken 400
+    # times (a loaded 2-core machine delays its ticks).
     ctx.check(total >= 0.3 * 750, "too few samples: %d" % total, p.dump())
     for name, share in (("sixty", 60), ("thirty", 30), ("ten", 10)):
         got = 100.0 * counts[name] / total
@@ -189,20 +195,22 @@ def test_non_ascii_names_and_path(ctx):
     d = ctx.tmpdir()
     path = os.path.join(d, "prögrâm_файл_名前.py")
     with open(path, "w", encoding="utf-8") as f:
-        f.write("import time\n"
-                "def función_ñ():\n"
-                "    end = time.perf_counter() + 0.4\n"
-                "    while time.perf_counter() < end: pass\n"
-                "def 関数_λ():\n"
-                "    función_ñ()\n"
-                "def deseret_𐐀():\n"
-                "    関数_λ()\n"
-                "deseret_𐐀()\n")
+        f.write("import sys, time\n"
+                "def función_ñ(until):\n"
+                "    while True:\n"
+                "        while time.perf_counter() < until.deadline: pass\n"
+                "        if not until.extend(): return\n"
+                "def 関数_λ(until):\n"
+                "    función_ñ(until)\n"
+                "def deseret_𐐀(until):\n"
+                "    関数_λ(until)\n"
+                + UNTIL_SAMPLED % 0.4 +
+                "deseret_𐐀(until)\n")
     res = ctx.run([path], env={"PYSAMPLE_RATE": "300"})
     ctx.check_clean_run(res)
     p = res.profile()
     n = p.count_where(lambda s: [(f.name, f.file, f.line) for f in s.frames][-3:] ==
-                      [("deseret_𐐀", path, 8), ("関数_λ", path, 6), ("función_ñ", path, 4)])
+                      [("deseret_𐐀", path, 9), ("関数_λ", path, 7), ("función_ñ", path, 4)])
     ctx.check(n >= 10, "non-ASCII stack deseret_𐐀 > 関数_λ > función_ñ: %d samples" % n, p.dump())
 
 
@@ -210,11 +218,13 @@ def test_escaping_of_separators(ctx):
     d = ctx.tmpdir()
     path = os.path.join(d, "semi;colon 100%.py")
     with open(path, "w") as f:
-        f.write("import time\n"
-                "def work():\n"
-                "    end = time.perf_counter() + 0.3\n"
-                "    while time.perf_counter() < end: pass\n"
-                "work()\n")
+        f.write("import sys, time\n"
+                "def work(until):\n"
+                "    while True:\n"
+                "        while time.perf_counter() < until.deadline: pass\n"
+                "        if not until.extend(): return\n"
+                + UNTIL_SAMPLED % 0.3 +
+                "work(until)\n")
     res = ctx.run([path], env={"PYSAMPLE_RATE": "300"})
     ctx.check_clean_run(res)
     p = res.profile()

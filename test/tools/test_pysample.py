@@ -1088,15 +1088,6 @@ def needs_build_root(test):
     return unittest.skipUnless(BUILD_ROOT, "PYSAMPLE_TEST_BUILD_ROOT is not set (run through meson test)")(test)
 
 
-SPIN = ("import threading, time\n"
-        "def spin(seconds):\n"
-        "    end = time.time() + seconds\n"
-        "    while time.time() < end:\n"
-        "        pass\n"
-        "t = threading.Thread(target=spin, args=(0.4,), name='Spinner')\n"
-        "t.start()\n"
-        "spin(0.6)\n"
-        "t.join()\n")
 
 
 def real_library(directory):
@@ -1136,7 +1127,7 @@ class BuildDirTests(TempDirTestCase):
         self.assertIn(("spin", "<string>"), functions, err)
         threads = profile.threads()
         self.assertEqual(len(threads), 2, "the main thread and the spinner: %r" % threads)
-        self.assertGreater(profile.total, 50, "about 200 Hz x (0.6 + 0.4) s")
+        self.assertGreater(profile.total, 50, "SPIN runs until the library has taken 60 samples")
         self.assertIn("top functions by self samples", err)
         code, out, err = pysample("flamegraph", "prof.txt", "-o", "prof.svg", front_end=script, cwd=self.tmp)
         self.assertEqual(code, 0, err)
@@ -1186,6 +1177,21 @@ FORKS = SPIN_UNTIL_SAMPLED + (
     "    os.waitpid(pid, 0)\n"
     "parent_work()\n"
     "print(os.getpid(), *children)\n")
+
+
+# Two threads, each busy for a while and then on until the library has taken
+# 60 more samples (of both threads), however loaded the machine.
+SPIN = SPIN_UNTIL_SAMPLED + (
+    "import threading\n"
+    "def spin(seconds):\n"
+    "    end = time.time() + seconds\n"
+    "    while time.time() < end:\n"
+    "        pass\n"
+    "    spin_until_sampled(60)\n"
+    "t = threading.Thread(target=spin, args=(0.4,), name='Spinner')\n"
+    "t.start()\n"
+    "spin(0.6)\n"
+    "t.join()\n")
 
 
 class RealRecordTests(TempDirTestCase):

@@ -3,22 +3,24 @@ import ctypes
 import sys
 import time
 
+import sampled
+
 lib_path, out_path = sys.argv[1], sys.argv[2]
 ps = ctypes.CDLL(lib_path)
 ps.pysample_samples.restype = ctypes.c_uint64
 
 
-class Status(ctypes.Structure):
-    _fields_ = [("running", ctypes.c_int), ("python_hexversion", ctypes.c_int),
-                ("free_threaded", ctypes.c_int), ("rate_hz", ctypes.c_int),
-                ("ticks", ctypes.c_uint64), ("samples", ctypes.c_uint64),
-                ("errors", ctypes.c_uint64), ("distinct_stacks", ctypes.c_uint64)]
+Status = sampled.Status
 
 
 def busy_api():
-    end = time.perf_counter() + 0.5
-    while time.perf_counter() < end:
-        pass
+    # 0.5 s, and until the sampler has woken 60 times (sampled.py).
+    until = sampled.Until(0.5, 60, lib=ps)
+    while True:
+        while time.perf_counter() < until.deadline:
+            pass
+        if not until.extend():
+            return
 
 
 assert ps.pysample_is_running() == 0

@@ -5,6 +5,8 @@ the same moment as the sampler; with one, they take turns.
 
     busy_threads.py [SECONDS]
 
+They run SECONDS and until the sampler has woken TICKS times.
+
 Prints "<thread index> <native id>" per thread, then "samples N errors N"
 from the sampler's own counters (pysample_status through ctypes; the
 library is the one in LD_PRELOAD).
@@ -15,7 +17,10 @@ import sys
 import threading
 import time
 
+import sampled
+
 DURATION = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
+TICKS = 100
 
 
 # Thread i runs only work<i> and rec<i>: a sample that shows one of them on
@@ -36,39 +41,32 @@ def rec3(n):
     return rec3(n - 1) if n else 3
 
 
-def work0(deadline):
+def work0(stop):
     i = 0
-    while time.perf_counter() < deadline:
+    while not stop:
         rec0(i % 12)
         i += 1
 
 
-def work1(deadline):
+def work1(stop):
     i = 0
-    while time.perf_counter() < deadline:
+    while not stop:
         rec1(i % 12)
         i += 1
 
 
-def work2(deadline):
+def work2(stop):
     i = 0
-    while time.perf_counter() < deadline:
+    while not stop:
         rec2(i % 12)
         i += 1
 
 
-def work3(deadline):
+def work3(stop):
     i = 0
-    while time.perf_counter() < deadline:
+    while not stop:
         rec3(i % 12)
         i += 1
-
-
-class Status(ctypes.Structure):
-    _fields_ = [("running", ctypes.c_int), ("python_hexversion", ctypes.c_int),
-                ("free_threaded", ctypes.c_int), ("rate_hz", ctypes.c_int),
-                ("ticks", ctypes.c_uint64), ("samples", ctypes.c_uint64),
-                ("errors", ctypes.c_uint64), ("distinct_stacks", ctypes.c_uint64)]
 
 
 def main():
@@ -79,21 +77,25 @@ def main():
     def run(i, f):
         ids[i] = threading.get_native_id()
         ready.wait()
-        f(deadline[0])
+        f(stop)
 
-    deadline = [0.0]
+    stop = []
     threads = [threading.Thread(target=run, args=(i, f)) for i, f in enumerate(funcs)]
     for t in threads:
         t.start()
-    # Every thread is started before the clock runs: all four busy at once.
-    deadline[0] = time.perf_counter() + DURATION
+    # Every thread is started before the clock runs: all four busy at once,
+    # for DURATION and until the sampler has woken TICKS times (sampled.py).
     ready.wait()
+    until = sampled.Until(DURATION, TICKS)
+    while until.more():
+        time.sleep(0.01)
+    stop.append(True)
     for t in threads:
         t.join()
     for i in sorted(ids):
         print(i, ids[i])
     lib = os.environ.get("LD_PRELOAD", "").split(":")[0]
-    st = Status()
+    st = sampled.Status()
     if lib and ctypes.CDLL(lib).pysample_status(ctypes.byref(st), ctypes.sizeof(st)) == 0:
         print("samples %d errors %d" % (st.samples, st.errors))
 

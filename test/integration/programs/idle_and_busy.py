@@ -1,20 +1,31 @@
-"""One thread sleeps, the main thread computes."""
+"""One thread sleeps, the main thread computes.
+
+The main thread computes for DURATION and until the sampler has woken TICKS
+times (sampled.py); the sleeper sleeps as long."""
 import threading
 import time
 
+import sampled
+
 DURATION = 1.0
+TICKS = 150
+done = threading.Event()
 
 
 def sleeper():
-    time.sleep(DURATION)  # @sleep
+    done.wait()  # @sleep
 
 
 def busy():
-    end = time.perf_counter() + DURATION
-    while time.perf_counter() < end: pass  # @busy
+    until = sampled.Until(DURATION, TICKS)
+    while True:
+        while time.perf_counter() < until.deadline: pass  # @busy
+        if not until.extend():
+            break
 
 
 t = threading.Thread(target=sleeper)
 t.start()
 busy()
+done.set()
 t.join()

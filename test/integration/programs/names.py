@@ -1,13 +1,20 @@
-"""The shapes of callables users write, each busy for a while."""
+"""The shapes of callables users write, each busy for DURATION and until
+the sampler has woken TICKS times (sampled.py)."""
 import time
 
+import sampled
+
 DURATION = 0.3
+TICKS = 40
 
 
 def spin():
-    end = time.perf_counter() + DURATION
-    while time.perf_counter() < end:
-        pass
+    until = sampled.Until(DURATION, TICKS)
+    while True:
+        while time.perf_counter() < until.deadline:
+            pass
+        if not until.extend():
+            return
 
 
 class Klass:

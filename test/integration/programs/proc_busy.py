@@ -3,8 +3,9 @@
     proc_busy.py [handler|restored]
 
 Prints what signal.getsignal() says for SIGTERM, SIGHUP and SIGINT, then
-"ready", then spins in spin_until_killed.  "handler": installs its own
-SIGTERM handler first, which prints "handled" and exits with status 7.
+spins in spin_until_killed, which prints "ready" once sampled.  "handler":
+installs its own SIGTERM handler first, which prints "handled" and exits
+with status 7.
 "restored": installs a SIGTERM handler and puts the old action back (so
 the default applies again).
 """
@@ -26,6 +27,10 @@ def on_term(sig, frame):
 
 
 def spin_until_killed():
+    # "ready" (the test's cue to send the signal) once the sampler has seen
+    # this function, however loaded the machine.
+    spin(0.05, ticks=10)
+    print("ready", flush=True)
     while True:
         spin(0.05)
 
@@ -38,5 +43,4 @@ elif mode == "restored":
     old = signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGTERM, old)
 print(views(), flush=True)
-print("ready", flush=True)
 spin_until_killed()

@@ -1,33 +1,44 @@
 """Thread names as programs set them, all threads busy at once for DURATION:
 a Thread subclass renamed from the main thread after start, a thread whose
 name needs escaping, a thread made by _thread (no threading.Thread, so no
-name), and the main thread.  Prints "<role> <native id>" per thread."""
+name), and the main thread.  Prints "<role> <native id>" per thread.
+
+The main thread runs for DURATION and until the sampler has woken TICKS
+times (sampled.py), then stops the others."""
 import _thread
 import threading
 import time
 
+import sampled
+
 DURATION = 1.5   # > 1 s: names are re-read about once a second
+TICKS = 100
 
 
-def spin(deadline):
-    while time.perf_counter() < deadline:
+def spin(stop):
+    while not stop:
         pass
 
 
-def renamed_work(d):
-    spin(d)
+def renamed_work(stop):
+    spin(stop)
 
 
-def escaped_work(d):
-    spin(d)
+def escaped_work(stop):
+    spin(stop)
 
 
-def raw_work(d):
-    spin(d)
+def raw_work(stop):
+    spin(stop)
 
 
-def main_work(d):
-    spin(d)
+def main_work(until, stop):
+    while True:
+        while time.perf_counter() < until.deadline:
+            pass
+        if not until.extend():
+            break
+    stop.append(True)
 
 
 class Worker(threading.Thread):
@@ -39,7 +50,7 @@ class Worker(threading.Thread):
     def run(self):
         self.ids["renamed"] = threading.get_native_id()
         self.go.wait()
-        renamed_work(self.go.deadline)
+        renamed_work(self.go.stop)
 
 
 def main():
@@ -49,14 +60,14 @@ def main():
     def escaped():
         ids["escaped"] = threading.get_native_id()
         go.wait()
-        escaped_work(go.deadline)
+        escaped_work(go.stop)
 
     raw_done = threading.Event()
 
     def raw():
         ids["raw"] = threading.get_native_id()
         go.wait()
-        raw_work(go.deadline)
+        raw_work(go.stop)
         raw_done.set()
 
     w = Worker(go, ids)
@@ -65,10 +76,10 @@ def main():
     w.name = "renamed"
     e.start()
     _thread.start_new_thread(raw, ())
-    go.deadline = time.perf_counter() + DURATION
+    go.stop = []
     go.set()
     ids["main"] = threading.get_native_id()
-    main_work(go.deadline)
+    main_work(sampled.Until(DURATION, TICKS), go.stop)
     w.join()
     e.join()
     raw_done.wait()

@@ -1,12 +1,19 @@
-"""Four threads, each busy in a function of its own; prints tid -> function."""
+"""Four threads, each busy in a function of its own; prints tid -> function.
+
+They spin for DURATION and until the sampler has woken TICKS times
+(sampled.py), which the main thread watches: the workers' stacks hold
+nothing but their own functions."""
 import threading
 import time
 
+import sampled
+
 DURATION = 1.0
+TICKS = 80
 
 
-def spin(deadline):
-    while time.perf_counter() < deadline:
+def spin(stop):
+    while not stop:
         pass
 
 
@@ -33,19 +40,22 @@ def main():
     # the busy threads started first can keep a later one from starting
     # for most of DURATION.
     ready = threading.Barrier(len(funcs) + 1)
-    deadline = [0.0]
+    stop = []
 
     def run(f):
         ids[f.__name__] = threading.get_native_id()
         ready.wait()
-        f(deadline[0])
+        f(stop)
 
     threads = [threading.Thread(target=run, args=(f,), name="worker-%d" % i)
                for i, f in enumerate(funcs)]
     for t in threads:
         t.start()
-    deadline[0] = time.perf_counter() + DURATION
     ready.wait()
+    until = sampled.Until(DURATION, TICKS)
+    while until.more():
+        time.sleep(0.01)
+    stop.append(True)
     for t in threads:
         t.join()
     for name, tid in sorted(ids.items()):

@@ -1,0 +1,93 @@
+"""Lets a test program run a part until the sampler has looked at it often
+enough, not for a fixed time.
+
+On a loaded machine the sampler thread gets the CPU late and takes fewer
+samples in a second than its rate says; a program that ran for a fixed
+time would then leave too few samples for the test's assertions.  So a part
+runs at least its stated time and, if by then the sampler has not woken up
+`ticks` times since the part began, on until it has (giving up after
+GIVE_UP seconds, so that a broken sampler fails the test's assertions
+instead of hanging it).  Without the library, or when it does not sample
+(profiling off, an unsupported or refused Python), a part runs just its
+stated time, as before.
+
+The tick count comes from pysample_status() of the preloaded library (or
+of the handle given), read only once the stated time is over, and then
+every EXTEND seconds: the program's hot loops stay what they were, and the
+samples land in them, not in this module.
+
+    until = sampled.Until(seconds=1.0, ticks=100)
+    while True:
+        while time.perf_counter() < until.deadline:
+            work()
+        if not until.extend():
+            break
+
+or, where a frame of this module on top of the stack does not matter,
+`while until.more(): work()`.
+"""
+import ctypes
+import time
+
+GIVE_UP = 60.0
+EXTEND = 0.05
+
+
+class Status(ctypes.Structure):
+    # struct pysample_status of include/pysample.h (it may grow at the end).
+    _fields_ = [("running", ctypes.c_int), ("python_hexversion", ctypes.c_int),
+                ("free_threaded", ctypes.c_int), ("rate_hz", ctypes.c_int),
+                ("ticks", ctypes.c_uint64), ("samples", ctypes.c_uint64),
+                ("errors", ctypes.c_uint64), ("distinct_stacks", ctypes.c_uint64)]
+
+
+def _preloaded():
+    try:
+        lib = ctypes.CDLL(None)
+        lib.pysample_status
+    except (OSError, AttributeError):
+        return None
+    return lib
+
+
+def sampler_ticks(lib):
+    """The sampler's wake-ups so far, or None when it does not sample."""
+    if lib is None:
+        return None
+    st = Status()
+    if lib.pysample_status(ctypes.byref(st), ctypes.sizeof(st)) != 0 or not st.running:
+        return None
+    return st.ticks
+
+
+class Until:
+    """A part of the program: seconds at least, and until the sampler has
+    woken `ticks` times during it.  Threads may share one."""
+
+    def __init__(self, seconds, ticks, lib=None):
+        self.lib = lib if lib is not None else _preloaded()
+        now = time.perf_counter()
+        self.deadline = now + seconds
+        self.give_up = now + GIVE_UP
+        self.want = ticks
+        self.start = sampler_ticks(self.lib) or 0
+        self.done = False
+
+    def extend(self):
+        """Called when the deadline has passed: True (and the deadline
+        moved on by EXTEND) while the part should go on."""
+        if self.done:
+            return False
+        now = time.perf_counter()
+        if now < self.deadline:
+            return True
+        seen = sampler_ticks(self.lib)
+        if seen is None or seen - self.start >= self.want or now >= self.give_up:
+            self.done = True
+            return False
+        self.deadline = now + EXTEND
+        return True
+
+    def more(self):
+        return time.perf_counter() < self.deadline or self.extend()
+
