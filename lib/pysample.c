@@ -140,6 +140,7 @@ static void fatal_block(sigset_t *old)
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGQUIT);
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, old);
 }

@@ -5,7 +5,8 @@
  *              so that the program's own SIGSEGV/SIGBUS handler goes into
  *              its view behind ours, which delivers it every fault that
  *              is not one of our guarded reads (memread.c); and so that
- *              our handler of SIGTERM, SIGHUP and SIGINT stays hidden
+ *              our handler of SIGTERM, SIGHUP, SIGINT and SIGQUIT
+ *              stays hidden
  *              (below).  glibc's signal() calls its internal sigaction, not
  *              ours, so it needs its own stand-in;
  *   _exit, _Exit
@@ -78,6 +79,10 @@ struct managed {
 
 static struct managed M[] = { { SIGTERM, { .sa_handler = SIG_DFL } },
                               { SIGHUP, { .sa_handler = SIG_DFL } },
+                              /* gunicorn's master sends it to its workers;
+                               * one that is already exiting (Python has put
+                               * the default back) dies of it. */
+                              { SIGQUIT, { .sa_handler = SIG_DFL } },
                               { SIGINT, { .sa_handler = SIG_DFL } } };
 static _Atomic int signals_on;
 
