@@ -5,9 +5,8 @@
  *              so that the program's own SIGSEGV/SIGBUS handler goes into
  *              its view behind ours, which delivers it every fault that
  *              is not one of our guarded reads (memread.c); and so that
- *              our handler of SIGTERM, SIGHUP, SIGINT and SIGQUIT
- *              stays hidden
- *              (below).  glibc's signal() calls its internal sigaction, not
+ *              our handler of SIGTERM, SIGHUP, SIGINT and SIGQUIT stays
+ *              hidden (below).  glibc's signal() calls its internal sigaction, not
  *              ours, so it needs its own stand-in;
  *   _exit, _Exit
  *              os._exit() and multiprocessing children end this way,
