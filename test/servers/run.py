@@ -7,7 +7,10 @@ Each scenario starts the server twice at the same time on random free
 loopback ports, once with the library preloaded (PYSAMPLE_OUTPUT=prof.%p.txt)
 and once without, drives both the same way (wrk load, signals), and checks:
   - the exit status is the same with and without the library;
-  - no request failed (wrk: no socket error, no non-2xx answer);
+  - no request failed (wrk: no socket error, no non-2xx answer), except
+    that a uWSGI worker retiring after --max-requests drops the one
+    connection it had already accepted, with or without the library: at
+    most one failure per respawn the log reports, in either run;
   - every process the server's log names (master, each worker, each
     respawned worker, the master again after a reload) left exactly one
     profile (the master one per image), each parseable, and no temporary
@@ -194,10 +197,18 @@ def wrk(port, seconds):
     return reqs, errs, float(rps.group(1)) if rps else 0.0, out
 
 
-def load_both(servers, seconds):
-    """wrk against every server at the same time."""
+def load_both(servers, seconds, per_respawn=False):
+    """wrk against every server at the same time.  per_respawn: one failed
+    request per worker respawn is tolerated, in both runs alike (a uWSGI
+    worker retiring after --max-requests drops the connection it had
+    already accepted, library or not: seen 3 failures for 3 respawns
+    without the library)."""
+    # One connection per request: a worker that retires (--max-requests)
+    # closes its keep-alive connections, and wrk counts a request it had
+    # just sent on one as a read error, with or without the library.
     procs = [subprocess.Popen(["wrk", "-t%d" % WRK_THREADS, "-c%d" % WRK_CONNS,
-                               "-d%ds" % seconds, "http://127.0.0.1:%d/" % s.port],
+                               "-d%ds" % seconds, "--timeout", "10s", "-H", "Connection: close",
+                               "http://127.0.0.1:%d/" % s.port],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for s in servers]
     for s, p in zip(servers, procs):
@@ -211,10 +222,12 @@ def load_both(servers, seconds):
         m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
         if m:
             errs += int(m.group(1))
-        if reqs == 0 or errs:
+        allowed = len(re.findall(r"Respawned uWSGI worker", s.text())) if per_respawn else 0
+        if reqs == 0 or errs > allowed:
             raise AssertionError("%s: %d requests, %d failed\n%s\nserver log:\n%s"
                                  % (s.name(), reqs, errs, out, s.text()[-2000:]))
         s.requests = getattr(s, "requests", 0) + reqs
+        s.failed = getattr(s, "failed", 0) + errs
 
 
 def check(cond, msg):
@@ -222,7 +235,7 @@ def check(cond, msg):
         raise AssertionError(msg)
 
 
-def check_pair(lib, plain, reexecs=0):
+def check_pair(lib, plain, reexecs=0, min_workers=3):
     """The assertions of the module docstring, for one finished pair."""
     check(lib.rc == plain.rc, "exit status %s with the library, %s without\nwith:\n%s\nwithout:\n%s"
           % (lib.rc, plain.rc, lib.text()[-2000:], plain.text()[-2000:]))
@@ -245,6 +258,8 @@ def check_pair(lib, plain, reexecs=0):
     served = {int(f.split(".")[1]) for f in os.listdir(lib.served)}
     check(len(served) >= 2, "only %d workers served requests" % len(served))
     workers = [p for p, role in pids.items() if role == "worker"]
+    check(len(workers) >= min_workers, "only %d workers seen, expected %d or more (respawns)\n%s"
+          % (len(workers), min_workers, lib.text()[-3000:]))
     for p in workers:
         prof = Profile(os.path.join(lib.out, "prof.%d.txt" % p))
         if p in served:
@@ -261,7 +276,8 @@ def check_pair(lib, plain, reexecs=0):
             n = prof.count_where(lambda s: any(f.name == "warm_up" and f.line in
                                                (warm_line, warm_line + 1) for f in s.frames))
             check(n > 0, "the master's %s lacks the app's warm_up\n%s" % (name, prof.dump()))
-    return len(files), len(workers), len(served)
+    return (len(files), len(workers), len(served), getattr(lib, "failed", 0),
+            getattr(plain, "failed", 0))
 
 
 def start_pair(kind, libpath, extra, root):
@@ -280,7 +296,7 @@ def workers_ready(n):
     return lambda t: len(re.findall(r"spawned uWSGI worker", t)) >= n
 
 
-def scenario(kind, extra, steps, reexecs=0):
+def scenario(kind, extra, steps, reexecs=0, min_workers=3):
     def run(libpath, root):
         pair = start_pair(kind, libpath, extra, root)
         try:
@@ -292,12 +308,12 @@ def scenario(kind, extra, steps, reexecs=0):
             for s in pair:
                 s.kill_tree()
             raise
-        return check_pair(pair[0], pair[1], reexecs)
+        return check_pair(pair[0], pair[1], reexecs, min_workers)
     return run
 
 
-def load(seconds):
-    return lambda pair: load_both(pair, seconds)
+def load(seconds, per_respawn=False):
+    return lambda pair: load_both(pair, seconds, per_respawn)
 
 
 def send(sig):
@@ -317,20 +333,35 @@ def gunicorn_reloaded(pair):
         s.wait_ready(after=lambda t: len(re.findall(r"Booting worker", t)) >= 6)
 
 
+def gunicorn_respawned(pair):
+    """At least one worker retired (--max-requests) after the reload and
+    three workers are alive again: every retired one has its successor."""
+    def settled(t):
+        booted = set(re.findall(r"Booting worker with pid: (\d+)", t))
+        gone = set(re.findall(r"Worker exiting \(pid: (\d+)\)", t))
+        gone |= set(re.findall(r"Worker with pid (\d+) was terminated", t))
+        return len(booted) >= 7 and len(booted - gone) >= 3
+    for s in pair:
+        s.wait_ready(after=settled, timeout=90)
+
+
 SCENARIOS = [
     ("uwsgi_sigterm_die_on_term", scenario(
         "uwsgi", ["--die-on-term"], [load(3), send(signal.SIGTERM)])),
     ("uwsgi_max_requests_sigint", scenario(
-        "uwsgi", ["--max-requests", "60"], [load(4), send(signal.SIGINT)])),
+        "uwsgi", ["--max-requests", "20", "--min-worker-lifetime", "1"],
+        [load(4, per_respawn=True), send(signal.SIGINT)], min_workers=4)),
     ("uwsgi_sighup_reload_sigquit", scenario(
         "uwsgi", ["--reload-mercy", "8", "--worker-reload-mercy", "8"],
         [load(2), send(signal.SIGHUP), uwsgi_reloaded, load(2), send(signal.SIGQUIT)],
-        reexecs=1)),
+        reexecs=1, min_workers=6)),
     ("gunicorn_sigterm", scenario(
         "gunicorn", [], [load(3), send(signal.SIGTERM)])),
     ("gunicorn_max_requests_hup_sigquit", scenario(
-        "gunicorn", ["--max-requests", "60"],
-        [load(2), send(signal.SIGHUP), gunicorn_reloaded, load(2), send(signal.SIGQUIT)])),
+        "gunicorn", ["--max-requests", "10"],
+        [load(2), send(signal.SIGHUP), gunicorn_reloaded, load(3), gunicorn_respawned,
+         send(signal.SIGQUIT)],
+        min_workers=7)),
     ("gunicorn_sigint", scenario(
         "gunicorn", [], [load(2), send(signal.SIGINT)])),
 ]
@@ -380,7 +411,7 @@ def main():
             continue
         t0 = time.monotonic()
         try:
-            files, workers, served = fn(libpath, root)
+            files, workers, served, failed_lib, failed_plain = fn(libpath, root)
         except Exception as e:
             failed += 1
             import traceback
@@ -389,8 +420,9 @@ def main():
                                                  detail.replace("\n", "\n    ")), flush=True)
             continue
         passed += 1
-        print("ok   %-36s (%.1fs) %d profiles, %d workers, %d served"
-              % (name, time.monotonic() - t0, files, workers, served), flush=True)
+        print("ok   %-36s (%.1fs) %d profiles, %d workers, %d served, failed requests "
+              "%d with / %d without" % (name, time.monotonic() - t0, files, workers, served,
+                                        failed_lib, failed_plain), flush=True)
     shutil.rmtree(root, ignore_errors=True)
     print("servers: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
