@@ -5,6 +5,13 @@ runs real programs under the interpreter being tested with libpysample
 preloaded, parses the profiles they leave and asserts on what a user would
 see.  ctx is a Context; failing means raising AssertionError (use ctx.check
 and friends for messages that say what was expected and what came).
+
+The suite must pass on a loaded machine, where the sampler wakes late and
+takes fewer samples per second than its rate.  A program whose samples a
+test counts therefore runs until the sampler has looked at it often enough
+(programs/sampled.py: at least its stated time, then on until N sampler
+ticks), never for a fixed time alone; a test that only needs a function to
+appear asserts that it appears, not how often.
 """
 import os
 import re
