@@ -78,8 +78,11 @@ struct pysample_status {
 };
 
 /*
- * Fills *st.  size must be sizeof(struct pysample_status); it lets the
- * structure grow at the end in later versions.  Returns 0 or -EINVAL.
+ * Fills *st.  size is sizeof(struct pysample_status) as the caller was
+ * built with: the structure may grow at the end in later versions, and a
+ * caller built against an older, shorter one gets the fields it knows.
+ * Returns 0, or -EINVAL if st is NULL or size does not end where a field
+ * of this library's structure ends.
  */
 PYSAMPLE_API int pysample_status(struct pysample_status *st, unsigned size);
 

@@ -13,6 +13,18 @@
 
 #include "config.h"
 
+extern char **environ;
+
+const char *ps_env_initial(const char *name, void *ctx)
+{
+    (void)ctx;
+    size_t n = strlen(name);
+    for (char **e = environ; e != NULL && *e != NULL; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
 /* Parses a whole decimal integer in [lo, hi]; 0 on success. */
 static int parse_int(const char *s, long lo, long hi, long *out)
 {
@@ -113,6 +125,12 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
         else
             c->file_mode = (int)m;
     }
+
+    /* Not a user setting (test/bench/ reads it): an unusable path is
+     * ignored without a word. */
+    s = get("PYSAMPLE_STATS", ctx);
+    if (s != NULL && strlen(s) < sizeof c->stats_path)
+        strcpy(c->stats_path, s);
 
     s = get("PYSAMPLE_FORMAT", ctx);
     if (s != NULL && strcmp(s, "collapsed") != 0)

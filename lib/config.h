@@ -25,6 +25,7 @@ struct ps_config {
     int flush_interval_s; /* 0: only at exit */
     int max_stacks;
     int file_mode;
+    char stats_path[1024]; /* PYSAMPLE_STATS (sampler.c): "" = none; a measuring aid */
 };
 
 /*
@@ -33,6 +34,13 @@ struct ps_config {
  * getenv: some hosts, bash among them, replace getenv with their own.)
  */
 typedef const char *(*ps_env_get)(const char *name, void *ctx);
+
+/*
+ * The reader the library passes: name's value in the environment the
+ * process received (environ as it was when we looked), or NULL.  ctx is
+ * unused.  Safe in a constructor.
+ */
+const char *ps_env_initial(const char *name, void *ctx);
 
 /*
  * Fills *c.  For each invalid value, warn(ctx, message) is called once with a

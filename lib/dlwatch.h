@@ -19,7 +19,7 @@ void ps_dlwatch_arm(void);
 /* A symbol of the libpython that was found, or NULL (runtime.c's lookup). */
 typedef void *(*ps_sym_lookup)(const char *name, void *ctx);
 
-/* ---- lifecycle (lib/pysample.c) ------------------------------------------ */
+/* ---- lifecycle (lib/lifecycle.c) ------------------------------------------ */
 
 /*
  * A libpython was loaded (path names it, for messages): detect its
@@ -32,8 +32,5 @@ void ps_lifecycle_python_loaded(ps_sym_lookup lookup, void *ctx, const char *pat
 /* The libpython being profiled, for messages ("the program" when it is
  * the executable). */
 const char *ps_lifecycle_python_path(void);
-
-/* One "pysample: " line on stderr. */
-void ps_lifecycle_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -1,23 +1,56 @@
 /*
- * lifecycle.h - start-up, exit, exec, fork and fatal signals: when
- * profiling starts and when the profile is written.  lib/pysample.c keeps
- * the state; lib/linux/interpose.c stands in front of the C library
- * functions that mark those moments and calls in here.  docs/processes.md
- * says what the user sees.
+ * lifecycle.h - when profiling starts and when the profile is written:
+ * start-up, exit, _exit, exec, fork and fatal signals (lib/lifecycle.c).
+ *
+ * Callers: the public API (api.c) and the C library stand-ins
+ * (lib/linux/interpose.c, lib/darwin/interpose.c), which report the moments
+ * the program reaches.  The lifecycle calls only down (sampler, writer,
+ * output, platform.h), never back into them.  docs/processes.md says what
+ * the user sees.
  */
 #ifndef PS_LIFECYCLE_H
 #define PS_LIFECYCLE_H
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
-#include <sys/types.h>
 
-/* ---- lib/pysample.c ------------------------------------------------------ */
+#include "python.h"
 
 /*
- * 1 if this process profiles to PYSAMPLE_OUTPUT and the caller runs in it.
- * 0 in a vfork() child (posix_spawn, subprocess): it shares our memory
- * until it execs or _exits, and must neither write a profile nor change
- * our state in the parent's stead.
+ * The library's state in this process.  Only ever moves down the list,
+ * except in a forked child, which keeps its parent's state:
+ *   OFF        nothing set up: not asked yet, or no CPython found (yet)
+ *   FAILED     set-up failed and said why once: never tried again
+ *   READY      interpreter found and tables ready: the API may start/stop
+ *   PROFILING  READY, and PYSAMPLE_OUTPUT is written at the end
+ * When and how often the file is written is the writer's state (writer.h).
+ */
+enum ps_life { PS_LIFE_OFF = 0, PS_LIFE_FAILED, PS_LIFE_READY, PS_LIFE_PROFILING };
+
+/*
+ * Start profiling this process's interpreter to PYSAMPLE_OUTPUT, as the
+ * constructor does at load time; callable again later: it does nothing once
+ * profiling is on or has failed.  (A libpython loaded later, found by its
+ * own symbols: ps_lifecycle_python_loaded() of dlwatch.h.)
+ * Returns 0 if profiling runs, -ENOENT if there is no CPython (yet) or no
+ * PYSAMPLE_OUTPUT, another negative errno if it cannot start (said on
+ * stderr).
+ */
+int ps_lifecycle_start_process(void);
+
+/* pysample_start()/pysample_stop() (api.c). */
+int ps_lifecycle_start_sampling(int rate_hz);
+void ps_lifecycle_stop_sampling(void);
+
+/* The interpreter found, or NULL before READY. */
+const struct ps_python *ps_lifecycle_python(void);
+
+/*
+ * 1 if this process's state is its own and the caller runs in it.  0 in a
+ * vfork() child (posix_spawn, subprocess): it shares our memory until it
+ * execs or _exits, and must neither write a profile nor change our state in
+ * the parent's stead.
  */
 int ps_lifecycle_owner(void);
 
@@ -28,13 +61,6 @@ void ps_lifecycle_process_exit(void);
 void ps_lifecycle_before_exec(void);
 
 /*
- * From our handler of a fatal signal at default disposition: get the final
- * profile written (by the sampler thread, never by the interrupted one) and
- * wait for it, bounded.  The caller then dies of the signal.
- */
-void ps_lifecycle_fatal_signal(int sig);
-
-/*
  * kill()/raise() of a fatal signal at default disposition to this process
  * itself, from ordinary code (Python's exit after an unhandled
  * KeyboardInterrupt does this once the sampler has stopped): write first.
@@ -42,42 +68,29 @@ void ps_lifecycle_fatal_signal(int sig);
 void ps_lifecycle_self_signal(void);
 
 /*
- * The sampler thread leaves the process for a moment and comes back: used
- * while CPython 3.12+ counts the process's threads after os.fork() (see
- * interpose.c).  resume is a no-op unless pause stopped it.
+ * CPython 3.12+ counts the process's threads right after os.fork() by
+ * reading /proc/self/stat; the sampler thread steps out for that moment
+ * (lifecycle.c).  The fopen() stand-in calls begin before the real fopen
+ * of path; if it returns 1, end with the stream (NULL if the open failed).
+ * The fclose() stand-in calls closed after the real fclose of f.
  */
-int ps_lifecycle_pause_sampler(void);
-void ps_lifecycle_resume_sampler(void);
-
-/* ---- lib/linux/interpose.c ----------------------------------------------- */
+int ps_lifecycle_fopen_begin(const char *path);
+void ps_lifecycle_fopen_end(FILE *f);
+void ps_lifecycle_fclosed(FILE *f);
 
 /*
- * Installs our handler for SIGTERM, SIGHUP and SIGINT wherever their
- * disposition is the default, while the program keeps seeing the default
- * (interpose.c explains how).  Called once by the constructor.
+ * A critical section of the library: our fatal-signal handler is held off
+ * this thread (SIGTERM, SIGHUP, SIGQUIT, SIGINT blocked) and, if lock is not NULL,
+ * the lock is held.  The handler waits for the sampler thread, which may
+ * need the very lock this thread holds (seen: SIGTERM from
+ * Pool.terminate() landing in a worker's own os._exit); the signal stays
+ * pending and is delivered when the section ends.
  */
-void ps_signals_take_over(void);
-
-/* The parent side of fork() on CPython 3.12+: the next fopen of
- * /proc/self/stat by this thread is CPython counting threads. */
-void ps_fork_window_open(void);
-
-/* The prepare side of fork(): a pause of the sampler left open ends. */
-void ps_fork_window_before_fork(void);
-
-/* ---- lib/linux/libc.c: the C library behind our stand-ins ---------------- */
-
-/* Resolves the real libc functions behind our interposers. */
-void ps_interpose_init(void);
-
-FILE *ps_real_fopen(const char *path, const char *mode, int large);
-int ps_real_fclose(FILE *f);
-int ps_real_execve(const char *path, char *const argv[], char *const envp[]);
-int ps_real_execvpe(const char *file, char *const argv[], char *const envp[]);
-int ps_real_execv(const char *path, char *const argv[]);
-int ps_real_execvp(const char *file, char *const argv[]);
-int ps_real_fexecve(int fd, char *const argv[], char *const envp[]);
-int ps_real_kill(pid_t pid, int sig);
-int ps_real_raise(int sig);
+struct ps_section {
+    sigset_t old;
+    pthread_mutex_t *lock;
+};
+void ps_section_enter(struct ps_section *s, pthread_mutex_t *lock);
+void ps_section_leave(struct ps_section *s);
 
 #endif

@@ -16,12 +16,21 @@ struct ps_python;
 
 /* --- signals ------------------------------------------------------------ */
 
+/* Resolves the C library functions behind our stand-ins (interpose.c).
+ * Called by the constructor, so that no signal handler looks them up. */
+void ps_interpose_init(void);
+
 /* The C library's sigaction, bypassing our own interposer. */
 int ps_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
-#ifdef __linux__
-/* The C library's signal(), bypassing our own interposer. */
-sighandler_t ps_real_signal(int sig, sighandler_t handler);
-#endif
+
+/*
+ * Installs our handler for SIGTERM, SIGHUP, SIGQUIT and SIGINT wherever their
+ * disposition is the default, while the program keeps seeing the default
+ * (lib/linux/interpose.c explains how).  The handler calls write_first(sig)
+ * (lifecycle.c: get the profile written, bounded), then dies of the signal
+ * as the default action would.  Not on macOS yet (docs/macos.md).
+ */
+void ps_fatal_signals_take_over(void (*write_first)(int sig));
 
 /* --- threads ------------------------------------------------------------ */
 

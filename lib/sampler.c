@@ -4,11 +4,14 @@
  *
  * Locking.  The sampler never takes a lock that a program thread can hold:
  * it reads interpreter memory without the GIL or the runtime's HEAD_LOCK,
- * through ps_read() only.  Its own mutex guards the profile tables and is
- * held for one tick at a time; the only other takers are the writers
- * (exit, periodic flush runs on this thread anyway, pysample_write) and
- * fork(), which takes it in the prepare handler so that the child never
- * inherits it locked by a thread that does not exist there.
+ * through ps_read() only.  It holds the profile's lock (profile.c) for one
+ * tick at a time.
+ *
+ * Writing.  This thread is the profile's writer whenever it is alive
+ * (lifecycle.c says why): periodically, and when asked
+ * (ps_sampler_request_write), it serves the writer's requests (writer.c).
+ * It calls down only: tick -> thread states -> frames -> code cache ->
+ * stack table, and writer -> output.
  *
  * Memory.  The thread list and frames are copied into fixed buffers owned
  * by this thread; malloc only happens when a new code object or stack is
@@ -42,23 +45,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "codecache.h"
 #include "frames.h"
 #include "memread.h"
 #include "platform.h"
+#include "profile.h"
 #include "sampler.h"
-#include "stacktab.h"
 #include "threadnames.h"
+#include "threadstates.h"
+#include "writer.h"
 
-#define PS_MAX_INTERPS 256
-#define PS_MAX_THREADS 4096
 #define PS_WALK_TRIES 3
 #define PS_NAME_RETRIES 8
 #define PS_NAME_REFRESH_NS 1000000000ull
 #define PS_TIDCACHE 1024   /* power of two */
 #define PS_LATE_BUCKETS (16 + 60 * 16)
-
-extern char **environ;
 
 /* Per-thread memory of the sampler: CPU time seen last tick, the name and
  * the label id (valid while gen matches the profile's generation). */
@@ -76,15 +76,10 @@ struct tid_info {
 static struct {
     struct ps_python py;
     struct ps_config cfg;
-    ps_flush_fn flush;
     int setup_done;
 
-    pthread_mutex_t lock;       /* guards tab, cc, tids, gen */
     pthread_mutex_t join_lock;  /* one thread joins the sampler thread */
-    struct ps_stacktab tab;
-    struct ps_codecache cc;
-    struct tid_info tids[PS_TIDCACHE];
-    uint32_t gen;               /* bumped when tab is cleared */
+    struct tid_info tids[PS_TIDCACHE];  /* under the profile's lock */
     uint64_t *scratch;          /* max_depth + 1 frames */
     uint64_t *rooted;
 
@@ -93,7 +88,7 @@ static struct {
     _Atomic int stop;           /* asks it to leave */
     _Atomic int rate_hz;
     _Atomic int finished;       /* runtime finalizing: nothing more to read */
-    _Atomic int flush_request;  /* call flush at the next chance (pysample.c) */
+    _Atomic int write_request;  /* serve the writer at the next chance */
 
     _Atomic uint64_t ticks, samples, errors, late_ticks;
     _Atomic int64_t cpu_ns;
@@ -109,23 +104,12 @@ static struct {
     pthread_mutex_t wake_lock;  /* with wake: the interruptible wait */
     pthread_cond_t wake;
 
-    /* PYSAMPLE_STATS: owned by the sampler thread while it runs. */
-    char stats_path[1024];
+    /* PYSAMPLE_STATS (cfg.stats_path): owned by the sampler thread while
+     * it runs. */
     uint64_t active_ns;         /* wall time spent sampling, all runs */
     uint64_t late_hist[PS_LATE_BUCKETS];
     uint64_t tick_hist[PS_LATE_BUCKETS];  /* duration of the tick's work */
-} S = { .lock = PTHREAD_MUTEX_INITIALIZER, .join_lock = PTHREAD_MUTEX_INITIALIZER,
-        .wake_lock = PTHREAD_MUTEX_INITIALIZER };
-
-/* The environment as the process received it (see pysample.c on getenv). */
-static const char *env_raw(const char *name)
-{
-    size_t n = strlen(name);
-    for (char **e = environ; e != NULL && *e != NULL; e++)
-        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
-            return *e + n + 1;
-    return NULL;
-}
+} S = { .join_lock = PTHREAD_MUTEX_INITIALIZER, .wake_lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void wake_init(void)
 {
@@ -140,20 +124,14 @@ static void wake_init(void)
     pthread_mutex_init(&S.wake_lock, NULL);
 }
 
-int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg,
-                     ps_flush_fn flush)
+int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
 {
     S.py = *py;
     S.cfg = *cfg;
-    S.flush = flush;
     S.pid = getpid();
     atomic_store(&S.rate_hz, cfg->rate_hz);
     wake_init();
-    const char *stats = env_raw("PYSAMPLE_STATS");
-    if (stats != NULL && strlen(stats) < sizeof S.stats_path)
-        strcpy(S.stats_path, stats);
-    if (ps_stacktab_init(&S.tab, (size_t)cfg->max_stacks) != 0 ||
-        ps_codecache_init(&S.cc, 16384) != 0)
+    if (ps_profile_setup((size_t)cfg->max_stacks) != 0)
         return -1;
     S.scratch = malloc(((size_t)cfg->max_depth + 2) * sizeof *S.scratch);
     S.rooted = malloc(((size_t)cfg->max_depth + 2) * sizeof *S.rooted);
@@ -183,12 +161,13 @@ static struct tid_info *tid_slot(long tid)
 /* Label id of thread tid, refreshing its name now and then (3.14+ and
  * programs that name threads change it at any time).  boot is the thread's
  * Thread._bootstrap_inner frame in this sample's walk, or 0. */
-static uint32_t thread_label(struct tid_info *ti, uint64_t now, uintptr_t boot)
+static uint32_t thread_label(struct ps_profile *p, struct tid_info *ti, uint64_t now,
+                             uintptr_t boot)
 {
     /* A thread first seen before it reached _bootstrap_inner is looked at
      * again as soon as it has, not a second later. */
     int boot_new = boot != 0 && !ti->had_boot;
-    if (ti->gen != S.gen || ti->label == PS_ID_NONE || now >= ti->name_at || boot_new) {
+    if (ti->gen != p->gen || ti->label == PS_ID_NONE || now >= ti->name_at || boot_new) {
         char name[sizeof ti->name];
         if (ti->tid == S.pid)
             strcpy(name, "MainThread");
@@ -208,10 +187,10 @@ static uint32_t thread_label(struct tid_info *ti, uint64_t now, uintptr_t boot)
         } else {
             ti->had_boot = boot != 0;
         }
-        if (ti->gen != S.gen || ti->label == PS_ID_NONE || strcmp(name, ti->name) != 0) {
+        if (ti->gen != p->gen || ti->label == PS_ID_NONE || strcmp(name, ti->name) != 0) {
             strcpy(ti->name, name);
-            ti->label = ps_label_intern(&S.tab, ti->tid, name[0] ? name : NULL);
-            ti->gen = S.gen;
+            ti->label = ps_label_intern(&p->tab, ti->tid, name[0] ? name : NULL);
+            ti->gen = p->gen;
         }
         ti->name_at = now + PS_NAME_REFRESH_NS;
     }
@@ -226,7 +205,7 @@ static uint32_t thread_label(struct tid_info *ti, uint64_t now, uintptr_t boot)
  * remembered per profile generation; the rest are interned each time
  * (ps_func_intern finds an existing name itself).
  */
-static uint32_t interp_frame(uintptr_t interp)
+static uint32_t interp_frame(struct ps_profile *p, uintptr_t interp)
 {
     static struct { int64_t id; uint32_t func, gen; } memo[16];
     int64_t id;
@@ -234,20 +213,21 @@ static uint32_t interp_frame(uintptr_t interp)
         ps_read(&id, interp + S.py.L.is_id, sizeof id) != 0 || id <= 0)
         return PS_ID_NONE;
     size_t slot = (size_t)id % (sizeof memo / sizeof memo[0]);
-    if (memo[slot].id == id && memo[slot].gen == S.gen && memo[slot].func != PS_ID_NONE)
+    if (memo[slot].id == id && memo[slot].gen == p->gen && memo[slot].func != PS_ID_NONE)
         return memo[slot].func;
     char name[32];
     snprintf(name, sizeof name, "interp %lld", (long long)id);
-    uint32_t f = ps_func_intern(&S.tab, name, NULL);
+    uint32_t f = ps_func_intern(&p->tab, name, NULL);
     memo[slot].id = id;
     memo[slot].func = f;
-    memo[slot].gen = S.gen;
+    memo[slot].gen = p->gen;
     return f;
 }
 
-/* Samples one thread state (snapshot ts) of an interpreter whose root
- * frame is interp_func (PS_ID_NONE: none).  Caller holds S.lock. */
-static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now, uint32_t interp_func)
+/* Samples one thread state (snapshot ts) into p, which the caller holds,
+ * for an interpreter whose root frame is interp_func (PS_ID_NONE: none). */
+static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint64_t now,
+                          uint32_t interp_func)
 {
     const struct ps_layout *L = &S.py.L;
     long tid = -1;
@@ -294,7 +274,7 @@ static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now, uint32_t int
             n = PS_WALK_UNREADABLE;
             continue;
         }
-        n = ps_walk(&S.py, &S.cc, &S.tab, S.cfg.lines, frame, S.scratch,
+        n = ps_walk(&S.py, &p->cc, &p->tab, S.cfg.lines, frame, S.scratch,
                     S.cfg.max_depth, &truncated, &boot);
         if (n >= 0)
             break;
@@ -315,16 +295,16 @@ static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now, uint32_t int
     if (truncated) {
         static uint32_t marker_func = PS_ID_NONE;
         static uint32_t marker_gen = UINT32_MAX;
-        if (marker_gen != S.gen || marker_func == PS_ID_NONE) {
-            marker_func = ps_func_intern(&S.tab, "[pysample: truncated]", NULL);
-            marker_gen = S.gen;
+        if (marker_gen != p->gen || marker_func == PS_ID_NONE) {
+            marker_func = ps_func_intern(&p->tab, "[pysample: truncated]", NULL);
+            marker_gen = p->gen;
         }
         S.rooted[d++] = ps_frame(marker_func, PS_LINE_NONE);
     }
     for (int i = n - 1; i >= 0; i--)
         S.rooted[d++] = S.scratch[i];
-    uint32_t label = thread_label(ti, now, boot);
-    if (label == PS_ID_NONE || ps_stacktab_add(&S.tab, label, S.rooted, (uint32_t)d, 1) != 0) {
+    uint32_t label = thread_label(p, ti, now, boot);
+    if (label == PS_ID_NONE || ps_stacktab_add(&p->tab, label, S.rooted, (uint32_t)d, 1) != 0) {
         atomic_fetch_add(&S.errors, 1);
         return;
     }
@@ -333,8 +313,7 @@ static void sample_thread(uintptr_t tsp, uint8_t *ts, uint64_t now, uint32_t int
 
 void ps_sampler_tick(void)
 {
-    const struct ps_layout *L = &S.py.L;
-    uint8_t ts[1024];
+    uint8_t ts[PS_TS_MAX];
     uint64_t now = ps_now_ns();
 
     ps_mem_tick();
@@ -342,41 +321,25 @@ void ps_sampler_tick(void)
         atomic_store(&S.finished, 1);
         return;
     }
-    if (L->ts_read > sizeof ts)
+    struct ps_tstate_iter it;
+    if (ps_tstates_begin(&it, &S.py) != 0)
         return;
 
-    pthread_mutex_lock(&S.lock);
+    struct ps_profile *p = ps_profile_lock();
     int batch = ps_mem_batch_begin();
-    uintptr_t interp;
-    int ni = 0;
-    if (ps_read_ptr(S.py.runtime + L->rt_interp_head, &interp) != 0)
-        interp = 0;
-    while (interp != 0 && ni++ < PS_MAX_INTERPS) {
-        uintptr_t tsp, next_interp;
-        if (ps_read_ptr(interp + L->is_threads_head, &tsp) != 0 ||
-            ps_read_ptr(interp + L->is_next, &next_interp) != 0)
-            break;
-        int nt = 0;
-        uint32_t interp_func = tsp != 0 ? interp_frame(interp) : PS_ID_NONE;
-        while (tsp != 0 && nt++ < PS_MAX_THREADS) {
-            if (ps_read(ts, tsp, L->ts_read) != 0)
-                break;
-            uintptr_t back;
-            memcpy(&back, ts + L->ts_interp, sizeof back);
-            /* A thread state that does not point back at its interpreter
-             * was freed (and maybe reused) while we looked: the rest of
-             * this list cannot be trusted either. */
-            if (back != interp) {
-                atomic_fetch_add(&S.errors, 1);
-                break;
-            }
-            sample_thread(tsp, ts, now, interp_func);
-            memcpy(&tsp, ts + L->ts_next, sizeof tsp);
+    uintptr_t tsp, interp = 0;
+    uint32_t interp_func = PS_ID_NONE;
+    while ((tsp = ps_tstates_next(&it, ts)) != 0) {
+        if (it.interp != interp) {
+            interp = it.interp;
+            interp_func = interp_frame(p, interp);
         }
-        interp = next_interp;
+        sample_thread(p, tsp, ts, now, interp_func);
     }
     ps_mem_batch_end(batch);
-    pthread_mutex_unlock(&S.lock);
+    ps_profile_unlock();
+    if (it.torn)
+        atomic_fetch_add(&S.errors, it.torn);
     atomic_fetch_add(&S.ticks, 1);
 }
 
@@ -388,7 +351,7 @@ static void wait_until(uint64_t deadline)
 #else
     struct timespec ts = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
     pthread_mutex_lock(&S.wake_lock);
-    while (!atomic_load(&S.stop) && !atomic_load(&S.flush_request)) {
+    while (!atomic_load(&S.stop) && !atomic_load(&S.write_request)) {
         if (pthread_cond_timedwait(&S.wake, &S.wake_lock, &ts) == ETIMEDOUT)
             break;
     }
@@ -433,20 +396,18 @@ static uint64_t late_percentile(const uint64_t *hist, double q)
 static void write_stats(void)
 {
     char path[1100], buf[1024];
-    const char *p = strstr(S.stats_path, "%p");
+    const char *p = strstr(S.cfg.stats_path, "%p");
     if (p != NULL)
-        snprintf(path, sizeof path, "%.*s%ld%s", (int)(p - S.stats_path), S.stats_path,
+        snprintf(path, sizeof path, "%.*s%ld%s", (int)(p - S.cfg.stats_path), S.cfg.stats_path,
                  (long)getpid(), p + 2);
     else
-        snprintf(path, sizeof path, "%s", S.stats_path);
+        snprintf(path, sizeof path, "%s", S.cfg.stats_path);
     uint64_t max = 0;
     for (unsigned b = 0; b < PS_LATE_BUCKETS; b++)
         if (S.late_hist[b])
             max = late_value(b);
-    pthread_mutex_lock(&S.lock);
-    uint64_t distinct = S.tab.used;
-    uint64_t cc_hits = S.cc.hits, cc_misses = S.cc.misses;
-    pthread_mutex_unlock(&S.lock);
+    struct ps_profile_counts pc;
+    ps_profile_counts(&pc);
     int n = snprintf(buf, sizeof buf,
                      "rate_hz %d\nticks %llu\nsamples %llu\nerrors %llu\nskipped_ticks %llu\n"
                      "distinct_stacks %llu\nsampler_cpu_ns %lld\nactive_ns %llu\n"
@@ -457,14 +418,14 @@ static void write_stats(void)
                      (unsigned long long)atomic_load(&S.samples),
                      (unsigned long long)atomic_load(&S.errors),
                      (unsigned long long)atomic_load(&S.late_ticks),
-                     (unsigned long long)distinct, (long long)atomic_load(&S.cpu_ns),
+                     (unsigned long long)pc.distinct_stacks, (long long)atomic_load(&S.cpu_ns),
                      (unsigned long long)S.active_ns,
                      (unsigned long long)late_percentile(S.late_hist, 0.50),
                      (unsigned long long)late_percentile(S.late_hist, 0.90),
                      (unsigned long long)late_percentile(S.late_hist, 0.99), (unsigned long long)max,
                      (unsigned long long)late_percentile(S.tick_hist, 0.50),
                      (unsigned long long)late_percentile(S.tick_hist, 0.99),
-                     (unsigned long long)cc_hits, (unsigned long long)cc_misses,
+                     (unsigned long long)pc.codecache_hits, (unsigned long long)pc.codecache_misses,
                      ps_mem_mode_name());
     if (n <= 0 || (size_t)n >= sizeof buf)
         return;
@@ -474,6 +435,14 @@ static void write_stats(void)
     ssize_t w = write(fd, buf, (size_t)n);
     (void)w;
     close(fd);
+}
+
+/* Serves the writer (writer.h) if asked; a final write ends this thread's
+ * work: the loop only learns here that it must end. */
+static void serve_writes(void)
+{
+    if (atomic_exchange(&S.write_request, 0) && ps_writer_serve())
+        atomic_store(&S.stop, 1);
 }
 
 static void *sampler_main(void *arg)
@@ -502,8 +471,7 @@ static void *sampler_main(void *arg)
         wait_until(ps_now_ns() + nap);
         if (ps_now_ns() - waiting_since > 200000000ull && nap < 100000000ull)
             nap *= 2;
-        if (atomic_exchange(&S.flush_request, 0) && S.flush)
-            S.flush();
+        serve_writes();
     }
     ps_mem_enable_direct();
 
@@ -522,7 +490,7 @@ static void *sampler_main(void *arg)
         if (atomic_load(&S.stop))
             break;
         uint64_t woke = 0;
-        if (S.stats_path[0]) {
+        if (S.cfg.stats_path[0]) {
             woke = ps_now_ns();
             S.late_hist[late_bucket(woke > next ? woke - next : 0)]++;
         }
@@ -538,10 +506,10 @@ static void *sampler_main(void *arg)
             atomic_fetch_add(&S.late_ticks, missed);
             next += missed * interval;
         }
-        if (atomic_exchange(&S.flush_request, 0) && S.flush)
-            S.flush();
-        if (S.next_flush && now >= S.next_flush && S.flush) {
-            S.flush();
+        serve_writes();
+        if (S.next_flush && now >= S.next_flush) {
+            if (ps_writer_serve())
+                atomic_store(&S.stop, 1);
             S.next_flush = now + (uint64_t)S.cfg.flush_interval_s * 1000000000ull;
         }
         /* The thread's CPU clock is a system call (0.4-0.9 us here, as
@@ -559,14 +527,13 @@ static void *sampler_main(void *arg)
      * during Python's exit must still find someone to write the profile
      * (pysample.c never writes from a signal handler). */
     while (!atomic_load(&S.stop)) {
-        if (atomic_exchange(&S.flush_request, 0)) {
-            if (S.flush)
-                S.flush();
+        if (atomic_load(&S.write_request)) {
+            serve_writes();
             continue;
         }
         wait_until(ps_now_ns() + 100000000ull);
     }
-    if (S.stats_path[0])
+    if (S.cfg.stats_path[0])
         write_stats();
     return NULL;
 }
@@ -621,9 +588,9 @@ void ps_sampler_stop(void)
     pthread_mutex_unlock(&S.join_lock);
 }
 
-void ps_sampler_request_flush(int wake)
+void ps_sampler_request_write(int wake)
 {
-    atomic_store(&S.flush_request, 1);
+    atomic_store(&S.write_request, 1);
     if (!wake)
         return;
     pthread_mutex_lock(&S.wake_lock);
@@ -643,38 +610,12 @@ int ps_sampler_running(void)
 
 int ps_sampler_stats_wanted(void)
 {
-    return S.stats_path[0] != '\0';
+    return S.cfg.stats_path[0] != '\0';
 }
 
 int ps_sampler_rate(void)
 {
     return atomic_load(&S.rate_hz);
-}
-
-int ps_sampler_render(char **out, size_t *len)
-{
-    if (!S.setup_done)
-        return -1;
-    pthread_mutex_lock(&S.lock);
-    int rc = ps_stacktab_render(&S.tab, out, len);
-    pthread_mutex_unlock(&S.lock);
-    return rc;
-}
-
-static void clear_locked(void)
-{
-    ps_stacktab_clear(&S.tab);
-    ps_codecache_clear(&S.cc);  /* its entries hold ids into the old table */
-    S.gen++;
-}
-
-void ps_sampler_reset(void)
-{
-    if (!S.setup_done)
-        return;
-    pthread_mutex_lock(&S.lock);
-    clear_locked();
-    pthread_mutex_unlock(&S.lock);
 }
 
 void ps_sampler_stats(struct ps_stats *st)
@@ -685,29 +626,20 @@ void ps_sampler_stats(struct ps_stats *st)
     st->errors = atomic_load(&S.errors);
     st->late_ticks = atomic_load(&S.late_ticks);
     st->sampler_cpu_ns = atomic_load(&S.cpu_ns);
-    if (S.setup_done) {
-        pthread_mutex_lock(&S.lock);
-        st->distinct_stacks = S.tab.used;
-        pthread_mutex_unlock(&S.lock);
-    }
+    struct ps_profile_counts pc;
+    ps_profile_counts(&pc);
+    st->distinct_stacks = pc.distinct_stacks;
 }
 
 void ps_sampler_prepare_fork(void)
 {
     S.forking_tid = ps_gettid();
-    pthread_mutex_lock(&S.lock);
-}
-
-void ps_sampler_parent_after_fork(void)
-{
-    pthread_mutex_unlock(&S.lock);
 }
 
 void ps_sampler_child_after_fork(void)
 {
     /* Only the forking thread exists here; the sampler thread does not.
-     * The lock was taken by this very thread in prepare. */
-    pthread_mutex_init(&S.lock, NULL);
+     * The profile is already empty (ps_profile_child_after_fork). */
     pthread_mutex_init(&S.join_lock, NULL);
     wake_init();
     memset(S.late_hist, 0, sizeof S.late_hist);
@@ -715,7 +647,7 @@ void ps_sampler_child_after_fork(void)
     S.active_ns = 0;
     int was_running = atomic_load(&S.running) && !atomic_load(&S.finished);
     atomic_store(&S.running, 0);
-    atomic_store(&S.flush_request, 0);
+    atomic_store(&S.write_request, 0);
     S.next_flush = 0;
     S.pid = getpid();
     /* Newest first; the oldest ancestor falls off a full list. */
@@ -727,9 +659,6 @@ void ps_sampler_child_after_fork(void)
     atomic_store(&S.errors, 0);
     atomic_store(&S.late_ticks, 0);
     atomic_store(&S.cpu_ns, 0);
-    if (S.setup_done) {
-        clear_locked();
-        if (was_running)
-            ps_sampler_start(0);
-    }
+    if (S.setup_done && was_running)
+        ps_sampler_start(0);
 }

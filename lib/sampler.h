@@ -1,5 +1,6 @@
 /*
- * sampler.h - the sampler thread and the profile it fills.
+ * sampler.h - the sampler thread: it fills the profile (profile.h) and,
+ * while it is alive, is the one that writes it (writer.h).
  */
 #ifndef PS_SAMPLER_H
 #define PS_SAMPLER_H
@@ -19,12 +20,9 @@ struct ps_stats {
     int64_t sampler_cpu_ns;
 };
 
-/* Called on the sampler thread when a periodic flush is due. */
-typedef void (*ps_flush_fn)(void);
-
-/* Prepares tables for py and cfg.  0 or -1 (out of memory). */
-int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg,
-                     ps_flush_fn flush);
+/* Prepares the profile and the thread's buffers for py and cfg.  0 or -1
+ * (out of memory). */
+int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg);
 
 /* Starts or stops the thread; rate_hz 0 keeps the configured rate. */
 int ps_sampler_start(int rate_hz);
@@ -37,11 +35,11 @@ int ps_sampler_stats_wanted(void);
 int ps_sampler_rate(void);
 
 /*
- * Asks the sampler thread to call the flush function soon: at once if wake
- * (not from a signal handler: it takes a lock), else at its next tick.
- * The atomic store alone is async-signal-safe.
+ * Asks the sampler thread to serve the writer's requests (writer.h) soon:
+ * at once if wake (not from a signal handler: it takes a lock), else at
+ * its next tick.  The atomic store alone is async-signal-safe.
  */
-void ps_sampler_request_flush(int wake);
+void ps_sampler_request_write(int wake);
 
 /* 1 while the thread exists to serve those requests: sampling, or idle
  * after the runtime finalized (ps_sampler_running() is 0 then). */
@@ -50,14 +48,12 @@ int ps_sampler_alive(void);
 /* One tick on the calling thread (used by the thread and by tests). */
 void ps_sampler_tick(void);
 
-/* Renders the profile (collapsed lines) into a malloc'ed buffer. */
-int ps_sampler_render(char **out, size_t *len);
-void ps_sampler_reset(void);
 void ps_sampler_stats(struct ps_stats *st);
 
-/* fork(): hold the profile lock across it; the child starts afresh. */
+/* fork(): prepare notes the forking thread (see sampler.c); in the child,
+ * a sampler thread that ran in the parent runs
+ * again, on counters of its own. */
 void ps_sampler_prepare_fork(void);
-void ps_sampler_parent_after_fork(void);
 void ps_sampler_child_after_fork(void);
 
 #endif

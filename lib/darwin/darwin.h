@@ -63,20 +63,6 @@ void ps_darwin_thread_gone(long tid);
  * none of the parent's port names) and records the calling thread. */
 void ps_darwin_threads_after_fork(void);
 
-/* --- Linux lifecycle hooks macOS does not have yet (interpose.c) ---------- */
-
-/*
- * The shared start-up and fork code calls these (declared for Linux in
- * lifecycle.h): taking over fatal signals at default disposition, and
- * stepping the sampler thread out of CPython 3.12+'s thread count after
- * fork.  On macOS they do nothing yet (docs/macos.md, known differences);
- * they are declared here too so that this directory builds whichever of
- * the two headers has them.
- */
-void ps_signals_take_over(void);
-void ps_fork_window_open(void);
-void ps_fork_window_before_fork(void);
-
 /* --- the copy of a suspended thread (read.c) ------------------------------ */
 
 /*

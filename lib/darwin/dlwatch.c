@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "../dlwatch.h"
+#include "../message.h"
 
 static _Atomic int armed;
 static _Atomic int registered;
@@ -62,9 +63,9 @@ static void added(const struct mach_header *mh, intptr_t slide)
         return;   /* the handle stays open: libpython is never unloaded */
     }
     if (!atomic_exchange(&refused, 1))
-        ps_lifecycle_say("a second Python runtime was loaded (%s) next to the one being "
-                         "profiled (%s); it is not profiled", info.dli_fname,
-                         ps_lifecycle_python_path());
+        ps_say("a second Python runtime was loaded (%s) next to the one being "
+               "profiled (%s); it is not profiled", info.dli_fname,
+               ps_lifecycle_python_path());
     dlclose(h);
 }
 

@@ -61,16 +61,10 @@ static const struct ps_interpose ps_interposers[] = {
     { (const void *)ps__Exit, (const void *)_Exit },
 };
 
-/* Not yet on macOS (darwin.h): SIGTERM/SIGHUP/SIGINT keep their default
- * action, and CPython 3.12+ counts the sampler thread after os.fork(). */
-void ps_signals_take_over(void)
+/* Not yet on macOS (docs/macos.md): SIGTERM/SIGHUP/SIGINT keep their
+ * default action, and with no fopen stand-in CPython 3.12+ counts the
+ * sampler thread after os.fork(). */
+void ps_fatal_signals_take_over(void (*write_first)(int sig))
 {
-}
-
-void ps_fork_window_open(void)
-{
-}
-
-void ps_fork_window_before_fork(void)
-{
+    (void)write_first;
 }

@@ -12,7 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../lifecycle.h"
 #include "../platform.h"
 
 void ps_interpose_init(void)

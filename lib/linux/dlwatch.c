@@ -54,6 +54,7 @@
 #include <string.h>
 
 #include "../dlwatch.h"
+#include "../message.h"
 #include "../lifecycle.h"
 
 #define PS_EXPORT __attribute__((visibility("default")))
@@ -291,9 +292,9 @@ static void scan(void)
         ps_lifecycle_python_loaded(found_sym, &s, s.path);
     }
     if (s.other != 0 && !atomic_exchange(&D.refused, 1))
-        ps_lifecycle_say("a second Python runtime was loaded (%s) next to the one being "
-                         "profiled (%s); it is not profiled", s.other_path,
-                         ps_lifecycle_python_path());
+        ps_say("a second Python runtime was loaded (%s) next to the one being "
+               "profiled (%s); it is not profiled", s.other_path,
+               ps_lifecycle_python_path());
     in_scan = 0;
     pthread_mutex_unlock(&D.scan_lock);
 }

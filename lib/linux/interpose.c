@@ -22,11 +22,15 @@
  *   fopen, fopen64, fclose
  *              CPython 3.12+ counts the process's threads right after
  *              os.fork() and warns (DeprecationWarning) if there is more
- *              than one; the sampler thread steps out for that moment.
+ *              than one; the sampler thread steps out for that moment
+ *              (lifecycle.c says how).
  *
  * Each forwards to libc's definition (linux/libc.c).  In a vfork() child
  * (posix_spawn, subprocess), which runs in our memory until it execs or
- * _exits, every stand-in only forwards (ps_lifecycle_owner()).
+ * _exits, every stand-in only forwards (ps_lifecycle_owner()).  Calls go
+ * one way: the stand-ins report to the lifecycle (lifecycle.h); the
+ * lifecycle reaches this file only through platform.h, handing over what
+ * our fatal-signal handler is to call.
  *
  * Fatal signals at default disposition.  SIGTERM (Kubernetes, systemd,
  * multiprocessing's terminate()) and SIGHUP kill a Python process without
@@ -45,27 +49,26 @@
  *     comes back unchanged;
  *   - a handler or SIG_IGN the program installs replaces ours at once (the
  *     program wins); setting SIG_DFL again puts ours back in its stead;
- *   - our handler asks the sampler thread to write the final profile (the
- *     interrupted thread may hold any lock, malloc's included, so it does
- *     no such work itself), waits for it at most 5 s, then restores the
+ *   - our handler has the profile written (lifecycle.c: the sampler thread
+ *     writes; the interrupted thread may hold any lock, malloc's included,
+ *     so it does no such work itself), waited for at most 5 s, then restores the
  *     default action and re-sends the signal to itself: the process dies of
  *     the same signal, with the same status, as without us.
  * Not seen: changes made through raw system calls, bsd_signal()/sysv_signal()
  * /sigset(), or by a library bound to the C library's internal names.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../lifecycle.h"
 #include "../memread.h"
 #include "../platform.h"
+#include "linux.h"
 
 #define PS_EXPORT __attribute__((visibility("default")))
 
@@ -84,6 +87,7 @@ static struct managed M[] = { { SIGTERM, { .sa_handler = SIG_DFL } },
                               { SIGQUIT, { .sa_handler = SIG_DFL } },
                               { SIGINT, { .sa_handler = SIG_DFL } } };
 static _Atomic int signals_on;
+static void (*write_first)(int sig);   /* set before signals_on */
 
 static struct managed *managed(int sig)
 {
@@ -126,7 +130,8 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
     struct managed *m = managed(sig);
     if (m == NULL)
         return;
-    ps_lifecycle_fatal_signal(sig);
+    if (write_first != NULL)
+        write_first(sig);
     /* Die as we would have without us: the program's default action back,
      * the signal again, and unblocked so that it is delivered now. */
     struct sigaction dfl = m->view;
@@ -144,8 +149,9 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
     errno = saved;
 }
 
-void ps_signals_take_over(void)
+void ps_fatal_signals_take_over(void (*write)(int sig))
 {
+    write_first = write;
     for (size_t i = 0; i < sizeof M / sizeof M[0]; i++) {
         struct sigaction cur;
         if (ps_real_sigaction(M[i].sig, NULL, &cur) != 0 || !is_default(&cur))
@@ -292,75 +298,16 @@ PS_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
     return ps_real_fexecve(fd, argv, envp);
 }
 
-/* ---- the thread count after os.fork() (CPython 3.12+) --------------------
- *
- * Right after fork() returns in the parent, os.fork() reads field 20 of
- * /proc/self/stat (fopen, fread, fclose) and, if it is above 1, issues
- * "DeprecationWarning: This process (pid=...) is multi-threaded, use of
- * fork() may lead to deadlocks in the child" (shown by default when the
- * fork is in __main__, an exception under -W error on 3.14+).  Our sampler
- * thread must not be the reason.  It cannot simply be stopped during fork
- * and restarted in the parent's atfork handler: that runs inside fork(),
- * before the count.  So the parent's handler opens a window, and the next
- * fopen() of /proc/self/stat by the forking thread within a second stops
- * the sampler thread (joined: it is really gone, the count is true), and
- * the fclose() of that stream starts it again (~0.1 ms; the samples and the
- * flush schedule carry on).  If the open fails, it starts again at once;
- * if the stream is never closed, the next fopen() anywhere, or the next
- * fork, starts it again.  A fork that is not os.fork() (subprocess, a C
- * extension) opens no such file: the window closes at the next fopen() by
- * that thread, or after a second, and nothing happens.
- */
-
-static struct {
-    _Atomic int open;
-    pthread_t thread;
-    uint64_t until_ns;
-    _Atomic(FILE *) stream;   /* CPython's /proc/self/stat while we are out */
-    uint64_t out_since;
-} W;
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void ps_fork_window_open(void)
-{
-    W.thread = pthread_self();
-    W.until_ns = now_ns() + 1000000000u;
-    atomic_store(&W.open, 1);
-}
-
-static void come_back(void)
-{
-    atomic_store(&W.stream, NULL);
-    ps_lifecycle_resume_sampler();
-}
+/* ---- the thread count after os.fork() (CPython 3.12+, lifecycle.c) ------- */
 
 static FILE *fopen_common(const char *path, const char *mode, int large)
 {
-    if (atomic_load(&W.stream) != NULL && now_ns() - W.out_since > 1000000000u &&
-        ps_lifecycle_owner())
-        come_back();
-    if (!atomic_load(&W.open) || !pthread_equal(pthread_self(), W.thread) ||
-        !ps_lifecycle_owner())
-        return ps_real_fopen(path, mode, large);
-    atomic_store(&W.open, 0);
-    if (path == NULL || strcmp(path, "/proc/self/stat") != 0 || now_ns() > W.until_ns ||
-        !ps_lifecycle_pause_sampler())
+    if (!ps_lifecycle_fopen_begin(path))
         return ps_real_fopen(path, mode, large);
     FILE *f = ps_real_fopen(path, mode, large);
-    if (f == NULL) {
-        int e = errno;
-        ps_lifecycle_resume_sampler();
-        errno = e;
-        return NULL;
-    }
-    W.out_since = now_ns();
-    atomic_store(&W.stream, f);
+    int e = errno;
+    ps_lifecycle_fopen_end(f);
+    errno = e;
     return f;
 }
 
@@ -381,20 +328,9 @@ FILE *ps_fopen_large(const char *path, const char *mode)
 
 PS_EXPORT int fclose(FILE *f)
 {
-    if (f == NULL || atomic_load(&W.stream) != f)
-        return ps_real_fclose(f);
     int rc = ps_real_fclose(f);
     int e = errno;
-    come_back();
+    ps_lifecycle_fclosed(f);
     errno = e;
     return rc;
-}
-
-/* Before fork: a pause that was never closed ends now, so that parent and
- * child both start from a running sampler. */
-void ps_fork_window_before_fork(void)
-{
-    if (atomic_load(&W.stream) != NULL)
-        come_back();
-    atomic_store(&W.open, 0);
 }

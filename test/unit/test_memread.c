@@ -43,7 +43,7 @@ void ps_lifecycle_process_exit(void)
 {
 }
 
-/* The rest of the lifecycle interposer.c calls into (lib/pysample.c): this
+/* The rest of the lifecycle interpose.c calls into (lib/lifecycle.c): this
  * test is the only process there is, profiling nothing. */
 int ps_lifecycle_owner(void)
 {
@@ -52,19 +52,21 @@ int ps_lifecycle_owner(void)
 void ps_lifecycle_before_exec(void)
 {
 }
-void ps_lifecycle_fatal_signal(int sig)
-{
-    (void)sig;
-}
 void ps_lifecycle_self_signal(void)
 {
 }
-int ps_lifecycle_pause_sampler(void)
+int ps_lifecycle_fopen_begin(const char *path)
 {
+    (void)path;
     return 0;
 }
-void ps_lifecycle_resume_sampler(void)
+void ps_lifecycle_fopen_end(FILE *f)
 {
+    (void)f;
+}
+void ps_lifecycle_fclosed(FILE *f)
+{
+    (void)f;
 }
 
 static long page;

@@ -31,6 +31,9 @@ busy_api()
 st = Status()
 assert ps.pysample_status(ctypes.byref(st), ctypes.sizeof(st)) == 0
 assert ps.pysample_status(ctypes.byref(st), 3) != 0   # wrong size refused
+short = Status()                                       # an older, shorter struct
+assert ps.pysample_status(ctypes.byref(short), Status.ticks.offset) == 0
+assert short.running == 1 and short.rate_hz == 500 and short.ticks == 0, (short.running, short.rate_hz)
 ps.pysample_stop()
 assert ps.pysample_is_running() == 0
 assert ps.pysample_write(out_path.encode()) == 0

@@ -1,0 +1,589 @@
+/*
+ * lifecycle.c - when profiling starts and when the profile is written
+ * (lifecycle.h): the constructor, exit, _exit, exec, fork, fatal signals,
+ * and the moment CPython 3.12+ counts threads after fork.
+ * docs/processes.md tells users what happens in each case.
+ *
+ * Inert unless wanted.  The constructor runs in every process that has us
+ * in LD_PRELOAD -- shells, compilers, git.  There its whole cost is one
+ * dlsym("_PyRuntime"); without PYSAMPLE_OUTPUT it also stops at once.  No
+ * thread, no file, no handler, no output in either case.
+ *
+ * The environment is read from environ as the process received it, not
+ * through getenv(): some hosts (bash among them) replace getenv with their
+ * own, and the constructor runs before they have set up what it reads.
+ *
+ * Who writes.  The sampler thread whenever it is alive: _exit() may be
+ * called from a signal handler, and a fatal signal interrupts a thread that
+ * may hold any lock (malloc's included), so those threads only ask
+ * (writer.h tickets, ps_sampler_request_write) and wait, bounded.  Only when
+ * the sampler is not alive (the runtime finished, so the program is in
+ * ordinary exit code: atexit, Python's SIGINT exit) does the thread that
+ * wants the write do it itself.  request_write() below is the one path for
+ * both "write now" and "write final".
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "dlwatch.h"
+#include "frames.h"
+#include "lifecycle.h"
+#include "memread.h"
+#include "message.h"
+#include "output.h"
+#include "platform.h"
+#include "profile.h"
+#include "sampler.h"
+#include "threadstates.h"
+#include "writer.h"
+
+/* How long a thread that asked for a write waits for it: enough for a very
+ * large profile on a slow disk, short next to the 30 s a Kubernetes pod
+ * gets between SIGTERM and SIGKILL. */
+#define PS_WRITE_WAIT_MS 5000
+
+/* How long after fork() CPython's thread count may come (see below). */
+#define PS_COUNT_WINDOW_NS 1000000000ull
+
+static struct {
+    pthread_mutex_t lock;         /* serialises start, stop, pause, resume */
+    _Atomic int state;            /* enum ps_life */
+    int atfork, atexit;           /* handlers registered */
+    pid_t pid;                    /* the process this state belongs to */
+    _Atomic int self_signal_written; /* kill()/raise() to ourselves wrote already */
+    int forked;                   /* this process is a fork() child ... */
+    uint64_t fork_position;       /* ... and this was python_position() then */
+    struct ps_python py;
+    struct ps_config cfg;
+    char python_path[512];        /* the libpython loaded late, for messages */
+    /* CPython 3.12+ counting threads after fork (below). */
+    struct {
+        _Atomic int open;         /* the next fopen by thread may be the count */
+        pthread_t thread;
+        uint64_t until_ns;
+        _Atomic(FILE *) stream;   /* CPython's /proc/self/stat while we are out */
+        uint64_t out_since;
+        int paused;               /* the sampler stepped out (under lock) */
+    } count;
+} life = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static enum ps_life state(void)
+{
+    return (enum ps_life)atomic_load(&life.state);
+}
+
+/* ---- critical sections ---------------------------------------------------- */
+
+void ps_section_enter(struct ps_section *s, pthread_mutex_t *lock)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGQUIT);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, &s->old);
+    s->lock = lock;
+    if (lock != NULL)
+        pthread_mutex_lock(lock);
+}
+
+void ps_section_leave(struct ps_section *s)
+{
+    if (s->lock != NULL)
+        pthread_mutex_unlock(s->lock);
+    pthread_sigmask(SIG_SETMASK, &s->old, NULL);
+}
+
+/* ---- set-up ----------------------------------------------------------------- */
+
+static void env_warn(void *ctx, const char *msg)
+{
+    (void)ctx;
+    ps_say("%s", msg);
+}
+
+static void output_note(const char *msg)
+{
+    ps_say("%s", msg);
+}
+
+static void fork_prepare(void);
+static void fork_parent(void);
+static void fork_child(void);
+
+/* Detects the interpreter (through lookup when given: the symbols of a
+ * libpython loaded late, lib/linux/dlwatch.c) and prepares the sampler.
+ * Caller holds the lock. */
+static int setup_locked(ps_sym_lookup lookup, void *ctx)
+{
+    char why[512];
+    if (state() >= PS_LIFE_READY)
+        return 0;
+    if (state() == PS_LIFE_FAILED)
+        return -ENOTSUP;
+    /* No CPython (yet): stay OFF, a later call may find one. */
+    if (lookup == NULL && !ps_python_present())
+        return -ENOENT;
+    int rc = 0;
+    enum ps_detect det;
+    if (ps_mem_init() != 0) {
+        ps_say("no safe way to read memory in this process; profiling is off");
+        rc = -ENOSYS;
+    } else if ((det = lookup != NULL
+                          ? ps_python_detect_with(&life.py, lookup, ctx, why, sizeof why)
+                          : ps_python_detect(&life.py, why, sizeof why)) != PS_DETECT_OK) {
+        if (det == PS_DETECT_UNSUPPORTED && life.python_path[0])
+            ps_say("%s (%s); profiling is off", why, life.python_path);
+        else if (det == PS_DETECT_UNSUPPORTED)
+            ps_say("%s; profiling is off", why);
+        rc = det == PS_DETECT_UNSUPPORTED ? -ENOTSUP : -ENOENT;
+    } else {
+        ps_threads_track();
+        if (ps_sampler_setup(&life.py, &life.cfg) != 0) {
+            ps_say("out of memory; profiling is off");
+            rc = -ENOMEM;
+        }
+    }
+    if (rc != 0) {
+        atomic_store(&life.state, PS_LIFE_FAILED);
+        return rc;
+    }
+    life.pid = getpid();
+    if (!life.atfork) {
+        pthread_atfork(fork_prepare, fork_parent, fork_child);
+        life.atfork = 1;
+    }
+    atomic_store(&life.state, PS_LIFE_READY);
+    return 0;
+}
+
+static void at_exit(void);
+static void on_fatal_signal(int sig);
+
+/* 1 if PYSAMPLE_OUTPUT asks for a profile. */
+static int output_wanted(void)
+{
+    const char *out = ps_env_initial("PYSAMPLE_OUTPUT", NULL);
+    return out != NULL && *out != '\0';
+}
+
+/*
+ * Profiling to PYSAMPLE_OUTPUT, from now to the end of the process: the
+ * constructor's work in a Python executable, or the same when a libpython
+ * is loaded later (lookup: its symbols).
+ */
+static int start_auto(ps_sym_lookup lookup, void *ctx)
+{
+    struct ps_section sec;
+    ps_section_enter(&sec, &life.lock);
+    int rc = 0;
+    if (state() == PS_LIFE_PROFILING || state() == PS_LIFE_FAILED) {
+        rc = state() == PS_LIFE_PROFILING ? 0 : -ENOTSUP;
+        goto out;
+    }
+    char why[512];
+    ps_interpose_init();
+    ps_config_parse(&life.cfg, ps_env_initial, NULL, env_warn);
+    if (life.cfg.output[0] == '\0') {
+        rc = -EINVAL;
+        goto out;
+    }
+    if (ps_output_init(life.cfg.output, life.cfg.file_mode, output_note, why, sizeof why) != 0) {
+        ps_say("%s; profiling is off", why);
+        rc = -EINVAL;
+        goto out;
+    }
+    ps_writer_setup(life.cfg.output);
+    rc = setup_locked(lookup, ctx);
+    if (rc != 0)
+        goto out;
+    atomic_store(&life.state, PS_LIFE_PROFILING);
+    if (!life.atexit) {
+        atexit(at_exit);
+        life.atexit = 1;
+    }
+    ps_fatal_signals_take_over(on_fatal_signal);
+    rc = ps_sampler_start(0);
+    if (rc != 0)
+        ps_say("cannot start the sampler thread: %s; profiling is off", strerror(-rc));
+out:
+    ps_section_leave(&sec);
+    return rc;
+}
+
+int ps_lifecycle_start_process(void)
+{
+    if (!ps_python_present() || !output_wanted())
+        return -ENOENT;
+    return start_auto(NULL, NULL);
+}
+
+__attribute__((constructor)) static void pysample_init(void)
+{
+    if (!output_wanted())
+        return;
+    /* Not Python (yet): watch for a libpython being loaded (uWSGI,
+     * embedders).  Nothing else happens unless one is. */
+    if (!ps_python_present()) {
+        ps_dlwatch_arm();
+        return;
+    }
+    start_auto(NULL, NULL);
+}
+
+void ps_lifecycle_python_loaded(ps_sym_lookup lookup, void *ctx, const char *path)
+{
+    snprintf(life.python_path, sizeof life.python_path, "%s", path);
+    start_auto(lookup, ctx);
+}
+
+const char *ps_lifecycle_python_path(void)
+{
+    return life.python_path[0] ? life.python_path : "the program";
+}
+
+int ps_lifecycle_start_sampling(int rate_hz)
+{
+    struct ps_section sec;
+    ps_section_enter(&sec, &life.lock);
+    if (state() == PS_LIFE_OFF) {
+        ps_interpose_init();
+        if (life.cfg.rate_hz == 0)
+            ps_config_parse(&life.cfg, ps_env_initial, NULL, env_warn);
+    }
+    int rc = setup_locked(NULL, NULL);
+    if (rc == 0)
+        rc = ps_sampler_start(rate_hz);
+    ps_section_leave(&sec);
+    return rc;
+}
+
+void ps_lifecycle_stop_sampling(void)
+{
+    struct ps_section sec;
+    ps_section_enter(&sec, &life.lock);
+    if (state() >= PS_LIFE_READY)
+        ps_sampler_stop();
+    ps_section_leave(&sec);
+}
+
+const struct ps_python *ps_lifecycle_python(void)
+{
+    return state() >= PS_LIFE_READY ? &life.py : NULL;
+}
+
+int ps_lifecycle_owner(void)
+{
+    return life.pid != 0 && getpid() == life.pid;
+}
+
+/* 1 if this process writes PYSAMPLE_OUTPUT and the caller runs in it. */
+static int profiling_here(void)
+{
+    return state() == PS_LIFE_PROFILING && ps_lifecycle_owner();
+}
+
+/* ---- writing: the one path ------------------------------------------------- */
+
+/*
+ * Waits (naps: nanosleep and atomics only, so a signal handler may wait
+ * too) until the final profile is written or, for a ticket, until a write
+ * covers it.  Returns 1 once it is, 0 after PS_WRITE_WAIT_MS, or at once if
+ * nobody is going to write (no final write under way and no sampler thread
+ * to do it) when any_writer is set.
+ */
+static int wait_written(enum ps_write_kind kind, unsigned ticket, int any_writer)
+{
+    /* Naps from 20 us up to 1 ms: a small profile is written in well under
+     * a millisecond, and every exiting process waits here. */
+    long nap_ns = 20000, waited_ns = 0;
+    for (;;) {
+        enum ps_write_state st = ps_writer_state();
+        if (st == PS_WRITE_FINAL_DONE || (kind == PS_WRITE_NOW && ps_writer_covered(ticket)))
+            return 1;
+        if (any_writer && st == PS_WRITE_OPEN && !ps_sampler_alive())
+            return 0;
+        if (waited_ns > (long)PS_WRITE_WAIT_MS * 1000000)
+            return 0;
+        struct timespec nap = { 0, nap_ns };
+        nanosleep(&nap, NULL);
+        waited_ns += nap_ns;
+        if (nap_ns < 1000000)
+            nap_ns *= 2;
+    }
+}
+
+/*
+ * Gets the profile onto disk: PS_WRITE_NOW as it is, profiling going on
+ * (after a fatal signal the process normally dies at once, but one the
+ * kernel then drops -- a default-action signal to a container's PID 1 --
+ * leaves it running and sampling, to be written again later); or
+ * PS_WRITE_FINAL, once per process.  The sampler thread writes if it is
+ * alive; else ordinary code writes itself.  in_handler: the caller
+ * interrupted arbitrary code, so it neither wakes the sampler (a lock) nor
+ * writes itself.
+ */
+static void request_write(enum ps_write_kind kind, int in_handler)
+{
+    enum ps_write_state st = ps_writer_state();
+    if (st == PS_WRITE_FINAL_DONE)
+        return;
+    if (st == PS_WRITE_FINAL_WRITING) {
+        wait_written(PS_WRITE_FINAL, 0, 0);
+        return;
+    }
+    if (ps_sampler_alive()) {
+        unsigned ticket = ps_writer_ask(kind);
+        ps_sampler_request_write(!in_handler);
+        if (wait_written(kind, ticket, 1) || kind == PS_WRITE_NOW)
+            return;
+        /* The final profile, and the sampler did not write it in time
+         * (stopped meanwhile, or stuck): stop it and write here. */
+    }
+    if (in_handler)
+        return;  /* the last periodic flush stays */
+    if (kind == PS_WRITE_NOW) {
+        ps_writer_write_now(1);
+        return;
+    }
+    ps_sampler_stop();
+    if (!ps_writer_write_final())
+        wait_written(PS_WRITE_FINAL, 0, 0);
+}
+
+/* The end of this process: the final profile, written once. */
+static void finish(void)
+{
+    if (!profiling_here())
+        return;
+    struct ps_section sec;
+    ps_section_enter(&sec, NULL);
+    request_write(PS_WRITE_FINAL, 0);
+    ps_section_leave(&sec);
+    /* The sampler stays up for a signal arriving during exit, but with
+     * PYSAMPLE_STATS it is joined so that it writes its final statistics
+     * (the benchmarks read them after every run). */
+    if (ps_sampler_stats_wanted())
+        ps_sampler_stop();
+}
+
+static void at_exit(void)
+{
+    finish();
+}
+
+void ps_lifecycle_process_exit(void)
+{
+    finish();
+}
+
+/*
+ * A value that changes whenever a thread of this process executes Python
+ * code: every thread state's innermost frame and its position in it.  A
+ * fork() child that execs without running any Python (subprocess forks and
+ * execs in C) still shows its parent's frozen stack, which the sampler
+ * dutifully samples; this tells such a child from one that ran code of its
+ * own.  Reads may fail while the sampler reads too (pipe and file paths):
+ * the value then differs, and the child writes, which is harmless.
+ */
+static uint64_t python_position(void)
+{
+    const struct ps_layout *L = &life.py.L;
+    uint8_t ts[PS_TS_MAX];
+    uint64_t h = 1469598103934665603ull;
+    struct ps_tstate_iter it;
+    if (ps_tstates_begin(&it, &life.py) != 0)
+        return 0;
+    uintptr_t tsp;
+    while ((tsp = ps_tstates_next(&it, ts)) != 0) {
+        uintptr_t frame = 0, pos = 0;
+        if (ps_thread_top_frame(&life.py, ts, &frame) == 0 && frame != 0)
+            ps_read(&pos, frame + L->fr_pos, sizeof pos);
+        h = (h ^ tsp) * 1099511628211ull;
+        h = (h ^ frame) * 1099511628211ull;
+        h = (h ^ pos) * 1099511628211ull;
+    }
+    return h;
+}
+
+void ps_lifecycle_before_exec(void)
+{
+    if (!profiling_here() || ps_writer_state() != PS_WRITE_OPEN)
+        return;
+    /* An image that never got sampled, or a forked child that ran no
+     * Python of its own (subprocess forks and execs in C), leaves nothing:
+     * the new image writes its own profile. */
+    struct ps_section sec;
+    ps_section_enter(&sec, NULL);
+    struct ps_stats st;
+    ps_sampler_stats(&st);
+    if (st.samples > 0 && (!life.forked || python_position() != life.fork_position))
+        ps_writer_write_now(0);
+    ps_section_leave(&sec);
+}
+
+/* Our handler of a fatal signal at default disposition (platform.h) calls
+ * this, then dies of the signal. */
+static void on_fatal_signal(int sig)
+{
+    (void)sig;
+    if (!profiling_here())
+        return;
+    /* Sent by kill()/raise() from this process, which wrote just before. */
+    if (atomic_exchange(&life.self_signal_written, 0))
+        return;
+    request_write(PS_WRITE_NOW, 1);
+}
+
+void ps_lifecycle_self_signal(void)
+{
+    /* Ordinary code (not a handler): write here, woken at once, rather than
+     * in our handler, which could only ask the sampler and wait for its
+     * next tick.  Python exits this way after an unhandled
+     * KeyboardInterrupt. */
+    if (!profiling_here())
+        return;
+    struct ps_section sec;
+    ps_section_enter(&sec, NULL);
+    request_write(PS_WRITE_NOW, 0);
+    atomic_store(&life.self_signal_written, 1);
+    ps_section_leave(&sec);
+}
+
+/* ---- the thread count after os.fork() (CPython 3.12+) ----------------------
+ *
+ * Right after fork() returns in the parent, os.fork() reads field 20 of
+ * /proc/self/stat (fopen, fread, fclose) and, if it is above 1, issues
+ * "DeprecationWarning: This process (pid=...) is multi-threaded, use of
+ * fork() may lead to deadlocks in the child" (shown by default when the
+ * fork is in __main__, an exception under -W error on 3.14+).  Our sampler
+ * thread must not be the reason.  It cannot simply be stopped during fork
+ * and restarted in the parent's atfork handler: that runs inside fork(),
+ * before the count.  So the parent's handler opens a window, and the next
+ * fopen() of /proc/self/stat by the forking thread within a second stops
+ * the sampler thread (joined: it is really gone, the count is true), and
+ * the fclose() of that stream starts it again (~0.1 ms; the samples and the
+ * flush schedule carry on).  If the open fails, it starts again at once;
+ * if the stream is never closed, the next fopen() anywhere, or the next
+ * fork, starts it again.  A fork that is not os.fork() (subprocess, a C
+ * extension) opens no such file: the window closes at the next fopen() by
+ * that thread, or after a second, and nothing happens.  The fopen/fclose
+ * stand-ins (lib/linux/interpose.c) report here; where there are none
+ * (macOS, docs/macos.md) the window is never used.
+ */
+
+/* Stops the sampler thread for a moment: 1 if it did. */
+static int pause_sampler(void)
+{
+    struct ps_section sec;
+    ps_section_enter(&sec, &life.lock);
+    int paused = 0;
+    if (!life.count.paused && ps_sampler_running() && ps_writer_state() == PS_WRITE_OPEN) {
+        ps_sampler_stop();
+        life.count.paused = paused = 1;
+    }
+    ps_section_leave(&sec);
+    return paused;
+}
+
+static void resume_sampler(void)
+{
+    struct ps_section sec;
+    ps_section_enter(&sec, &life.lock);
+    if (life.count.paused) {
+        life.count.paused = 0;
+        if (ps_writer_state() == PS_WRITE_OPEN)
+            ps_sampler_start(0);
+    }
+    ps_section_leave(&sec);
+}
+
+static void come_back(void)
+{
+    atomic_store(&life.count.stream, NULL);
+    resume_sampler();
+}
+
+int ps_lifecycle_fopen_begin(const char *path)
+{
+    if (atomic_load(&life.count.stream) != NULL &&
+        ps_now_ns() - life.count.out_since > PS_COUNT_WINDOW_NS && ps_lifecycle_owner())
+        come_back();
+    if (!atomic_load(&life.count.open) || !pthread_equal(pthread_self(), life.count.thread) ||
+        !ps_lifecycle_owner())
+        return 0;
+    atomic_store(&life.count.open, 0);
+    if (path == NULL || strcmp(path, "/proc/self/stat") != 0 ||
+        ps_now_ns() > life.count.until_ns)
+        return 0;
+    return pause_sampler();
+}
+
+void ps_lifecycle_fopen_end(FILE *f)
+{
+    if (f == NULL) {
+        resume_sampler();
+        return;
+    }
+    life.count.out_since = ps_now_ns();
+    atomic_store(&life.count.stream, f);
+}
+
+void ps_lifecycle_fclosed(FILE *f)
+{
+    if (f != NULL && atomic_load(&life.count.stream) == f)
+        come_back();
+}
+
+/* ---- fork ------------------------------------------------------------------- */
+
+static void fork_prepare(void)
+{
+    /* A pause that was never closed ends now, so that parent and child
+     * both start from a running sampler. */
+    if (atomic_load(&life.count.stream) != NULL)
+        come_back();
+    atomic_store(&life.count.open, 0);
+    ps_sampler_prepare_fork();
+    ps_profile_prepare_fork();
+}
+
+static void fork_parent(void)
+{
+    ps_profile_parent_after_fork();
+    /* CPython 3.12+ counts threads next (above). */
+    if (life.py.L.hexversion >= 0x030C0000 && ps_sampler_running()) {
+        life.count.thread = pthread_self();
+        life.count.until_ns = ps_now_ns() + PS_COUNT_WINDOW_NS;
+        atomic_store(&life.count.open, 1);
+    }
+}
+
+static void fork_child(void)
+{
+    /* A new process: its own profile (empty), its own file, its own final
+     * write, its own sampler thread. */
+    life.pid = getpid();
+    ps_mem_after_fork();
+    ps_output_after_fork();
+    ps_writer_child_after_fork();
+    atomic_store(&life.self_signal_written, 0);
+    life.count.paused = 0;
+    pthread_mutex_init(&life.lock, NULL);
+    if (state() >= PS_LIFE_READY) {
+        life.forked = 1;
+        life.fork_position = python_position();
+    }
+    ps_profile_child_after_fork();
+    ps_sampler_child_after_fork();
+}

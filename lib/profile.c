@@ -1,0 +1,97 @@
+/*
+ * profile.c - the profile's tables and their lock (profile.h).
+ *
+ * The lock is held by the sampler thread for one tick at a time; the other
+ * takers are the writers (render), pysample_reset and fork(), which takes it
+ * in the prepare handler so that the child never inherits it locked by a
+ * thread that does not exist there.  A program thread never waits on it
+ * for longer than a tick.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "profile.h"
+
+static struct {
+    pthread_mutex_t lock;
+    int ready;
+    struct ps_profile p;
+} profile = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+int ps_profile_setup(size_t max_stacks)
+{
+    if (ps_stacktab_init(&profile.p.tab, max_stacks) != 0 ||
+        ps_codecache_init(&profile.p.cc, 16384) != 0)
+        return -1;
+    profile.ready = 1;
+    return 0;
+}
+
+struct ps_profile *ps_profile_lock(void)
+{
+    pthread_mutex_lock(&profile.lock);
+    return &profile.p;
+}
+
+void ps_profile_unlock(void)
+{
+    pthread_mutex_unlock(&profile.lock);
+}
+
+int ps_profile_render(char **out, size_t *len)
+{
+    if (!profile.ready)
+        return -1;
+    pthread_mutex_lock(&profile.lock);
+    int rc = ps_stacktab_render(&profile.p.tab, out, len);
+    pthread_mutex_unlock(&profile.lock);
+    return rc;
+}
+
+/* Caller holds the lock. */
+static void clear_locked(void)
+{
+    ps_stacktab_clear(&profile.p.tab);
+    ps_codecache_clear(&profile.p.cc);  /* its entries hold ids into the old table */
+    profile.p.gen++;
+}
+
+void ps_profile_reset(void)
+{
+    if (!profile.ready)
+        return;
+    pthread_mutex_lock(&profile.lock);
+    clear_locked();
+    pthread_mutex_unlock(&profile.lock);
+}
+
+void ps_profile_counts(struct ps_profile_counts *c)
+{
+    memset(c, 0, sizeof *c);
+    if (!profile.ready)
+        return;
+    pthread_mutex_lock(&profile.lock);
+    c->distinct_stacks = profile.p.tab.used;
+    c->codecache_hits = profile.p.cc.hits;
+    c->codecache_misses = profile.p.cc.misses;
+    pthread_mutex_unlock(&profile.lock);
+}
+
+void ps_profile_prepare_fork(void)
+{
+    pthread_mutex_lock(&profile.lock);
+}
+
+void ps_profile_parent_after_fork(void)
+{
+    pthread_mutex_unlock(&profile.lock);
+}
+
+void ps_profile_child_after_fork(void)
+{
+    /* Only the forking thread exists here, and it took the lock in
+     * prepare. */
+    pthread_mutex_init(&profile.lock, NULL);
+    if (profile.ready)
+        clear_locked();
+}

@@ -1,0 +1,50 @@
+/*
+ * profile.h - the profile of this process: the code cache and the stack
+ * table the sampler fills, behind the one lock that serialises the sampler
+ * thread's tick with whoever renders, resets or forks.
+ *
+ * The data path runs one way: the sampler (sampler.c) locks the profile
+ * for a tick and adds stacks to it; the writer (writer.c) and the API
+ * (api.c) render it.  Nothing here calls back up.
+ */
+#ifndef PS_PROFILE_H
+#define PS_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codecache.h"
+#include "stacktab.h"
+
+struct ps_profile {
+    struct ps_stacktab tab;
+    struct ps_codecache cc;
+    uint32_t gen;   /* bumped whenever tab is cleared: its ids die then */
+};
+
+/* Allocates the tables.  0, or -1 (out of memory). */
+int ps_profile_setup(size_t max_stacks);
+
+/* The profile, locked for the caller (the sampler, for one tick). */
+struct ps_profile *ps_profile_lock(void);
+void ps_profile_unlock(void);
+
+/* Renders the collapsed lines into a malloc'ed buffer.  0 or -1. */
+int ps_profile_render(char **out, size_t *len);
+
+/* Discards every sample. */
+void ps_profile_reset(void);
+
+struct ps_profile_counts {
+    uint64_t distinct_stacks;
+    uint64_t codecache_hits, codecache_misses;
+};
+void ps_profile_counts(struct ps_profile_counts *c);
+
+/* fork(): the lock is held across it; the child starts with an empty
+ * profile and a fresh lock. */
+void ps_profile_prepare_fork(void);
+void ps_profile_parent_after_fork(void);
+void ps_profile_child_after_fork(void);
+
+#endif
