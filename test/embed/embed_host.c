@@ -19,14 +19,19 @@
  * and have plain C signatures.  Between loading libpython and initialising
  * it the host waits 300 ms, as uWSGI does between loading its plugin and
  * Py_Initialize: the profiler must wait for the interpreter, not give up.
- * Exit status 0, or 2 with a message on stderr.
+ * EMBED_END=_exit ends with _exit() after finalizing; EMBED_END=sigterm
+ * sends itself SIGTERM (default action) before finalizing, while the
+ * interpreter is still up.  Otherwise: exit status 0, or 2 with a message
+ * on stderr.
  */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef void (*init_fn)(int);
 typedef int (*fini_fn)(void);
@@ -143,8 +148,18 @@ int main(int argc, char **argv)
         endinterp(sub2);
         swap(main_ts);
     }
+    const char *end = getenv("EMBED_END");
+    if (end != NULL && strcmp(end, "sigterm") == 0) {
+        fflush(stdout);
+        kill(getpid(), SIGTERM);
+        nap_ms(10000);
+        return 3;
+    }
     if (fini() != 0)
         rc = 1;
     printf("embed_host: done\n");
+    fflush(stdout);
+    if (end != NULL && strcmp(end, "_exit") == 0)
+        _exit(rc ? 1 : 0);
     return rc ? 1 : 0;
 }

@@ -142,6 +142,20 @@ def test_embedded_subinterpreters(ctx):
     check_nothing_lost(ctx, res, prof)
 
 
+def test_embedded_ends_by_exit_and_sigterm(ctx):
+    """The late process ends by _exit() after Py_FinalizeEx, or dies of
+    SIGTERM with the interpreter up: the profile is written either way and
+    the status is the program's own."""
+    lib, home = libpython(ctx)
+    for end, want_rc in (("_exit", 0), ("sigterm", -15)):
+        res = run_host(ctx, [lib, SCRIPT, "main"], home=home, env={"EMBED_END": end})
+        ctx.check(res.rc == want_rc, "EMBED_END=%s: exit status %s, expected %s"
+                  % (end, res.rc, want_rc), res.stderr[-2000:])
+        ctx.check("pysample:" not in res.stderr, "message of ours", res.stderr[-2000:])
+        prof = res.profile()
+        check_role(ctx, prof, "main_work", "main-call", 40)
+
+
 def test_second_libpython_refused(ctx):
     """Another, different libpython loaded next to the first: one line,
     and the first one's profile is intact."""
