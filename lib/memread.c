@@ -44,8 +44,8 @@
  *   - a handler gets the same siginfo and ucontext (a handler that rewrites
  *     the ucontext to resume elsewhere still works: we return to the
  *     kernel's sigreturn with it), is called with its sa_mask blocked plus
- *     the signal unless SA_NODEFER, with SA_SIGINFO deciding the call's
- *     form, and with SA_RESETHAND resetting the view to SIG_DFL first (the
+ *     the signal unless SA_NODEFER, with the kernel's three arguments, and
+ *     with SA_RESETHAND resetting the view to SIG_DFL first (the
  *     kernel keeps the flags and resets only the handler, and so do we).
  *     We do not restore the mask when it returns: the kernel's sigreturn
  *     restores the interrupted context's mask from the ucontext, as it
@@ -498,10 +498,14 @@ static void deliver(int sig, siginfo_t *si, void *uc)
                 sigaddset(&block, sig);
             pthread_sigmask(SIG_BLOCK, &block, NULL);
             errno = saved_errno;
-            if (v.sa_flags & SA_SIGINFO)
-                v.sa_sigaction(sig, si, uc);
-            else
-                v.sa_handler(sig);
+            /* Three arguments whatever SA_SIGINFO says, as the kernel
+             * passes them on x86-64 (the siginfo and ucontext pointers
+             * are in the argument registers for every handler, and
+             * handlers declared with one parameter that read the context
+             * exist); a one-parameter handler ignores the other two under
+             * every calling convention we run on.  sa_handler and
+             * sa_sigaction are one pointer in a union. */
+            v.sa_sigaction(sig, si, uc);
             chain_leave(slot, saved_sp, saved_depth);
             return;   /* errno as the program's handler left it */
         }
