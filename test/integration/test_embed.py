@@ -156,6 +156,41 @@ def test_embedded_ends_by_exit_and_sigterm(ctx):
         check_role(ctx, prof, "main_work", "main-call", 40)
 
 
+def test_subinterpreters_in_parallel(ctx):
+    """3.12+: two sub-interpreters, each with its own GIL, running at the
+    same time on two threads of a Python program: both sampled, each with
+    its own label, the main interpreter's waiting thread unlabelled."""
+    if ctx.version < (3, 12):
+        ctx.skip("per-interpreter GIL and _interpreters need 3.12+")
+    prog = ctx.program("subinterp_threads.py")
+    work = ctx.program("subinterp_work.py")
+    res = ctx.run([prog], env={"PYSAMPLE_RATE": RATE})
+    ctx.check_clean_run(res)
+    prof = res.profile()
+    labels = {}
+    for func, marker in (("work_a", "si-a"), ("work_b", "si-b")):
+        line = harness.program_lines(work, marker)
+        n = prof.with_frame(func, "subinterp_work.py", line)
+        ctx.check(n >= 40, "%d samples of %s at subinterp_work.py:%d" % (n, func, line),
+                  prof.dump())
+        # By tid: the thread's name is read from its threading.Thread in
+        # the main interpreter, which a sub-interpreter's stack lacks, so
+        # some of its lines may carry the name and some not.
+        labels[func] = {(s.thread.split()[1], interp_of(s)) for s in prof.stacks
+                        if any(f.name == func for f in s.frames)}
+    a, b = labels["work_a"], labels["work_b"]
+    ctx.check(len(a) == 1 and len(b) == 1, "one thread and label each: %r %r" % (a, b))
+    (ta, la), (tb, lb) = next(iter(a)), next(iter(b))
+    ctx.check(la and lb and la != lb and ta != tb,
+              "work_a on %s/%s, work_b on %s/%s: distinct threads and interp labels expected"
+              % (ta, la, tb, lb))
+    wait = harness.program_lines(prog, "main-wait")
+    ctx.check(prof.with_frame("main_wait", "subinterp_threads.py", wait) >= 40 and
+              all(interp_of(s) is None for s in prof.stacks
+                  if any(f.name == "main_wait" for f in s.frames)),
+              "main_wait must be sampled without a label", prof.dump())
+
+
 def test_second_libpython_refused(ctx):
     """Another, different libpython loaded next to the first: one line,
     and the first one's profile is intact."""
