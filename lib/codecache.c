@@ -67,23 +67,15 @@ void ps_codecache_free(struct ps_codecache *c)
     memset(c, 0, sizeof *c);
 }
 
-static uintptr_t ptr_at(const uint8_t *snap, uint32_t off)
-{
-    uintptr_t v = 0;
-    if (off != PS_NOFIELD)
-        memcpy(&v, snap + off, sizeof v);
-    return v;
-}
-
 static void snapshot_id(const struct ps_layout *L, uintptr_t addr, const uint8_t *snap,
                         struct ps_code_id *id)
 {
     memset(id, 0, sizeof *id);
     id->addr = addr;
-    id->filename = ptr_at(snap, L->co_filename);
-    id->name = ptr_at(snap, L->co_name);
-    id->qualname = ptr_at(snap, L->co_qualname);
-    id->linetable = ptr_at(snap, L->co_linetable);
+    id->filename = ps_ptr_at(snap, L->co_filename);
+    id->name = ps_ptr_at(snap, L->co_name);
+    id->qualname = ps_ptr_at(snap, L->co_qualname);
+    id->linetable = ps_ptr_at(snap, L->co_linetable);
     if (L->co_nunits != PS_NOFIELD)
         memcpy(&id->nunits, snap + L->co_nunits, sizeof id->nunits);
     memcpy(&id->firstlineno, snap + L->co_firstlineno, sizeof id->firstlineno);

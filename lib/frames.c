@@ -24,22 +24,15 @@
 #include "frames.h"
 #include "memread.h"
 
-static uintptr_t ptr_at(const uint8_t *b, uint32_t off)
-{
-    uintptr_t v;
-    memcpy(&v, b + off, sizeof v);
-    return v;
-}
-
 int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts, uintptr_t *frame)
 {
     const struct ps_layout *L = &py->L;
     if (L->ts_cframe == PS_NOFIELD) {
-        *frame = ptr_at(ts, L->ts_frame);
+        *frame = ps_ptr_at(ts, L->ts_frame);
         return 0;
     }
     /* 3.11/3.12: tstate->cframe->current_frame */
-    uintptr_t cf = ptr_at(ts, L->ts_cframe);
+    uintptr_t cf = ps_ptr_at(ts, L->ts_cframe);
     if (cf == 0) {
         *frame = 0;
         return 0;
@@ -52,7 +45,7 @@ int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts, uintptr_t
 static int64_t interp_addr(const struct ps_layout *L, uintptr_t code, const uint8_t *fr,
                            const struct ps_code_entry *ce)
 {
-    uintptr_t ip = ptr_at(fr, L->fr_pos);
+    uintptr_t ip = ps_ptr_at(fr, L->fr_pos);
     uintptr_t base = code + L->co_code_adaptive;
     int64_t n = ce->id.nunits;
 
@@ -80,9 +73,7 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stack
     const struct ps_layout *L = &py->L;
     uint8_t fr[512], co[1024];
     int n = 0;
-    /* Shims are skipped but still cost a step; 3.12 can have one per Python
-     * frame (every call through C), hence twice the limit. */
-    int budget = 2 * max + 256;
+    int budget = ps_walk_budget(max);
 
     *truncated = 0;
     *boot = 0;
@@ -94,9 +85,9 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stack
             *truncated = 1;
             break;
         }
-        if ((frame & 7) != 0 || ps_read(fr, frame, L->fr_read) != 0)
+        if (!ps_frame_addr_ok(frame) || ps_read(fr, frame, L->fr_read) != 0)
             return PS_WALK_UNREADABLE;
-        uintptr_t back = ptr_at(fr, L->fr_back);
+        uintptr_t back = ps_frame_back(L, fr);
         if (back == frame)
             return PS_WALK_INCONSISTENT;
         /* 3.9/3.10: a frame object whose reference count is 0 was freed
@@ -121,7 +112,7 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stack
          * previous is set after it is zeroed): a torn walk, not a root. */
         if (back == 0 && L->frame_kind == PS_FRAMES_INTERP && L->minor >= 12)
             return PS_WALK_INCONSISTENT;
-        uintptr_t code = ptr_at(fr, L->fr_code) & ~L->code_tag_mask;
+        uintptr_t code = ps_ptr_at(fr, L->fr_code) & ~L->code_tag_mask;
         if (code == 0) {
             frame = back;
             continue;

@@ -32,4 +32,31 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stack
             int lines, uintptr_t frame, uint64_t *out, int max, int *truncated,
             uintptr_t *boot);
 
+/*
+ * How a frame chain is followed, by the walk below and by the macOS copy of
+ * a suspended thread (lib/darwin/suspend.c), which must copy exactly what
+ * the walk may read.
+ *
+ * Budget: how many links a walk of at most max Python frames may follow.
+ * Shims are skipped but still cost a step; 3.12 can have one per Python
+ * frame (every call through C), hence twice the limit, and a margin.
+ */
+static inline int ps_walk_budget(int max)
+{
+    return 2 * max + 256;
+}
+
+/* A frame address worth reading: frames are pointer-aligned. */
+static inline int ps_frame_addr_ok(uintptr_t frame)
+{
+    return frame != 0 && (frame & 7) == 0;
+}
+
+/* The link from a frame (snapshot fr, L.fr_read bytes) towards the root:
+ * 0 at the root.  A link equal to the frame's own address is a torn read. */
+static inline uintptr_t ps_frame_back(const struct ps_layout *L, const uint8_t *fr)
+{
+    return ps_ptr_at(fr, L->fr_back);
+}
+
 #endif

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "linetable.h"
 
@@ -161,5 +162,15 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
                                                    uint32_t hexversion,
                                                    struct ps_layout *l,
                                                    char *why, size_t whylen);
+
+/* The pointer stored at offset off of a snapshot (bytes copied from the
+ * interpreter), or 0 for a field this version does not have. */
+static inline uintptr_t ps_ptr_at(const uint8_t *snap, uint32_t off)
+{
+    uintptr_t v = 0;
+    if (off != PS_NOFIELD)
+        memcpy(&v, snap + off, sizeof v);
+    return v;
+}
 
 #endif

@@ -114,10 +114,9 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "config.h"
 #include "memread.h"
 #include "platform.h"
-
-extern char **environ;
 
 /* No user mapping exists at or above 2^56 on any 64-bit platform we run on
  * (x86-64 with 5-level paging tops out there, arm64 at 2^52); refusing such
@@ -223,19 +222,6 @@ static int is_ours(const struct sigaction *sa)
 static int has_function(const struct sigaction *sa)
 {
     return sa->sa_handler != SIG_DFL && sa->sa_handler != SIG_IGN;
-}
-
-/* 1 if the signal was raised by the hardware for the instruction that was
- * running, 0 if it was sent (kill, raise, sigqueue, tgkill). */
-static int from_hardware(const siginfo_t *si)
-{
-    if (si == NULL)
-        return 0;
-#ifdef __APPLE__
-    return si->si_code > 0 && si->si_code < SI_USER;
-#else
-    return si->si_code > 0;
-#endif
 }
 
 static void set_default(int sig)
@@ -478,7 +464,7 @@ static void deliver(int sig, siginfo_t *si, void *uc)
     struct fault_view *fv = view_of(sig);
     unsigned idx = atomic_load(&fv->cur) % PS_VIEW_SLOTS;
     struct sigaction v = fv->views[idx];
-    int hw = from_hardware(si);
+    int hw = ps_signal_from_fault(si);
 
     if (has_function(&v) && !is_ours(&v)) {
         int loop;
@@ -532,24 +518,15 @@ static void deliver(int sig, siginfo_t *si, void *uc)
 
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
-    if (from_hardware(si) && in_copy && atomic_load(&guard_owner) == self_id())
+    if (ps_signal_from_fault(si) && in_copy && atomic_load(&guard_owner) == self_id())
         siglongjmp(guard_env, 1);
     deliver(sig, si, uc);
-}
-
-static const char *env_value(const char *name)
-{
-    size_t n = strlen(name);
-    for (char **e = environ; e != NULL && *e != NULL; e++)
-        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
-            return *e + n + 1;
-    return NULL;
 }
 
 int ps_mem_init(void)
 {
     /* Test-only switch (docs/safety.md): pin the read path. */
-    const char *m = env_value("PYSAMPLE_READ_MODE");
+    const char *m = ps_env_initial("PYSAMPLE_READ_MODE", NULL);
     if (m != NULL && (strcmp(m, "syscall") == 0 || strcmp(m, "process_vm_readv") == 0 ||
                       strcmp(m, "pipe") == 0 || strcmp(m, "file") == 0)) {
         direct_disabled_by_env = 1;

@@ -6,6 +6,7 @@
 #ifndef PS_PLATFORM_H
 #define PS_PLATFORM_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -76,12 +77,21 @@ void ps_thread_copy_end(void);
 /* --- time --------------------------------------------------------------- */
 
 uint64_t ps_now_ns(void);                 /* monotonic clock */
-void ps_sleep_until_ns(uint64_t deadline); /* absolute, monotonic */
 /* Asks for the calling thread's timed waits to end as close to their
  * deadline as the platform can (Linux: the 50 us default timer slack down
  * to 1 ns; docs/performance.md has the figures). */
 void ps_thread_precise_timers(void);
 int64_t ps_self_cpu_ns(void);             /* CPU time of the calling thread */
+
+/*
+ * A wait that another thread can end at once: c is initialised by
+ * ps_cond_init(); ps_cond_wait_until() waits on it (m held) until it is
+ * signalled or ps_now_ns() reaches deadline, and returns 0 or ETIMEDOUT.
+ * (Linux: a CLOCK_MONOTONIC condition variable; macOS has no clock
+ * attribute, so the wait is relative to the monotonic clock instead.)
+ */
+void ps_cond_init(pthread_cond_t *c);
+int ps_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint64_t deadline);
 
 /* --- files -------------------------------------------------------------- */
 
@@ -89,6 +99,18 @@ int64_t ps_self_cpu_ns(void);             /* CPU time of the calling thread */
 struct timespec ps_stat_mtime(const struct stat *st);
 
 /* --- process ------------------------------------------------------------ */
+
+/* When this process started, on the wall clock, rounded early; an exec
+ * keeps it.  Where the system does not tell: now. */
+void ps_process_start_time(struct timespec *out);
+
+/* 1 if this process's parent is a Python process profiling with this
+ * library to the same PYSAMPLE_OUTPUT template tmpl; 0 if not or unknown. */
+int ps_parent_profiles_to(const char *tmpl);
+
+/* 1 if a SIGSEGV/SIGBUS was raised by the instruction that ran (a fault),
+ * 0 if it was sent (kill, raise, sigqueue, tgkill). */
+int ps_signal_from_fault(const siginfo_t *si);
 
 /* The C library's _exit, bypassing our interposer. */
 _Noreturn void ps_real_exit(int status);

@@ -113,14 +113,7 @@ static struct {
 
 static void wake_init(void)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-#if !defined(__APPLE__)
-    /* Deadlines are on the monotonic clock, like ps_now_ns(). */
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-#endif
-    pthread_cond_init(&S.wake, &ca);
-    pthread_condattr_destroy(&ca);
+    ps_cond_init(&S.wake);
     pthread_mutex_init(&S.wake_lock, NULL);
 }
 
@@ -343,20 +336,16 @@ void ps_sampler_tick(void)
     atomic_fetch_add(&S.ticks, 1);
 }
 
-/* Sleeps until deadline (monotonic ns) or until asked to stop. */
+/* Sleeps until deadline (monotonic ns) or until asked to stop or to
+ * write. */
 static void wait_until(uint64_t deadline)
 {
-#if defined(__APPLE__)
-    ps_sleep_until_ns(deadline);
-#else
-    struct timespec ts = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
     pthread_mutex_lock(&S.wake_lock);
     while (!atomic_load(&S.stop) && !atomic_load(&S.write_request)) {
-        if (pthread_cond_timedwait(&S.wake, &S.wake_lock, &ts) == ETIMEDOUT)
+        if (ps_cond_wait_until(&S.wake, &S.wake_lock, deadline) == ETIMEDOUT)
             break;
     }
     pthread_mutex_unlock(&S.wake_lock);
-#endif
 }
 
 static unsigned late_bucket(uint64_t v)

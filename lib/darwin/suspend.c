@@ -9,8 +9,8 @@
  *      its stores are complete and nothing it owns changes while we look.
  *   2. With recording on (read.c), copy its thread state, the frame pointer
  *      it leads to, and each frame of the chain, following the back links
- *      exactly as far as the walk may go (max_frames + 256, frames.c's own
- *      budget).  On 3.11+ frames sit next to each other on the thread's
+ *      by the walk's own rules and exactly as far as it may go
+ *      (frames.h: ps_walk_budget, ps_frame_back).  On 3.11+ frames sit next to each other on the thread's
  *      data stack, so each read also takes up to SPAN bytes below the frame
  *      (never below its page, which is readable if the frame is): the
  *      older frames are then usually already in the copy and a 20-frame
@@ -45,13 +45,6 @@
 
 static unsigned char scratch[SPAN + 1024];
 
-static uintptr_t ptr_at(const uint8_t *b, uint32_t off)
-{
-    uintptr_t v;
-    memcpy(&v, b + off, sizeof v);
-    return v;
-}
-
 /* Records [lo, frame + n) in one read, lo as far down as SPAN within the
  * frame's page.  Failure is fine: the caller reads the frame alone. */
 static void read_span(uintptr_t frame, size_t n)
@@ -77,7 +70,7 @@ int ps_thread_copy_begin(const struct ps_python *py, long tid, uintptr_t tsp, ui
 
     /* Room for every read the loop below may make; allocating is allowed
      * here, before the suspension. */
-    size_t frames = (size_t)max_frames + 256;
+    size_t frames = (size_t)ps_walk_budget(max_frames);
     int span = L->frame_kind == PS_FRAMES_INTERP;
     if (ps_darwin_copy_reserve(frames + SPAN_ROOM / SPAN + 8,
                                frames * L->fr_read + L->ts_read + 64 + (span ? SPAN_ROOM : 0)) != 0)
@@ -98,7 +91,7 @@ int ps_thread_copy_begin(const struct ps_python *py, long tid, uintptr_t tsp, ui
     if (!ts_ok || ps_thread_top_frame(py, ts, &frame) != 0)
         frame = 0;
     for (size_t budget = frames; frame != 0 && budget > 0; budget--) {
-        if ((frame & 7) != 0)
+        if (!ps_frame_addr_ok(frame))
             break;
         if (ps_darwin_copy_get(fr, frame, L->fr_read) != 0) {
             if (span && spanned + SPAN + L->fr_read <= SPAN_ROOM) {
@@ -109,7 +102,7 @@ int ps_thread_copy_begin(const struct ps_python *py, long tid, uintptr_t tsp, ui
                 ps_read(fr, frame, L->fr_read) != 0)
                 break;
         }
-        uintptr_t back = ptr_at(fr, L->fr_back);
+        uintptr_t back = ps_frame_back(L, fr);
         if (back == frame)
             break;
         frame = back;
