@@ -13,12 +13,24 @@
  * tick of the sampler costs at least as much: on a virtual machine a
  * timer wake-up and the two context switches around it are far from free,
  * and the suite reports this figure next to the sampler's own.
+ *
+ *     bench_wake busy RATE MILLIONS
+ *
+ * What such a waker costs a *busy program* (the floor of issue #14): the
+ * main thread runs MILLIONS x 10^6 steps of a loop over a 256 KiB buffer
+ * while a second thread wakes RATE times a second (none with RATE 0);
+ * prints the process's CPU time (user+sys) and the wake-ups.  Pinned to
+ * one core, the difference to a RATE 0 run, per wake-up, is what any
+ * sampler's wake-up costs the program it shares the core with (its own
+ * CPU plus the program's cache and TLB refills).
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static long long now(clockid_t c)
@@ -34,8 +46,65 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static _Atomic int busy_done;
+static long busy_rate;
+static long busy_wakes;
+
+static void *waker(void *unused)
+{
+    (void)unused;
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c, &ca);
+    long long iv = 1000000000LL / busy_rate, next = now(CLOCK_MONOTONIC) + iv;
+    while (!atomic_load(&busy_done)) {
+        struct timespec ts = { (time_t)(next / 1000000000LL), (long)(next % 1000000000LL) };
+        pthread_mutex_lock(&m);
+        pthread_cond_timedwait(&c, &m, &ts);
+        pthread_mutex_unlock(&m);
+        busy_wakes++;
+        long long w = now(CLOCK_MONOTONIC);
+        next += iv;
+        if (w > next)
+            next += ((w - next) / iv + 1) * iv;
+    }
+    return NULL;
+}
+
+static int busy_main(long rate, long millions)
+{
+    static unsigned char buf[256 * 1024];
+    pthread_t t;
+    busy_rate = rate;
+    if (rate > 0 && pthread_create(&t, NULL, waker, NULL) != 0)
+        return 3;
+    unsigned long long x = 88172645463325252ull, sum = 0;
+    for (long long i = 0; i < millions * 1000000LL; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf[x % sizeof buf] += (unsigned char)i;
+        sum += buf[(x >> 20) % sizeof buf];
+    }
+    atomic_store(&busy_done, 1);
+    if (rate > 0)
+        pthread_join(t, NULL);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    long long cpu = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
+                    (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
+    printf("{\"rate\": %ld, \"process_cpu_ns\": %lld, \"wakes\": %ld, \"checksum\": %llu}\n",
+           rate, cpu, busy_wakes, sum & 0xff);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "busy") == 0)
+        return busy_main(atol(argv[2]), atol(argv[3]));
     if (argc < 3 || argc > 5)
         return 2;
     long rate = atol(argv[1]);
