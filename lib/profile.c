@@ -48,21 +48,24 @@ int ps_profile_render(char **out, size_t *len)
     return rc;
 }
 
-/* Caller holds the lock. */
-static void clear_locked(void)
+/* Caller holds the lock.  0, or -1 with the profile as it was. */
+static int clear_locked(void)
 {
-    ps_stacktab_clear(&profile.p.tab);
+    if (ps_stacktab_clear(&profile.p.tab) != 0)
+        return -1;
     ps_codecache_clear(&profile.p.cc);  /* its entries hold ids into the old table */
     profile.p.gen++;
+    return 0;
 }
 
-void ps_profile_reset(void)
+int ps_profile_reset(void)
 {
     if (!profile.ready)
-        return;
+        return 0;
     pthread_mutex_lock(&profile.lock);
-    clear_locked();
+    int rc = clear_locked();
     pthread_mutex_unlock(&profile.lock);
+    return rc;
 }
 
 void ps_profile_counts(struct ps_profile_counts *c)
@@ -92,6 +95,8 @@ void ps_profile_child_after_fork(void)
     /* Only the forking thread exists here, and it took the lock in
      * prepare. */
     pthread_mutex_init(&profile.lock, NULL);
+    /* Out of memory: the child goes on with its parent's samples rather
+     * than none at all. */
     if (profile.ready)
         clear_locked();
 }

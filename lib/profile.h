@@ -32,8 +32,8 @@ void ps_profile_unlock(void);
 /* Renders the collapsed lines into a malloc'ed buffer.  0 or -1. */
 int ps_profile_render(char **out, size_t *len);
 
-/* Discards every sample. */
-void ps_profile_reset(void);
+/* Discards every sample.  0, or -1 (out of memory: nothing discarded). */
+int ps_profile_reset(void);
 
 struct ps_profile_counts {
     uint64_t distinct_stacks;

@@ -250,11 +250,17 @@ void ps_stacktab_free(struct ps_stacktab *t)
     memset(t, 0, sizeof *t);
 }
 
-void ps_stacktab_clear(struct ps_stacktab *t)
+int ps_stacktab_clear(struct ps_stacktab *t)
 {
-    size_t max = t->max_stacks;
+    /* The empty table is made first: if that fails, the old one stays
+     * whole (its samples keep counting) instead of a table of NULL
+     * pointers that the next sample would crash on. */
+    struct ps_stacktab fresh;
+    if (ps_stacktab_init(&fresh, t->max_stacks) != 0)
+        return -1;
     ps_stacktab_free(t);
-    ps_stacktab_init(t, max);
+    *t = fresh;
+    return 0;
 }
 
 static uint64_t hash_stack(uint32_t label, const uint64_t *frames, uint32_t depth)
@@ -440,7 +446,42 @@ struct render {
     size_t nf;
 };
 
-static struct render R;  /* for the qsort comparators; render runs under the caller's lock */
+/*
+ * Sorts the indexes v[0..n) by cmp, given the render context (qsort has
+ * none, and a global one made rendering depend on the caller's lock).  A
+ * bottom-up merge sort: O(n log n) always, stable.  0 or -1 (out of memory).
+ */
+typedef int (*index_cmp)(size_t a, size_t b, const struct render *r);
+
+static int sort_indexes(size_t *v, size_t n, index_cmp cmp, const struct render *r)
+{
+    if (n < 2)
+        return 0;
+    size_t *tmp = malloc(n * sizeof *tmp);
+    if (tmp == NULL)
+        return -1;
+    size_t *from = v, *to = tmp;
+    for (size_t width = 1; width < n; width *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * width) {
+            size_t mid = lo + width < n ? lo + width : n;
+            size_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                to[k++] = cmp(from[j], from[i], r) < 0 ? from[j++] : from[i++];
+            while (i < mid)
+                to[k++] = from[i++];
+            while (j < hi)
+                to[k++] = from[j++];
+        }
+        size_t *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != v)
+        memcpy(v, from, n * sizeof *v);
+    free(tmp);
+    return 0;
+}
 
 static size_t fmt_u64(char *out, uint64_t v)
 {
@@ -493,11 +534,10 @@ static size_t frame_len_max(const struct ps_stacktab *t, uint64_t f)
     return klen + 16;
 }
 
-static int cmp_ftext(const void *a, const void *b)
+static int cmp_ftext(size_t x, size_t y, const struct render *r)
 {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    size_t lx = R.flen[x], ly = R.flen[y];
-    int c = memcmp(R.ftext + R.foff[x], R.ftext + R.foff[y], lx < ly ? lx : ly);
+    size_t lx = r->flen[x], ly = r->flen[y];
+    int c = memcmp(r->ftext + r->foff[x], r->ftext + r->foff[y], lx < ly ? lx : ly);
     if (c != 0)
         return c;
     return (lx > ly) - (lx < ly);
@@ -505,17 +545,17 @@ static int cmp_ftext(const void *a, const void *b)
 
 /* Writes the line of stack s -- label, ";frame"..., " count" -- at p
  * (room is the caller's business) and returns its length. */
-static size_t put_line(char *p, const struct ps_stack *s)
+static size_t put_line(const struct render *r, char *p, const struct ps_stack *s)
 {
     size_t llen, o;
-    const char *label = strtab_get(R.t->labels, s->label, &llen);
+    const char *label = strtab_get(r->t->labels, s->label, &llen);
     memcpy(p, label, llen);
     o = llen;
     for (uint32_t k = 0; k < s->depth; k++) {
-        uint32_t f = R.fidx[s->off + k];
+        uint32_t f = r->fidx[s->off + k];
         p[o++] = ';';
-        memcpy(p + o, R.ftext + R.foff[f], R.flen[f]);
-        o += R.flen[f];
+        memcpy(p + o, r->ftext + r->foff[f], r->flen[f]);
+        o += r->flen[f];
     }
     p[o++] = ' ';
     o += fmt_u64(p + o, s->count);
@@ -524,28 +564,28 @@ static size_t put_line(char *p, const struct ps_stack *s)
 
 /* Renders the whole line of stack s (without newline) into a malloc'ed
  * string: the slow path of cmp_stacks. */
-static char *line_text(const struct ps_stack *s)
+static char *line_text(const struct render *r, const struct ps_stack *s)
 {
     size_t llen, len;
-    strtab_get(R.t->labels, s->label, &llen);
+    strtab_get(r->t->labels, s->label, &llen);
     len = llen + 32;
     for (uint32_t k = 0; k < s->depth; k++)
-        len += 1 + R.flen[R.fidx[s->off + k]];
+        len += 1 + r->flen[r->fidx[s->off + k]];
     char *p = malloc(len);
     if (p == NULL)
         return NULL;
-    p[put_line(p, s)] = '\0';
+    p[put_line(r, p, s)] = '\0';
     return p;
 }
 
-static int cmp_stacks(const void *a, const void *b)
+static int cmp_stacks(size_t a, size_t b, const struct render *r)
 {
-    const struct ps_stack *x = &R.t->slots[*(const size_t *)a];
-    const struct ps_stack *y = &R.t->slots[*(const size_t *)b];
+    const struct ps_stack *x = &r->t->slots[a];
+    const struct ps_stack *y = &r->t->slots[b];
     if (x->label != y->label) {
         size_t lx, ly;
-        const char *sx = strtab_get(R.t->labels, x->label, &lx);
-        const char *sy = strtab_get(R.t->labels, y->label, &ly);
+        const char *sx = strtab_get(r->t->labels, x->label, &lx);
+        const char *sy = strtab_get(r->t->labels, y->label, &ly);
         int c = memcmp(sx, sy, lx < ly ? lx : ly);
         if (c != 0 || lx == ly)
             return c;
@@ -556,14 +596,14 @@ static int cmp_stacks(const void *a, const void *b)
         return (nx > ny) - (nx < ny);
     }
     uint32_t n = x->depth < y->depth ? x->depth : y->depth;
-    const uint32_t *fx = R.fidx + x->off, *fy = R.fidx + y->off;
+    const uint32_t *fx = r->fidx + x->off, *fy = r->fidx + y->off;
     for (uint32_t k = 0; k < n; k++) {
-        if (fx[k] == fy[k] || R.rank[fx[k]] == R.rank[fy[k]])
+        if (fx[k] == fy[k] || r->rank[fx[k]] == r->rank[fy[k]])
             continue;
-        if (!R.prefix[fx[k]] && !R.prefix[fy[k]])
-            return R.rank[fx[k]] < R.rank[fy[k]] ? -1 : 1;
+        if (!r->prefix[fx[k]] && !r->prefix[fy[k]])
+            return r->rank[fx[k]] < r->rank[fy[k]] ? -1 : 1;
         /* A frame's text is the start of another's: compare the text. */
-        char *lx = line_text(x), *ly = line_text(y);
+        char *lx = line_text(r, x), *ly = line_text(r, y);
         int c = (lx != NULL && ly != NULL) ? strcmp(lx, ly) : 0;
         free(lx);
         free(ly);
@@ -579,85 +619,85 @@ static int cmp_stacks(const void *a, const void *b)
     return strcmp(cx, cy);
 }
 
-static void render_free(struct fset *fs, size_t *order, uint32_t *byrank)
+static void render_free(struct render *r, struct fset *fs, size_t *order, size_t *byrank)
 {
     free(fs->keys);
     free(fs->vals);
-    free(R.fidx);
-    free(R.fval);
-    free(R.foff);
-    free(R.flen);
-    free(R.rank);
-    free(R.prefix);
-    free(R.ftext);
+    free(r->fidx);
+    free(r->fval);
+    free(r->foff);
+    free(r->flen);
+    free(r->rank);
+    free(r->prefix);
+    free(r->ftext);
     free(order);
     free(byrank);
-    memset(&R, 0, sizeof R);
+    memset(r, 0, sizeof *r);
 }
 
 int ps_stacktab_render(const struct ps_stacktab *t, char **out, size_t *len)
 {
     struct fset fs = { 0 };
     size_t *order = NULL;
-    uint32_t *byrank = NULL;
-    memset(&R, 0, sizeof R);
-    R.t = t;
+    size_t *byrank = NULL;
+    struct render rs = { .t = t }, *r = &rs;
 
     /* 1. Distinct frames, their text and its rank. */
-    R.fidx = malloc((t->nframes + 1) * sizeof *R.fidx);
-    if (R.fidx == NULL)
+    r->fidx = malloc((t->nframes + 1) * sizeof *r->fidx);
+    if (r->fidx == NULL)
         goto oom;
     for (size_t i = 0; i < t->nframes; i++) {
         uint32_t k = fset_index(&fs, t->frames[i]);
         if (k == UINT32_MAX)
             goto oom;
-        R.fidx[i] = k;
+        r->fidx[i] = k;
     }
-    R.nf = fs.n;
-    size_t nf = R.nf ? R.nf : 1;
-    R.fval = malloc(nf * sizeof *R.fval);
-    R.foff = malloc(nf * sizeof *R.foff);
-    R.flen = malloc(nf * sizeof *R.flen);
-    R.rank = malloc(nf * sizeof *R.rank);
-    R.prefix = calloc(nf, 1);
+    r->nf = fs.n;
+    size_t nf = r->nf ? r->nf : 1;
+    r->fval = malloc(nf * sizeof *r->fval);
+    r->foff = malloc(nf * sizeof *r->foff);
+    r->flen = malloc(nf * sizeof *r->flen);
+    r->rank = malloc(nf * sizeof *r->rank);
+    r->prefix = calloc(nf, 1);
     byrank = malloc(nf * sizeof *byrank);
-    if (R.fval == NULL || R.foff == NULL || R.flen == NULL || R.rank == NULL ||
-        R.prefix == NULL || byrank == NULL)
+    if (r->fval == NULL || r->foff == NULL || r->flen == NULL || r->rank == NULL ||
+        r->prefix == NULL || byrank == NULL)
         goto oom;
     for (size_t j = 0; j < fs.cap; j++)
         if (fs.keys[j] != 0)
-            R.fval[fs.vals[j]] = fs.keys[j] - 1;
+            r->fval[fs.vals[j]] = fs.keys[j] - 1;
     size_t tsize = 0;
-    for (size_t i = 0; i < R.nf; i++)
-        tsize += frame_len_max(t, R.fval[i]);
-    R.ftext = malloc(tsize + 1);
-    if (R.ftext == NULL)
+    for (size_t i = 0; i < r->nf; i++)
+        tsize += frame_len_max(t, r->fval[i]);
+    r->ftext = malloc(tsize + 1);
+    if (r->ftext == NULL)
         goto oom;
     size_t to = 0;
-    for (size_t i = 0; i < R.nf; i++) {
-        R.foff[i] = to;
-        R.flen[i] = (uint32_t)frame_text(t, R.fval[i], R.ftext + to);
-        to += R.flen[i];
-        byrank[i] = (uint32_t)i;
+    for (size_t i = 0; i < r->nf; i++) {
+        r->foff[i] = to;
+        r->flen[i] = (uint32_t)frame_text(t, r->fval[i], r->ftext + to);
+        to += r->flen[i];
+        byrank[i] = i;
     }
-    qsort(byrank, R.nf, sizeof *byrank, cmp_ftext);
-    for (size_t r = 0; r < R.nf; r++) {
+    if (sort_indexes(byrank, r->nf, cmp_ftext, r) != 0)
+        goto oom;
+    for (size_t k = 0; k < r->nf; k++) {
         /* Equal texts (a marker's line is not shown) share a rank... */
-        uint32_t i = byrank[r];
-        R.rank[i] = (r > 0 && cmp_ftext(&byrank[r - 1], &i) == 0) ? R.rank[byrank[r - 1]]
-                                                                   : (uint32_t)r;
+        size_t i = byrank[k];
+        r->rank[i] = (k > 0 && cmp_ftext(byrank[k - 1], i, r) == 0) ? r->rank[byrank[k - 1]]
+                                                                     : (uint32_t)k;
     }
-    for (size_t r = R.nf; r-- > 0;) {
+    for (size_t k = r->nf; k-- > 0;) {
         /* ... and whether they start a longer text: the next one in order
          * does if any does. */
-        uint32_t i = byrank[r];
-        if (r + 1 < R.nf) {
-            uint32_t nx = byrank[r + 1];
-            if (R.rank[nx] == R.rank[i])
-                R.prefix[i] = R.prefix[nx];
-            else if (R.flen[nx] > R.flen[i] &&
-                     memcmp(R.ftext + R.foff[nx], R.ftext + R.foff[i], R.flen[i]) == 0)
-                R.prefix[i] = 1;
+        size_t i = byrank[k];
+        if (k + 1 < r->nf) {
+            size_t nx = byrank[k + 1];
+            if (r->rank[nx] == r->rank[i])
+                r->prefix[i] = r->prefix[nx];
+            else if (r->flen[nx] > r->flen[i] &&
+                     memcmp(r->ftext + r->foff[nx], r->ftext + r->foff[i], r->flen[i]) == 0)
+                r->prefix[i] = 1;
         }
     }
 
@@ -675,9 +715,10 @@ int ps_stacktab_render(const struct ps_stacktab *t, char **out, size_t *len)
         strtab_get(t->labels, s->label, &llen);
         total += llen + 2 + 20;  /* label, ' ', count, '\n' */
         for (uint32_t k = 0; k < s->depth; k++)
-            total += 1 + R.flen[R.fidx[s->off + k]];
+            total += 1 + r->flen[r->fidx[s->off + k]];
     }
-    qsort(order, n, sizeof *order, cmp_stacks);
+    if (sort_indexes(order, n, cmp_stacks, r) != 0)
+        goto oom;
 
     /* 3. The text, once. */
     char *p = malloc(total + 1);
@@ -685,16 +726,16 @@ int ps_stacktab_render(const struct ps_stacktab *t, char **out, size_t *len)
         goto oom;
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        o += put_line(p + o, &t->slots[order[i]]);
+        o += put_line(r, p + o, &t->slots[order[i]]);
         p[o++] = '\n';
     }
     p[o] = '\0';
-    render_free(&fs, order, byrank);
+    render_free(r, &fs, order, byrank);
     *out = p;
     *len = o;
     return 0;
 
 oom:
-    render_free(&fs, order, byrank);
+    render_free(r, &fs, order, byrank);
     return -1;
 }

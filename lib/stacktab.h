@@ -41,7 +41,8 @@ struct ps_stacktab {
 
 int ps_stacktab_init(struct ps_stacktab *t, size_t max_stacks);
 void ps_stacktab_free(struct ps_stacktab *t);
-void ps_stacktab_clear(struct ps_stacktab *t);
+/* Empties t.  0, or -1 (out of memory) with t as it was. */
+int ps_stacktab_clear(struct ps_stacktab *t);
 
 /* Interns a function; name and file are raw UTF-8.  file NULL = marker
  * frame printed as the bare name.  Returns an id or PS_ID_NONE. */
