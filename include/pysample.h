@@ -62,7 +62,8 @@ PYSAMPLE_API int pysample_stop(void);
  */
 PYSAMPLE_API int pysample_write(const char *path);
 
-/* Discards all samples collected so far. */
+/* Discards all samples collected so far.  Returns 0, or -ENOMEM (then
+ * nothing was discarded). */
 PYSAMPLE_API int pysample_reset(void);
 
 /* A snapshot of the profiler's state. */
@@ -75,6 +76,9 @@ struct pysample_status {
     uint64_t samples;         /* thread stacks recorded */
     uint64_t errors;          /* stacks dropped because memory changed under us */
     uint64_t distinct_stacks; /* lines the output would have now */
+    /* errors by cause (added after the fields above: pysample_status) */
+    uint64_t errors_unreadable;   /* memory that could not be read */
+    uint64_t errors_inconsistent; /* memory that changed while we read it */
 };
 
 /*

@@ -50,13 +50,14 @@ int pysample_write(const char *path)
 
 int pysample_reset(void)
 {
+    int rc = 0;
     if (ps_lifecycle_python() != NULL) {
         struct ps_section sec;
         ps_section_enter(&sec, NULL);
-        ps_profile_reset();
+        rc = ps_profile_reset() != 0 ? -ENOMEM : 0;
         ps_section_leave(&sec);
     }
-    return 0;
+    return rc;
 }
 
 /*
@@ -75,6 +76,8 @@ static int status_size_ok(unsigned size)
         offsetof(struct pysample_status, samples),
         offsetof(struct pysample_status, errors),
         offsetof(struct pysample_status, distinct_stacks),
+        offsetof(struct pysample_status, errors_unreadable),  /* the first struct */
+        offsetof(struct pysample_status, errors_inconsistent),
         sizeof(struct pysample_status),
     };
     for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
@@ -104,6 +107,8 @@ int pysample_status(struct pysample_status *st, unsigned size)
         full.samples = s.samples;
         full.errors = s.errors;
         full.distinct_stacks = s.distinct_stacks;
+        full.errors_unreadable = s.errors_unreadable;
+        full.errors_inconsistent = s.errors_inconsistent;
     }
     memcpy(st, &full, size);
     return 0;

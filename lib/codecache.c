@@ -59,14 +59,6 @@ void ps_codecache_clear(struct ps_codecache *c)
         drop(&c->e[i]);
 }
 
-void ps_codecache_free(struct ps_codecache *c)
-{
-    if (c->e != NULL)
-        ps_codecache_clear(c);
-    free(c->e);
-    memset(c, 0, sizeof *c);
-}
-
 static void snapshot_id(const struct ps_layout *L, uintptr_t addr, const uint8_t *snap,
                         struct ps_code_id *id)
 {
@@ -155,8 +147,6 @@ const struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
             break;
     }
     c->misses++;
-    if (victim->valid)
-        c->evictions++;
     drop(victim);
     victim->id = id;
     if (fill(victim, py, t, lines) != 0) {

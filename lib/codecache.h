@@ -35,11 +35,10 @@ struct ps_codecache {
     struct ps_code_entry *e;  /* sets * WAYS entries */
     size_t sets;              /* power of two */
     uint64_t clock;
-    uint64_t hits, misses, evictions;
+    uint64_t hits, misses;
 };
 
 int ps_codecache_init(struct ps_codecache *c, size_t max_entries);
-void ps_codecache_free(struct ps_codecache *c);
 void ps_codecache_clear(struct ps_codecache *c);
 
 /*

@@ -109,8 +109,6 @@ struct ps_layout {
     uint32_t str_length;
     uint32_t str_state;
     uint32_t str_ascii_data;     /* sizeof(PyASCIIObject) */
-    uint32_t str_utf8_length;    /* in PyCompactUnicodeObject */
-    uint32_t str_utf8;
     uint32_t str_compact_data;   /* sizeof(PyCompactUnicodeObject) */
     uint8_t st_kind_shift;       /* state bit positions */
     uint8_t st_compact_bit;

@@ -414,8 +414,6 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     l->str_length = get_off(&c, m->un_length, un, 8, "str.length");
     l->str_state = get_off(&c, m->un_state, un, 4, "str.state");
     l->str_ascii_data = (uint32_t)get64(dbg, m->un_ascii_size);
-    l->str_utf8_length = l->str_ascii_data;
-    l->str_utf8 = l->str_ascii_data + 8;
     l->str_compact_data = m->un_compact_size != 0
                               ? (uint32_t)get64(dbg, m->un_compact_size)
                               : l->str_ascii_data + 16;

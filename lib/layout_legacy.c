@@ -195,8 +195,6 @@ enum ps_layout_status ps_layout_legacy(int minor, uint32_t hexversion,
     l->str_length = 16;
     l->str_state = 32;
     l->str_ascii_data = r->str_ascii_data;
-    l->str_utf8_length = r->str_ascii_data;
-    l->str_utf8 = r->str_ascii_data + 8;
     l->str_compact_data = r->str_compact_data;
     l->st_kind_shift = 2;
     l->st_compact_bit = 5;

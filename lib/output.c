@@ -69,7 +69,7 @@ static struct {
     unsigned counter;           /* temporary file names */
     ps_output_note_fn note;
     char noted[4096];           /* the last name we said something about */
-} O = { .mode = 0600, .lineage = -1 };
+} output = { .mode = 0600, .lineage = -1 };
 
 static void host_name(char *buf, size_t len)
 {
@@ -82,7 +82,7 @@ static int expand(const char *tmpl, char *out, size_t outlen)
 {
     char host[256];
     host_name(host, sizeof host);
-    return ps_expand_path(tmpl, (long)getpid(), host, O.start_time, out, outlen);
+    return ps_expand_path(tmpl, (long)getpid(), host, output.start_time, out, outlen);
 }
 
 static void dir_of(const char *path, char *dir, size_t len)
@@ -105,7 +105,7 @@ static int open_temp(const char *path, int mode, char *tmp, size_t tmplen)
     dir_of(path, dir, sizeof dir);
     for (int attempt = 0; attempt < 100; attempt++) {
         int n = snprintf(tmp, tmplen, "%s/.%s.%ld.%u.tmp", dir, base, (long)getpid(),
-                         __atomic_fetch_add(&O.counter, 1, __ATOMIC_RELAXED));
+                         __atomic_fetch_add(&output.counter, 1, __ATOMIC_RELAXED));
         if (n < 0 || (size_t)n >= tmplen)
             return -ENAMETOOLONG;
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
@@ -208,17 +208,17 @@ static int insert_before_ext(const char *path, const char *ins, char *out, size_
 static int candidate(unsigned k, char *out, size_t len)
 {
     char base[4096], ins[64];
-    if (expand(O.tmpl, base, sizeof base) != 0)
+    if (expand(output.tmpl, base, sizeof base) != 0)
         return -EINVAL;
-    if (!O.has_pid)
-        k += O.lineage == 1 ? 1 : 0;
+    if (!output.has_pid)
+        k += output.lineage == 1 ? 1 : 0;
     if (k == 0) {
         if (strlen(base) >= len)
             return -ENAMETOOLONG;
         strcpy(out, base);
         return 0;
     }
-    if (O.has_pid)
+    if (output.has_pid)
         snprintf(ins, sizeof ins, ".%u", k);
     else if (k == 1)
         snprintf(ins, sizeof ins, ".%ld", (long)getpid());
@@ -230,22 +230,22 @@ static int candidate(unsigned k, char *out, size_t len)
 static int before_we_started(const struct stat *st)
 {
     struct timespec m = ps_stat_mtime(st);
-    return m.tv_sec < O.proc_start.tv_sec ||
-           (m.tv_sec == O.proc_start.tv_sec && m.tv_nsec < O.proc_start.tv_nsec);
+    return m.tv_sec < output.proc_start.tv_sec ||
+           (m.tv_sec == output.proc_start.tv_sec && m.tv_nsec < output.proc_start.tv_nsec);
 }
 
 static void note_skipped(const char *path, const struct stat *st, const char *instead)
 {
     char msg[8400];
-    if (O.note == NULL || strcmp(O.noted, path) == 0)
+    if (output.note == NULL || strcmp(output.noted, path) == 0)
         return;
-    snprintf(O.noted, sizeof O.noted, "%s", path);
+    snprintf(output.noted, sizeof output.noted, "%s", path);
     const char *what = S_ISLNK(st->st_mode) ? "a symbolic link" :
                        S_ISDIR(st->st_mode) ? "a directory" :
                        !S_ISREG(st->st_mode) ? "not a regular file" : "another user's file";
     snprintf(msg, sizeof msg, "%s is %s, which we neither follow nor replace; the profile "
              "goes to %s", path, what, instead);
-    O.note(msg);
+    output.note(msg);
 }
 
 int ps_output_init(const char *tmpl, int file_mode, ps_output_note_fn note,
@@ -253,13 +253,13 @@ int ps_output_init(const char *tmpl, int file_mode, ps_output_note_fn note,
 {
     char path[4096], tmp[4200];
     struct timespec now;
-    snprintf(O.tmpl, sizeof O.tmpl, "%s", tmpl);
-    O.mode = file_mode;
-    O.note = note;
-    O.has_pid = ps_template_has_pid(tmpl);
+    snprintf(output.tmpl, sizeof output.tmpl, "%s", tmpl);
+    output.mode = file_mode;
+    output.note = note;
+    output.has_pid = ps_template_has_pid(tmpl);
     clock_gettime(CLOCK_REALTIME, &now);
-    O.start_time = (long)now.tv_sec;
-    ps_process_start_time(&O.proc_start);
+    output.start_time = (long)now.tv_sec;
+    ps_process_start_time(&output.proc_start);
     if (expand(tmpl, path, sizeof path) != 0) {
         snprintf(why, whylen, "PYSAMPLE_OUTPUT='%.200s' has an unknown %%-placeholder "
                  "(known: %%p %%h %%t %%%%) or is too long", tmpl);
@@ -282,10 +282,10 @@ void ps_output_after_fork(void)
 {
     /* A new process, started now, and not the first one: the parent's name
      * is not ours to claim. */
-    O.claimed = 0;
-    O.lineage = 1;
-    O.noted[0] = '\0';
-    clock_gettime(CLOCK_REALTIME, &O.proc_start);
+    output.claimed = 0;
+    output.lineage = 1;
+    output.noted[0] = '\0';
+    clock_gettime(CLOCK_REALTIME, &output.proc_start);
 }
 
 /* Writes this process's profile to its name (see the top of the file). */
@@ -295,14 +295,14 @@ static int write_own(const char *data, size_t len, char *written, size_t written
     struct stat tmpst, st, skipped_st;
     int rc;
 
-    if (!O.has_pid && O.lineage < 0)
-        O.lineage = ps_parent_profiles_to(O.tmpl);
+    if (!output.has_pid && output.lineage < 0)
+        output.lineage = ps_parent_profiles_to(output.tmpl);
     if ((rc = candidate(0, path, sizeof path)) != 0)
         return rc;
     /* Every candidate is in the same directory as the first. */
-    if ((rc = write_temp(path, data, len, O.mode, tmp, sizeof tmp, &tmpst)) != 0)
+    if ((rc = write_temp(path, data, len, output.mode, tmp, sizeof tmp, &tmpst)) != 0)
         return rc;
-    for (unsigned k = O.claimed ? O.cand : 0; k < PS_MAX_CANDIDATES; k++) {
+    for (unsigned k = output.claimed ? output.cand : 0; k < PS_MAX_CANDIDATES; k++) {
         if ((rc = candidate(k, path, sizeof path)) != 0)
             break;
         int placed;
@@ -319,7 +319,8 @@ static int write_own(const char *data, size_t len, char *written, size_t written
                 break;
             }
         } else {
-            int mine = O.claimed && k == O.cand && st.st_dev == O.dev && st.st_ino == O.ino;
+            int mine = output.claimed && k == output.cand && st.st_dev == output.dev &&
+                       st.st_ino == output.ino;
             int left_over = S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
                             before_we_started(&st);
             if (!mine && !left_over) {
@@ -334,10 +335,10 @@ static int write_own(const char *data, size_t len, char *written, size_t written
                 break;
             }
         }
-        O.claimed = 1;
-        O.cand = k;
-        O.dev = tmpst.st_dev;
-        O.ino = tmpst.st_ino;
+        output.claimed = 1;
+        output.cand = k;
+        output.dev = tmpst.st_dev;
+        output.ino = tmpst.st_ino;
         if (skipped[0])
             note_skipped(skipped, &skipped_st, path);
         if (written != NULL)
@@ -356,9 +357,9 @@ int ps_output_write(const char *tmpl, const char *data, size_t len,
         return write_own(data, len, written, writtenlen);
     char host[256];
     host_name(host, sizeof host);
-    if (ps_expand_path(tmpl, (long)getpid(), host, O.start_time, path, sizeof path) != 0)
+    if (ps_expand_path(tmpl, (long)getpid(), host, output.start_time, path, sizeof path) != 0)
         return -EINVAL;
-    int rc = ps_write_atomic(path, data, len, O.mode);
+    int rc = ps_write_atomic(path, data, len, output.mode);
     if (rc == 0 && written != NULL)
         snprintf(written, writtenlen, "%s", path);
     return rc;

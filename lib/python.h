@@ -43,7 +43,4 @@ int ps_python_ready(const struct ps_python *py);
 /* 1 once the runtime reports it is finalizing: stop reading. */
 int ps_python_finalizing(const struct ps_python *py);
 
-/* "3.12" or "3.13.1", for messages. */
-void ps_python_version_str(const struct ps_python *py, char *buf, size_t len);
-
 #endif

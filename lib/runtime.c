@@ -117,13 +117,3 @@ int ps_python_finalizing(const struct ps_python *py)
         return 0;
     return f != 0;
 }
-
-void ps_python_version_str(const struct ps_python *py, char *buf, size_t len)
-{
-    uint32_t h = py->L.hexversion;
-    if ((h & 0xffff) == 0)
-        snprintf(buf, len, "3.%u", (h >> 16) & 0xff);
-    else
-        snprintf(buf, len, "3.%u.%u%s", (h >> 16) & 0xff, (h >> 8) & 0xff,
-                 py->L.free_threaded ? "t" : "");
-}

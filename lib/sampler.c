@@ -25,7 +25,8 @@
  *
  * Statistics for benchmarks.  PYSAMPLE_STATS=<path> (%p expands to the
  * pid) makes the thread write a small "key value" text file each time it
- * stops (pysample_stop, exit, runtime finalizing): ticks, samples, errors,
+ * stops (pysample_stop, exit, runtime finalizing): ticks, samples, errors
+ * (and by cause: unreadable, inconsistent),
  * skipped ticks, the sampler thread's own CPU time, how long it sampled,
  * tick lateness (wake-up time minus scheduled time) at p50/p90/p99/max and
  * the duration of a tick's own work at p50/p99, from log-linear histograms
@@ -54,6 +55,7 @@
 #include "threadstates.h"
 #include "writer.h"
 
+#define PS_FORKERS 8      /* forking ancestors remembered (forker_tids) */
 #define PS_WALK_TRIES 3
 #define PS_NAME_RETRIES 8
 #define PS_NAME_REFRESH_NS 1000000000ull
@@ -91,6 +93,9 @@ static struct {
     _Atomic int write_request;  /* serve the writer at the next chance */
 
     _Atomic uint64_t ticks, samples, errors, late_ticks;
+    /* errors by cause: memory that could not be read, and memory read that
+     * made no sense (a walk or thread list torn while we looked) */
+    _Atomic uint64_t errors_unreadable, errors_inconsistent;
     _Atomic int64_t cpu_ns;
     uint64_t next_flush;
     pid_t pid;
@@ -98,7 +103,7 @@ static struct {
      * that forked us (and our ancestors), as recorded in thread states
      * that a fork() without PyOS_AfterFork_Child() never updated (uWSGI's
      * workers unless --py-call-osafterfork).  Filled at fork. */
-    long forker_tids[8];
+    long forker_tids[PS_FORKERS];
     long forking_tid;           /* set in the prepare handler */
 
     pthread_mutex_t wake_lock;  /* with wake: the interruptible wait */
@@ -109,28 +114,28 @@ static struct {
     uint64_t active_ns;         /* wall time spent sampling, all runs */
     uint64_t late_hist[PS_LATE_BUCKETS];
     uint64_t tick_hist[PS_LATE_BUCKETS];  /* duration of the tick's work */
-} S = { .join_lock = PTHREAD_MUTEX_INITIALIZER, .wake_lock = PTHREAD_MUTEX_INITIALIZER };
+} sampler = { .join_lock = PTHREAD_MUTEX_INITIALIZER, .wake_lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void wake_init(void)
 {
-    ps_cond_init(&S.wake);
-    pthread_mutex_init(&S.wake_lock, NULL);
+    ps_cond_init(&sampler.wake);
+    pthread_mutex_init(&sampler.wake_lock, NULL);
 }
 
 int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
 {
-    S.py = *py;
-    S.cfg = *cfg;
-    S.pid = getpid();
-    atomic_store(&S.rate_hz, cfg->rate_hz);
+    sampler.py = *py;
+    sampler.cfg = *cfg;
+    sampler.pid = getpid();
+    atomic_store(&sampler.rate_hz, cfg->rate_hz);
     wake_init();
     if (ps_profile_setup((size_t)cfg->max_stacks) != 0)
         return -1;
-    S.scratch = malloc(((size_t)cfg->max_depth + 2) * sizeof *S.scratch);
-    S.rooted = malloc(((size_t)cfg->max_depth + 2) * sizeof *S.rooted);
-    if (S.scratch == NULL || S.rooted == NULL)
+    sampler.scratch = malloc(((size_t)cfg->max_depth + 2) * sizeof *sampler.scratch);
+    sampler.rooted = malloc(((size_t)cfg->max_depth + 2) * sizeof *sampler.rooted);
+    if (sampler.scratch == NULL || sampler.rooted == NULL)
         return -1;
-    S.setup_done = 1;
+    sampler.setup_done = 1;
     return 0;
 }
 
@@ -138,9 +143,9 @@ static struct tid_info *tid_slot(long tid)
 {
     size_t i = (size_t)tid & (PS_TIDCACHE - 1);
     for (size_t n = 0; n < 8; n++, i = (i + 1) & (PS_TIDCACHE - 1))
-        if (S.tids[i].tid == tid || S.tids[i].tid == 0)
+        if (sampler.tids[i].tid == tid || sampler.tids[i].tid == 0)
             break;
-    struct tid_info *ti = &S.tids[i];
+    struct tid_info *ti = &sampler.tids[i];
     if (ti->tid != tid) {
         /* New thread, or a slot reclaimed from a thread long gone. */
         memset(ti, 0, sizeof *ti);
@@ -162,14 +167,14 @@ static uint32_t thread_label(struct ps_profile *p, struct tid_info *ti, uint64_t
     int boot_new = boot != 0 && !ti->had_boot;
     if (ti->gen != p->gen || ti->label == PS_ID_NONE || now >= ti->name_at || boot_new) {
         char name[sizeof ti->name];
-        if (ti->tid == S.pid)
+        if (ti->tid == sampler.pid)
             strcpy(name, "MainThread");
         else if (ti->tid <= 0 || ps_thread_os_name(ti->tid, name, sizeof name) != 0)
             name[0] = '\0';
         /* No OS name of its own (3.9-3.13): the threading.Thread's name,
          * read from its object (threadnames.c).  The OS name wins. */
         if (name[0] == '\0' && ti->tid > 0 && boot != 0)
-            ps_thread_py_name(&S.py, boot, name, sizeof name);
+            ps_thread_py_name(&sampler.py, boot, name, sizeof name);
         /* A read of the name that failed (the thread was moving under us)
          * is tried again on the next sample rather than a second later,
          * so a short-lived thread does not spend its life unnamed; a few
@@ -202,8 +207,8 @@ static uint32_t interp_frame(struct ps_profile *p, uintptr_t interp)
 {
     static struct { int64_t id; uint32_t func, gen; } memo[16];
     int64_t id;
-    if (S.py.L.is_id == PS_NOFIELD || S.py.L.is_id == 0 ||
-        ps_read(&id, interp + S.py.L.is_id, sizeof id) != 0 || id <= 0)
+    if (sampler.py.L.is_id == PS_NOFIELD || sampler.py.L.is_id == 0 ||
+        ps_read(&id, interp + sampler.py.L.is_id, sizeof id) != 0 || id <= 0)
         return PS_ID_NONE;
     size_t slot = (size_t)id % (sizeof memo / sizeof memo[0]);
     if (memo[slot].id == id && memo[slot].gen == p->gen && memo[slot].func != PS_ID_NONE)
@@ -222,7 +227,7 @@ static uint32_t interp_frame(struct ps_profile *p, uintptr_t interp)
 static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint64_t now,
                           uint32_t interp_func)
 {
-    const struct ps_layout *L = &S.py.L;
+    const struct ps_layout *L = &sampler.py.L;
     long tid = -1;
     uintptr_t pth;
 
@@ -236,12 +241,12 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
         tid = ps_thread_tid(pth);
     if (tid < 0 && pth == 0)
         return;  /* not yet bound to an OS thread */
-    for (size_t i = 0; i < sizeof S.forker_tids / sizeof S.forker_tids[0] && S.forker_tids[i]; i++)
-        if (tid == S.forker_tids[i])
-            tid = S.pid;
+    for (size_t i = 0; i < PS_FORKERS && sampler.forker_tids[i]; i++)
+        if (tid == sampler.forker_tids[i])
+            tid = sampler.pid;
 
     struct tid_info *ti = tid_slot(tid);
-    if (S.cfg.mode == PS_MODE_CPU) {
+    if (sampler.cfg.mode == PS_MODE_CPU) {
         int64_t cpu = tid > 0 ? ps_thread_cpu_ns(tid) : -1;
         int64_t last = ti->last_cpu;
         ti->last_cpu = cpu;
@@ -261,20 +266,22 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
         /* macOS: suspend the thread, copy its state and frame chain,
          * resume it; the walk below reads that copy (platform.h).  Linux
          * walks the running thread: nothing happens here. */
-        if (ps_thread_copy_begin(&S.py, tid, tsp, ts, S.cfg.max_depth) != 0)
+        if (ps_thread_copy_begin(&sampler.py, tid, tsp, ts, sampler.cfg.max_depth) != 0)
             break;
-        if (ps_thread_top_frame(&S.py, ts, &frame) != 0) {
+        if (ps_thread_top_frame(&sampler.py, ts, &frame) != 0) {
             n = PS_WALK_UNREADABLE;
             continue;
         }
-        n = ps_walk(&S.py, &p->cc, &p->tab, S.cfg.lines, frame, S.scratch,
-                    S.cfg.max_depth, &truncated, &boot);
+        n = ps_walk(&sampler.py, &p->cc, &p->tab, sampler.cfg.lines, frame, sampler.scratch,
+                    sampler.cfg.max_depth, &truncated, &boot);
         if (n >= 0)
             break;
     }
     ps_thread_copy_end();
     if (n < 0) {
-        atomic_fetch_add(&S.errors, 1);
+        atomic_fetch_add(&sampler.errors, 1);
+        atomic_fetch_add(n == PS_WALK_UNREADABLE ? &sampler.errors_unreadable
+                                                 : &sampler.errors_inconsistent, 1);
         return;
     }
     if (n == 0)
@@ -284,7 +291,7 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
      * never silent. */
     int d = 0;
     if (interp_func != PS_ID_NONE)
-        S.rooted[d++] = ps_frame(interp_func, PS_LINE_NONE);
+        sampler.rooted[d++] = ps_frame(interp_func, PS_LINE_NONE);
     if (truncated) {
         static uint32_t marker_func = PS_ID_NONE;
         static uint32_t marker_gen = UINT32_MAX;
@@ -292,16 +299,17 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
             marker_func = ps_func_intern(&p->tab, "[pysample: truncated]", NULL);
             marker_gen = p->gen;
         }
-        S.rooted[d++] = ps_frame(marker_func, PS_LINE_NONE);
+        sampler.rooted[d++] = ps_frame(marker_func, PS_LINE_NONE);
     }
     for (int i = n - 1; i >= 0; i--)
-        S.rooted[d++] = S.scratch[i];
+        sampler.rooted[d++] = sampler.scratch[i];
     uint32_t label = thread_label(p, ti, now, boot);
-    if (label == PS_ID_NONE || ps_stacktab_add(&p->tab, label, S.rooted, (uint32_t)d, 1) != 0) {
-        atomic_fetch_add(&S.errors, 1);
+    if (label == PS_ID_NONE ||
+        ps_stacktab_add(&p->tab, label, sampler.rooted, (uint32_t)d, 1) != 0) {
+        atomic_fetch_add(&sampler.errors, 1);
         return;
     }
-    atomic_fetch_add(&S.samples, 1);
+    atomic_fetch_add(&sampler.samples, 1);
 }
 
 void ps_sampler_tick(void)
@@ -310,12 +318,12 @@ void ps_sampler_tick(void)
     uint64_t now = ps_now_ns();
 
     ps_mem_tick();
-    if (ps_python_finalizing(&S.py)) {
-        atomic_store(&S.finished, 1);
+    if (ps_python_finalizing(&sampler.py)) {
+        atomic_store(&sampler.finished, 1);
         return;
     }
     struct ps_tstate_iter it;
-    if (ps_tstates_begin(&it, &S.py) != 0)
+    if (ps_tstates_begin(&it, &sampler.py) != 0)
         return;
 
     struct ps_profile *p = ps_profile_lock();
@@ -331,21 +339,23 @@ void ps_sampler_tick(void)
     }
     ps_mem_batch_end(batch);
     ps_profile_unlock();
-    if (it.torn)
-        atomic_fetch_add(&S.errors, it.torn);
-    atomic_fetch_add(&S.ticks, 1);
+    if (it.torn) {
+        atomic_fetch_add(&sampler.errors, it.torn);
+        atomic_fetch_add(&sampler.errors_inconsistent, it.torn);
+    }
+    atomic_fetch_add(&sampler.ticks, 1);
 }
 
 /* Sleeps until deadline (monotonic ns) or until asked to stop or to
  * write. */
 static void wait_until(uint64_t deadline)
 {
-    pthread_mutex_lock(&S.wake_lock);
-    while (!atomic_load(&S.stop) && !atomic_load(&S.write_request)) {
-        if (ps_cond_wait_until(&S.wake, &S.wake_lock, deadline) == ETIMEDOUT)
+    pthread_mutex_lock(&sampler.wake_lock);
+    while (!atomic_load(&sampler.stop) && !atomic_load(&sampler.write_request)) {
+        if (ps_cond_wait_until(&sampler.wake, &sampler.wake_lock, deadline) == ETIMEDOUT)
             break;
     }
-    pthread_mutex_unlock(&S.wake_lock);
+    pthread_mutex_unlock(&sampler.wake_lock);
 }
 
 static unsigned late_bucket(uint64_t v)
@@ -385,35 +395,40 @@ static uint64_t late_percentile(const uint64_t *hist, double q)
 static void write_stats(void)
 {
     char path[1100], buf[1024];
-    const char *p = strstr(S.cfg.stats_path, "%p");
+    const char *p = strstr(sampler.cfg.stats_path, "%p");
     if (p != NULL)
-        snprintf(path, sizeof path, "%.*s%ld%s", (int)(p - S.cfg.stats_path), S.cfg.stats_path,
+        snprintf(path, sizeof path, "%.*s%ld%s", (int)(p - sampler.cfg.stats_path),
+                 sampler.cfg.stats_path,
                  (long)getpid(), p + 2);
     else
-        snprintf(path, sizeof path, "%s", S.cfg.stats_path);
+        snprintf(path, sizeof path, "%s", sampler.cfg.stats_path);
     uint64_t max = 0;
     for (unsigned b = 0; b < PS_LATE_BUCKETS; b++)
-        if (S.late_hist[b])
+        if (sampler.late_hist[b])
             max = late_value(b);
     struct ps_profile_counts pc;
     ps_profile_counts(&pc);
     int n = snprintf(buf, sizeof buf,
-                     "rate_hz %d\nticks %llu\nsamples %llu\nerrors %llu\nskipped_ticks %llu\n"
+                     "rate_hz %d\nticks %llu\nsamples %llu\nerrors %llu\nerrors_unreadable %llu\n"
+                     "errors_inconsistent %llu\nskipped_ticks %llu\n"
                      "distinct_stacks %llu\nsampler_cpu_ns %lld\nactive_ns %llu\n"
                      "late_p50_ns %llu\nlate_p90_ns %llu\nlate_p99_ns %llu\nlate_max_ns %llu\n"
                      "tick_p50_ns %llu\ntick_p99_ns %llu\n"
                      "codecache_hits %llu\ncodecache_misses %llu\nread_mode %s\n",
-                     atomic_load(&S.rate_hz), (unsigned long long)atomic_load(&S.ticks),
-                     (unsigned long long)atomic_load(&S.samples),
-                     (unsigned long long)atomic_load(&S.errors),
-                     (unsigned long long)atomic_load(&S.late_ticks),
-                     (unsigned long long)pc.distinct_stacks, (long long)atomic_load(&S.cpu_ns),
-                     (unsigned long long)S.active_ns,
-                     (unsigned long long)late_percentile(S.late_hist, 0.50),
-                     (unsigned long long)late_percentile(S.late_hist, 0.90),
-                     (unsigned long long)late_percentile(S.late_hist, 0.99), (unsigned long long)max,
-                     (unsigned long long)late_percentile(S.tick_hist, 0.50),
-                     (unsigned long long)late_percentile(S.tick_hist, 0.99),
+                     atomic_load(&sampler.rate_hz), (unsigned long long)atomic_load(&sampler.ticks),
+                     (unsigned long long)atomic_load(&sampler.samples),
+                     (unsigned long long)atomic_load(&sampler.errors),
+                     (unsigned long long)atomic_load(&sampler.errors_unreadable),
+                     (unsigned long long)atomic_load(&sampler.errors_inconsistent),
+                     (unsigned long long)atomic_load(&sampler.late_ticks),
+                     (unsigned long long)pc.distinct_stacks,
+                     (long long)atomic_load(&sampler.cpu_ns),
+                     (unsigned long long)sampler.active_ns,
+                     (unsigned long long)late_percentile(sampler.late_hist, 0.50),
+                     (unsigned long long)late_percentile(sampler.late_hist, 0.90),
+                     (unsigned long long)late_percentile(sampler.late_hist, 0.99), (unsigned long long)max,
+                     (unsigned long long)late_percentile(sampler.tick_hist, 0.50),
+                     (unsigned long long)late_percentile(sampler.tick_hist, 0.99),
                      (unsigned long long)pc.codecache_hits, (unsigned long long)pc.codecache_misses,
                      ps_mem_mode_name());
     if (n <= 0 || (size_t)n >= sizeof buf)
@@ -430,8 +445,8 @@ static void write_stats(void)
  * work: the loop only learns here that it must end. */
 static void serve_writes(void)
 {
-    if (atomic_exchange(&S.write_request, 0) && ps_writer_serve())
-        atomic_store(&S.stop, 1);
+    if (atomic_exchange(&sampler.write_request, 0) && ps_writer_serve())
+        atomic_store(&sampler.stop, 1);
 }
 
 static void *sampler_main(void *arg)
@@ -456,7 +471,8 @@ static void *sampler_main(void *arg)
      * libpython that was loaded long before its Py_Initialize (uWSGI) or
      * is never initialised at all. */
     uint64_t nap = 1000000, waiting_since = ps_now_ns();
-    while (!atomic_load(&S.stop) && !ps_python_ready(&S.py) && !ps_python_finalizing(&S.py)) {
+    while (!atomic_load(&sampler.stop) && !ps_python_ready(&sampler.py) &&
+           !ps_python_finalizing(&sampler.py)) {
         wait_until(ps_now_ns() + nap);
         if (ps_now_ns() - waiting_since > 200000000ull && nap < 100000000ull)
             nap *= 2;
@@ -464,157 +480,159 @@ static void *sampler_main(void *arg)
     }
     ps_mem_enable_direct();
 
-    uint64_t interval = 1000000000ull / (uint64_t)atomic_load(&S.rate_hz);
+    uint64_t interval = 1000000000ull / (uint64_t)atomic_load(&sampler.rate_hz);
     uint64_t began = ps_now_ns();
     uint64_t next = began + interval;
     uint64_t cpu_at = began;
     /* Only the first start sets the schedule: the thread is stopped and
      * started again around every os.fork() on 3.12+ (pysample.c), and a
      * server forking more often than the interval must still flush. */
-    if (S.cfg.flush_interval_s > 0 && S.next_flush == 0)
-        S.next_flush = ps_now_ns() + (uint64_t)S.cfg.flush_interval_s * 1000000000ull;
+    if (sampler.cfg.flush_interval_s > 0 && sampler.next_flush == 0)
+        sampler.next_flush = ps_now_ns() + (uint64_t)sampler.cfg.flush_interval_s * 1000000000ull;
 
-    while (!atomic_load(&S.stop) && !atomic_load(&S.finished)) {
+    while (!atomic_load(&sampler.stop) && !atomic_load(&sampler.finished)) {
         wait_until(next);
-        if (atomic_load(&S.stop))
+        if (atomic_load(&sampler.stop))
             break;
         uint64_t woke = 0;
-        if (S.cfg.stats_path[0]) {
+        if (sampler.cfg.stats_path[0]) {
             woke = ps_now_ns();
-            S.late_hist[late_bucket(woke > next ? woke - next : 0)]++;
+            sampler.late_hist[late_bucket(woke > next ? woke - next : 0)]++;
         }
         ps_sampler_tick();
         uint64_t now = ps_now_ns();
         if (woke)
-            S.tick_hist[late_bucket(now - woke)]++;
+            sampler.tick_hist[late_bucket(now - woke)]++;
         next += interval;
         if (now > next) {
             /* We fell behind (descheduled, or a tick took too long): skip
              * the missed ticks rather than burst to catch up. */
             uint64_t missed = (now - next) / interval + 1;
-            atomic_fetch_add(&S.late_ticks, missed);
+            atomic_fetch_add(&sampler.late_ticks, missed);
             next += missed * interval;
         }
         serve_writes();
-        if (S.next_flush && now >= S.next_flush) {
+        if (sampler.next_flush && now >= sampler.next_flush) {
             if (ps_writer_serve())
-                atomic_store(&S.stop, 1);
-            S.next_flush = now + (uint64_t)S.cfg.flush_interval_s * 1000000000ull;
+                atomic_store(&sampler.stop, 1);
+            sampler.next_flush = now + (uint64_t)sampler.cfg.flush_interval_s * 1000000000ull;
         }
         /* The thread's CPU clock is a system call (0.4-0.9 us here, as
          * much as walking a 10-frame stack): read it 10 times a second,
          * not every tick.  It is read once more on the way out. */
         if (now >= cpu_at) {
-            atomic_store(&S.cpu_ns, ps_self_cpu_ns());
+            atomic_store(&sampler.cpu_ns, ps_self_cpu_ns());
             cpu_at = now + 100000000ull;
         }
     }
-    atomic_store(&S.cpu_ns, ps_self_cpu_ns());
-    S.active_ns += ps_now_ns() - began;
+    atomic_store(&sampler.cpu_ns, ps_self_cpu_ns());
+    sampler.active_ns += ps_now_ns() - began;
     /* The runtime is finalizing: nothing more to sample, but the thread
      * stays until stopped, to write when asked: a fatal signal that lands
      * during Python's exit must still find someone to write the profile
      * (pysample.c never writes from a signal handler). */
-    while (!atomic_load(&S.stop)) {
-        if (atomic_load(&S.write_request)) {
+    while (!atomic_load(&sampler.stop)) {
+        if (atomic_load(&sampler.write_request)) {
             serve_writes();
             continue;
         }
         wait_until(ps_now_ns() + 100000000ull);
     }
-    if (S.cfg.stats_path[0])
+    if (sampler.cfg.stats_path[0])
         write_stats();
     return NULL;
 }
 
 int ps_sampler_start(int rate_hz)
 {
-    if (!S.setup_done)
+    if (!sampler.setup_done)
         return -ENOENT;
     if (rate_hz < 0 || rate_hz > PS_MAX_RATE)
         return -EINVAL;
-    if (atomic_load(&S.running))
+    if (atomic_load(&sampler.running))
         return 0;
     if (rate_hz > 0)
-        atomic_store(&S.rate_hz, rate_hz);
-    atomic_store(&S.stop, 0);
-    atomic_store(&S.finished, 0);
+        atomic_store(&sampler.rate_hz, rate_hz);
+    atomic_store(&sampler.stop, 0);
+    atomic_store(&sampler.finished, 0);
 
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     /* frames.c and pystr.c keep their buffers on the stack: 256 KiB is
      * several times what they need and far less than the 8 MiB default. */
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    int rc = pthread_create(&S.thread, &attr, sampler_main, NULL);
+    int rc = pthread_create(&sampler.thread, &attr, sampler_main, NULL);
     pthread_attr_destroy(&attr);
     if (rc != 0)
         return -rc;
-    atomic_store(&S.running, 1);
+    atomic_store(&sampler.running, 1);
     return 0;
 }
 
 void ps_sampler_stop(void)
 {
-    if (!atomic_load(&S.running))
+    if (!atomic_load(&sampler.running))
         return;
-    atomic_store(&S.stop, 1);
-    pthread_mutex_lock(&S.wake_lock);
-    pthread_cond_broadcast(&S.wake);
-    pthread_mutex_unlock(&S.wake_lock);
+    atomic_store(&sampler.stop, 1);
+    pthread_mutex_lock(&sampler.wake_lock);
+    pthread_cond_broadcast(&sampler.wake);
+    pthread_mutex_unlock(&sampler.wake_lock);
     /* On the sampler thread itself (a write it was asked for ends
      * profiling) the loop only learns it must end.  The thread still runs,
      * so it stays "running" until another thread joins it: marking it
      * stopped here let the exit path skip the join and end the process
      * while the thread was still writing (PYSAMPLE_STATS files came out
      * empty). */
-    if (pthread_equal(pthread_self(), S.thread))
+    if (pthread_equal(pthread_self(), sampler.thread))
         return;
-    pthread_mutex_lock(&S.join_lock);
-    if (atomic_load(&S.running)) {
-        pthread_join(S.thread, NULL);
-        atomic_store(&S.running, 0);
+    pthread_mutex_lock(&sampler.join_lock);
+    if (atomic_load(&sampler.running)) {
+        pthread_join(sampler.thread, NULL);
+        atomic_store(&sampler.running, 0);
     }
-    pthread_mutex_unlock(&S.join_lock);
+    pthread_mutex_unlock(&sampler.join_lock);
 }
 
 void ps_sampler_request_write(int wake)
 {
-    atomic_store(&S.write_request, 1);
+    atomic_store(&sampler.write_request, 1);
     if (!wake)
         return;
-    pthread_mutex_lock(&S.wake_lock);
-    pthread_cond_broadcast(&S.wake);
-    pthread_mutex_unlock(&S.wake_lock);
+    pthread_mutex_lock(&sampler.wake_lock);
+    pthread_cond_broadcast(&sampler.wake);
+    pthread_mutex_unlock(&sampler.wake_lock);
 }
 
 int ps_sampler_alive(void)
 {
-    return atomic_load(&S.running);
+    return atomic_load(&sampler.running);
 }
 
 int ps_sampler_running(void)
 {
-    return atomic_load(&S.running) && !atomic_load(&S.finished);
+    return atomic_load(&sampler.running) && !atomic_load(&sampler.finished);
 }
 
 int ps_sampler_stats_wanted(void)
 {
-    return S.cfg.stats_path[0] != '\0';
+    return sampler.cfg.stats_path[0] != '\0';
 }
 
 int ps_sampler_rate(void)
 {
-    return atomic_load(&S.rate_hz);
+    return atomic_load(&sampler.rate_hz);
 }
 
 void ps_sampler_stats(struct ps_stats *st)
 {
     memset(st, 0, sizeof *st);
-    st->ticks = atomic_load(&S.ticks);
-    st->samples = atomic_load(&S.samples);
-    st->errors = atomic_load(&S.errors);
-    st->late_ticks = atomic_load(&S.late_ticks);
-    st->sampler_cpu_ns = atomic_load(&S.cpu_ns);
+    st->ticks = atomic_load(&sampler.ticks);
+    st->samples = atomic_load(&sampler.samples);
+    st->errors = atomic_load(&sampler.errors);
+    st->errors_unreadable = atomic_load(&sampler.errors_unreadable);
+    st->errors_inconsistent = atomic_load(&sampler.errors_inconsistent);
+    st->late_ticks = atomic_load(&sampler.late_ticks);
+    st->sampler_cpu_ns = atomic_load(&sampler.cpu_ns);
     struct ps_profile_counts pc;
     ps_profile_counts(&pc);
     st->distinct_stacks = pc.distinct_stacks;
@@ -622,32 +640,35 @@ void ps_sampler_stats(struct ps_stats *st)
 
 void ps_sampler_prepare_fork(void)
 {
-    S.forking_tid = ps_gettid();
+    sampler.forking_tid = ps_gettid();
 }
 
 void ps_sampler_child_after_fork(void)
 {
     /* Only the forking thread exists here; the sampler thread does not.
      * The profile is already empty (ps_profile_child_after_fork). */
-    pthread_mutex_init(&S.join_lock, NULL);
+    pthread_mutex_init(&sampler.join_lock, NULL);
     wake_init();
-    memset(S.late_hist, 0, sizeof S.late_hist);
-    memset(S.tick_hist, 0, sizeof S.tick_hist);
-    S.active_ns = 0;
-    int was_running = atomic_load(&S.running) && !atomic_load(&S.finished);
-    atomic_store(&S.running, 0);
-    atomic_store(&S.write_request, 0);
-    S.next_flush = 0;
-    S.pid = getpid();
+    memset(sampler.late_hist, 0, sizeof sampler.late_hist);
+    memset(sampler.tick_hist, 0, sizeof sampler.tick_hist);
+    sampler.active_ns = 0;
+    int was_running = atomic_load(&sampler.running) && !atomic_load(&sampler.finished);
+    atomic_store(&sampler.running, 0);
+    atomic_store(&sampler.write_request, 0);
+    sampler.next_flush = 0;
+    sampler.pid = getpid();
     /* Newest first; the oldest ancestor falls off a full list. */
-    memmove(S.forker_tids + 1, S.forker_tids, sizeof S.forker_tids - sizeof S.forker_tids[0]);
-    S.forker_tids[0] = S.forking_tid != S.pid ? S.forking_tid : 0;
-    memset(S.tids, 0, sizeof S.tids);
-    atomic_store(&S.ticks, 0);
-    atomic_store(&S.samples, 0);
-    atomic_store(&S.errors, 0);
-    atomic_store(&S.late_ticks, 0);
-    atomic_store(&S.cpu_ns, 0);
-    if (S.setup_done && was_running)
+    memmove(sampler.forker_tids + 1, sampler.forker_tids,
+            (PS_FORKERS - 1) * sizeof sampler.forker_tids[0]);
+    sampler.forker_tids[0] = sampler.forking_tid != sampler.pid ? sampler.forking_tid : 0;
+    memset(sampler.tids, 0, sizeof sampler.tids);
+    atomic_store(&sampler.ticks, 0);
+    atomic_store(&sampler.samples, 0);
+    atomic_store(&sampler.errors, 0);
+    atomic_store(&sampler.errors_unreadable, 0);
+    atomic_store(&sampler.errors_inconsistent, 0);
+    atomic_store(&sampler.late_ticks, 0);
+    atomic_store(&sampler.cpu_ns, 0);
+    if (sampler.setup_done && was_running)
         ps_sampler_start(0);
 }

@@ -14,7 +14,9 @@
 struct ps_stats {
     uint64_t ticks;
     uint64_t samples;
-    uint64_t errors;
+    uint64_t errors;              /* every stack dropped, of which: */
+    uint64_t errors_unreadable;   /* memory could not be read */
+    uint64_t errors_inconsistent; /* what was read made no sense (torn) */
     uint64_t late_ticks;
     uint64_t distinct_stacks;
     int64_t sampler_cpu_ns;

@@ -82,7 +82,5 @@ void ps_darwin_copy_replay(void);
 void ps_darwin_copy_off(void);
 /* Copies [addr, addr + n) out of the recording: 0, or -1 if not recorded. */
 int ps_darwin_copy_get(void *dst, uintptr_t addr, size_t n);
-/* 1 if the last recording ran out of room (the rest of the walk is live). */
-int ps_darwin_copy_overflowed(void);
 
 #endif

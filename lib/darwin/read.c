@@ -44,7 +44,6 @@ static struct {
     size_t nrecs, caprecs;
     unsigned char *data;
     size_t used, capdata;
-    int overflowed;
 } copy;
 
 static int mach_read(void *dst, uintptr_t src, size_t n)
@@ -131,7 +130,6 @@ void ps_darwin_copy_record(void)
     copy.owner = pthread_self();
     copy.nrecs = 0;
     copy.used = 0;
-    copy.overflowed = 0;
     copy.state = copy.recs != NULL && copy.data != NULL ? COPY_RECORD : COPY_OFF;
 }
 
@@ -155,11 +153,6 @@ void ps_darwin_copy_replay(void)
 void ps_darwin_copy_off(void)
 {
     copy.state = COPY_OFF;
-}
-
-int ps_darwin_copy_overflowed(void)
-{
-    return copy.overflowed;
 }
 
 static int contains(const struct rec *r, uintptr_t addr, size_t n)
@@ -225,9 +218,8 @@ int ps_plat_read(void *dst, uintptr_t src, size_t n)
             r->off = copy.used;
             memcpy(copy.data + copy.used, dst, n);
             copy.used += n;
-        } else {
-            copy.overflowed = 1;
         }
+        /* Out of room: the rest of the walk reads live memory. */
     }
     return 0;
 }

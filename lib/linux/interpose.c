@@ -79,7 +79,7 @@ struct managed {
     struct sigaction view;   /* the default action as the program set it */
 };
 
-static struct managed M[] = { { SIGTERM, { .sa_handler = SIG_DFL } },
+static struct managed managed_sigs[] = { { SIGTERM, { .sa_handler = SIG_DFL } },
                               { SIGHUP, { .sa_handler = SIG_DFL } },
                               /* gunicorn's master sends it to its workers;
                                * one that is already exiting (Python has put
@@ -91,9 +91,9 @@ static void (*write_first)(int sig);   /* set before signals_on */
 
 static struct managed *managed(int sig)
 {
-    for (size_t i = 0; i < sizeof M / sizeof M[0]; i++)
-        if (M[i].sig == sig)
-            return &M[i];
+    for (size_t i = 0; i < sizeof managed_sigs / sizeof managed_sigs[0]; i++)
+        if (managed_sigs[i].sig == sig)
+            return &managed_sigs[i];
     return NULL;
 }
 
@@ -117,8 +117,8 @@ static int install_ours(struct managed *m)
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     /* One fatal signal at a time on this thread. */
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof M / sizeof M[0]; i++)
-        sigaddset(&sa.sa_mask, M[i].sig);
+    for (size_t i = 0; i < sizeof managed_sigs / sizeof managed_sigs[0]; i++)
+        sigaddset(&sa.sa_mask, managed_sigs[i].sig);
     return ps_real_sigaction(m->sig, &sa, NULL);
 }
 
@@ -152,12 +152,12 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 void ps_fatal_signals_take_over(void (*write)(int sig))
 {
     write_first = write;
-    for (size_t i = 0; i < sizeof M / sizeof M[0]; i++) {
+    for (size_t i = 0; i < sizeof managed_sigs / sizeof managed_sigs[0]; i++) {
         struct sigaction cur;
-        if (ps_real_sigaction(M[i].sig, NULL, &cur) != 0 || !is_default(&cur))
+        if (ps_real_sigaction(managed_sigs[i].sig, NULL, &cur) != 0 || !is_default(&cur))
             continue;
-        M[i].view = cur;
-        install_ours(&M[i]);
+        managed_sigs[i].view = cur;
+        install_ours(&managed_sigs[i]);
     }
     atomic_store(&signals_on, 1);
 }

@@ -30,7 +30,7 @@ typedef int (*kill_fn)(pid_t, int);
 typedef int (*raise_fn)(int);
 
 static sigaction_fn real_sigaction_p;
-static exit_fn real_exit_p, real_Exit_p;
+static exit_fn real_exit_p;
 static signal_fn real_signal_p;
 static fopen_fn real_fopen_p, real_fopen64_p;
 static fclose_fn real_fclose_p;
@@ -51,7 +51,6 @@ void ps_interpose_init(void)
     LOOKUP(real_sigaction_p, sigaction_fn, "sigaction");
     LOOKUP(real_signal_p, signal_fn, "signal");
     LOOKUP(real_exit_p, exit_fn, "_exit");
-    LOOKUP(real_Exit_p, exit_fn, "_Exit");
     LOOKUP(real_fopen_p, fopen_fn, "fopen");
     LOOKUP(real_fopen64_p, fopen_fn, "fopen64");
     LOOKUP(real_fclose_p, fclose_fn, "fclose");

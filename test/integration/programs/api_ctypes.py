@@ -31,6 +31,15 @@ busy_api()
 st = Status()
 assert ps.pysample_status(ctypes.byref(st), ctypes.sizeof(st)) == 0
 assert ps.pysample_status(ctypes.byref(st), 3) != 0   # wrong size refused
+class StatusByCause(ctypes.Structure):                  # the struct with errors by cause
+    _fields_ = Status._fields_ + [("errors_unreadable", ctypes.c_uint64),
+                                  ("errors_inconsistent", ctypes.c_uint64)]
+
+
+full = StatusByCause()
+assert ps.pysample_status(ctypes.byref(full), ctypes.sizeof(full)) == 0
+assert full.errors_unreadable + full.errors_inconsistent <= full.errors, (
+    full.errors_unreadable, full.errors_inconsistent, full.errors)
 short = Status()                                       # an older, shorter struct
 assert ps.pysample_status(ctypes.byref(short), Status.ticks.offset) == 0
 assert short.running == 1 and short.rate_hz == 500 and short.ticks == 0, (short.running, short.rate_hz)
