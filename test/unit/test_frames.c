@@ -1,0 +1,219 @@
+/*
+ * test_frames.c - the frame walker (frames.c), the code cache (codecache.c)
+ * and the stack table's aggregation of what they produce, on fake
+ * interpreter memory built here: frame objects chained through f_back,
+ * code objects whose type is "the" code type, and compact ASCII str
+ * objects, laid out by a layout of our own (3.9-style frame objects).
+ * Everything is read through ps_read(), as in a real process.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "codecache.h"
+#include "frames.h"
+#include "memread.h"
+#include "stacktab.h"
+
+/* The fake objects.  Offsets in the layout below are offsetof these. */
+struct fake_str {
+    int64_t refcnt;
+    uintptr_t type;
+    int64_t length;
+    int64_t hash;
+    uint32_t state;
+    uint32_t pad;
+    char data[64];
+};
+
+struct fake_code {
+    int64_t refcnt;
+    uintptr_t type;
+    uintptr_t filename, name, linetable;
+    int32_t firstlineno;
+    int32_t pad;
+};
+
+struct fake_frame {
+    int64_t refcnt;
+    uintptr_t back, code;
+    int32_t lasti;
+    int32_t pad;
+};
+
+static char code_type;  /* its address is PyCode_Type */
+
+static const struct ps_layout layout = {
+    .hexversion = 0x03090000,
+    .minor = 9,
+    .frame_kind = PS_FRAMES_OBJECT,
+    .pos_kind = PS_POS_LASTI_BYTES,
+    .fr_read = sizeof(struct fake_frame),
+    .fr_back = offsetof(struct fake_frame, back),
+    .fr_code = offsetof(struct fake_frame, code),
+    .fr_pos = offsetof(struct fake_frame, lasti),
+    .fr_owner = PS_NOFIELD,
+    .fr_tlbc_index = PS_NOFIELD,
+    .ob_type = offsetof(struct fake_code, type),
+    .co_read = sizeof(struct fake_code),
+    .co_filename = offsetof(struct fake_code, filename),
+    .co_name = offsetof(struct fake_code, name),
+    .co_qualname = PS_NOFIELD,
+    .co_linetable = offsetof(struct fake_code, linetable),
+    .co_firstlineno = offsetof(struct fake_code, firstlineno),
+    .co_nunits = PS_NOFIELD,
+    .co_code_adaptive = PS_NOFIELD,
+    .co_tlbc = PS_NOFIELD,
+    .str_length = offsetof(struct fake_str, length),
+    .str_state = offsetof(struct fake_str, state),
+    .str_ascii_data = offsetof(struct fake_str, data),
+    .str_compact_data = offsetof(struct fake_str, data),
+    .st_kind_shift = 2,
+    .st_compact_bit = 5,
+    .st_ascii_bit = 6,
+    .st_ready_bit = 7,
+};
+
+static struct ps_python py;
+
+static uintptr_t make_str(struct fake_str *s, const char *text)
+{
+    memset(s, 0, sizeof *s);
+    s->refcnt = 1;
+    s->length = (int64_t)strlen(text);
+    s->state = (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7);  /* kind 1, compact, ascii, ready */
+    memcpy(s->data, text, strlen(text));
+    return (uintptr_t)s;
+}
+
+static void make_code(struct fake_code *c, uintptr_t name, uintptr_t file, int firstline)
+{
+    memset(c, 0, sizeof *c);
+    c->refcnt = 1;
+    c->type = (uintptr_t)&code_type;
+    c->name = name;
+    c->filename = file;
+    c->firstlineno = firstline;
+}
+
+static void make_frame(struct fake_frame *f, struct fake_frame *back, struct fake_code *code)
+{
+    memset(f, 0, sizeof *f);
+    f->refcnt = 1;
+    f->back = (uintptr_t)back;
+    f->code = (uintptr_t)code;
+}
+
+/* Renders t and returns the text (malloc'ed). */
+static char *render(const struct ps_stacktab *t)
+{
+    char *out = NULL;
+    size_t len = 0;
+    CHECK_EQ_INT(ps_stacktab_render(t, &out, &len), 0);
+    return out;
+}
+
+int main(void)
+{
+    CHECK_EQ_INT(ps_mem_init(), 0);
+    py.code_type = (uintptr_t)&code_type;
+    py.L = layout;
+
+    static struct fake_str s_file, s_main, s_f, s_g, s_other;
+    static struct fake_code c_main, c_f, c_g;
+    static struct fake_frame fr[8];
+    uintptr_t file = make_str(&s_file, "app.py");
+    make_code(&c_main, make_str(&s_main, "<module>"), file, 1);
+    make_code(&c_f, make_str(&s_f, "f"), file, 10);
+    make_code(&c_g, make_str(&s_g, "g"), file, 20);
+    /* <module> -> f -> g, innermost g */
+    make_frame(&fr[0], NULL, &c_main);
+    make_frame(&fr[1], &fr[0], &c_f);
+    make_frame(&fr[2], &fr[1], &c_g);
+
+    struct ps_codecache cc;
+    struct ps_stacktab t;
+    CHECK_EQ_INT(ps_codecache_init(&cc, 64), 0);
+    CHECK_EQ_INT(ps_stacktab_init(&t, 1000), 0);
+    uint64_t out[16];
+    int truncated;
+    uintptr_t boot;
+
+    /* A whole walk: innermost first, one function per code object. */
+    int n = ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[2], out, 16, &truncated, &boot);
+    CHECK_EQ_INT(n, 3);
+    CHECK_EQ_INT(truncated, 0);
+    CHECK_EQ_INT(boot, 0);
+    CHECK_EQ_INT(cc.misses, 3);
+    CHECK_EQ_INT(out[0] >> 32, ps_func_intern(&t, "g", "app.py"));
+    CHECK_EQ_INT(out[1] >> 32, ps_func_intern(&t, "f", "app.py"));
+    CHECK_EQ_INT(out[2] >> 32, ps_func_intern(&t, "<module>", "app.py"));
+
+    /* Again: every code object comes from the cache. */
+    uint64_t again[16];
+    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[2], again, 16, &truncated, &boot), 3);
+    CHECK_EQ_INT(cc.hits, 3);
+    CHECK_EQ_INT(cc.misses, 3);
+    CHECK(memcmp(out, again, 3 * sizeof out[0]) == 0);
+
+    /* A new code object at the same address (other name object): the
+     * cache must not answer with the old function. */
+    make_code(&c_g, make_str(&s_other, "h"), file, 20);
+    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[2], again, 16, &truncated, &boot), 3);
+    CHECK_EQ_INT(again[0] >> 32, ps_func_intern(&t, "h", "app.py"));
+    CHECK_EQ_INT(cc.misses, 4);
+
+    /* Deeper than max: cut, and said so. */
+    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[2], out, 2, &truncated, &boot), 2);
+    CHECK_EQ_INT(truncated, 1);
+
+    /* A frame that points at itself is a torn read, not a stack. */
+    make_frame(&fr[3], &fr[3], &c_f);
+    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[3], out, 16, &truncated, &boot),
+                 PS_WALK_INCONSISTENT);
+    /* A freed frame object (reference count 0) is not followed. */
+    make_frame(&fr[4], &fr[1], &c_g);
+    fr[4].refcnt = 0;
+    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[4], out, 16, &truncated, &boot),
+                 PS_WALK_INCONSISTENT);
+    /* Something that is not a code object where the code should be. */
+    make_frame(&fr[5], &fr[1], (struct fake_code *)&s_file);
+    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[5], out, 16, &truncated, &boot),
+                 PS_WALK_INCONSISTENT);
+    /* A frame pointer into nothing, or misaligned: unreadable. */
+    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)8, out, 16, &truncated, &boot),
+                 PS_WALK_UNREADABLE);
+    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[2] + 1, out, 16, &truncated, &boot),
+                 PS_WALK_UNREADABLE);
+    /* No frame: no Python on this thread. */
+    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, 0, out, 16, &truncated, &boot), 0);
+
+    /* Aggregation of walked stacks: root first, identical ones counted once. */
+    make_code(&c_g, make_str(&s_g, "g"), file, 20);
+    n = ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[2], out, 16, &truncated, &boot);
+    CHECK_EQ_INT(n, 3);
+    uint64_t rooted[3] = { out[2], out[1], out[0] };
+    uint32_t label = ps_label_intern(&t, 42, "MainThread");
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(ps_stacktab_add(&t, label, rooted, 3, 1), 0);
+    CHECK_EQ_INT(ps_stacktab_add(&t, label, rooted, 2, 2), 0);  /* <module>;f */
+    CHECK_EQ_INT(t.used, 2);
+    CHECK_EQ_INT(t.total, 5);
+    char *text = render(&t);
+    /* (lines off: a frame shows its function and file only) */
+    CHECK_EQ_STR(text, "thread 42 (MainThread);<module> (app.py);f (app.py) 2\n"
+                       "thread 42 (MainThread);<module> (app.py);f (app.py);g (app.py) 3\n");
+    free(text);
+
+    /* A cleared table renders empty and keeps counting afresh. */
+    CHECK_EQ_INT(ps_stacktab_clear(&t), 0);
+    text = render(&t);
+    CHECK_EQ_STR(text, "");
+    free(text);
+
+    ps_codecache_clear(&cc);
+    free(cc.e);
+    ps_stacktab_free(&t);
+    return check_failures != 0;
+}
