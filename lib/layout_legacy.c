@@ -16,7 +16,8 @@
 
 #include "layout.h"
 
-/* Per-minor table.  Columns that are PS_NOFIELD do not exist in that version. */
+/* Per-minor table, by field name so that a transposed number shows in
+ * review.  Fields that are PS_NOFIELD do not exist in that version. */
 struct legacy_row {
     int minor;
     /* runtime, interpreter, thread */
@@ -38,23 +39,59 @@ struct legacy_row {
 
 static const struct legacy_row rows[] = {
     /* 3.9: PyFrameObject chain; f_lasti is a byte offset; lnotab */
-    { 9, 16, 32, 8,   176, NO, 24, NO, NO,
-      PS_FRAMES_OBJECT, PS_POS_LASTI_BYTES, 24, 32, 104, NO,
-      104, 112, NO, 120, 40, NO, NO, PS_LT_LNOTAB, 48, 72 },
+    {
+      .minor = 9,
+      .rt_finalizing = 16, .rt_interp_head = 32, .is_threads_head = 8,
+      .ts_thread_id = 176, .ts_native_id = NO, .ts_frame = 24,
+      .ts_cframe = NO, .cf_current_frame = NO,
+      .frame_kind = PS_FRAMES_OBJECT, .pos_kind = PS_POS_LASTI_BYTES,
+      .fr_back = 24, .fr_code = 32, .fr_pos = 104, .fr_owner = NO,
+      .co_filename = 104, .co_name = 112, .co_qualname = NO,
+      .co_linetable = 120, .co_firstlineno = 40,
+      .co_nunits = NO, .co_code_adaptive = NO, .lt_format = PS_LT_LNOTAB,
+      .str_ascii_data = 48, .str_compact_data = 72,
+    },
     /* 3.10: f_lasti counts code units; PEP 626 line table */
-    { 10, 16, 32, 8,  176, NO, 24, NO, NO,
-      PS_FRAMES_OBJECT, PS_POS_LASTI_UNITS, 24, 32, 96, NO,
-      104, 112, NO, 120, 40, NO, NO, PS_LT_LINETABLE310, 48, 72 },
+    {
+      .minor = 10,
+      .rt_finalizing = 16, .rt_interp_head = 32, .is_threads_head = 8,
+      .ts_thread_id = 176, .ts_native_id = NO, .ts_frame = 24,
+      .ts_cframe = NO, .cf_current_frame = NO,
+      .frame_kind = PS_FRAMES_OBJECT, .pos_kind = PS_POS_LASTI_UNITS,
+      .fr_back = 24, .fr_code = 32, .fr_pos = 96, .fr_owner = NO,
+      .co_filename = 104, .co_name = 112, .co_qualname = NO,
+      .co_linetable = 120, .co_firstlineno = 40,
+      .co_nunits = NO, .co_code_adaptive = NO, .lt_format = PS_LT_LINETABLE310,
+      .str_ascii_data = 48, .str_compact_data = 72,
+    },
     /* 3.11: _PyInterpreterFrame in data-stack chunks, reached through
      * tstate->cframe->current_frame; no shim frames; co_qualname appears */
-    { 11, 24, 40, 16, 152, 160, NO, 56, 8,
-      PS_FRAMES_INTERP, PS_POS_INSTR_PTR, 48, 32, 56, NO,
-      112, 120, 128, 136, 72, 16, 184, PS_LT_LOCATIONS, 48, 72 },
+    {
+      .minor = 11,
+      .rt_finalizing = 24, .rt_interp_head = 40, .is_threads_head = 16,
+      .ts_thread_id = 152, .ts_native_id = 160, .ts_frame = NO,
+      .ts_cframe = 56, .cf_current_frame = 8,
+      .frame_kind = PS_FRAMES_INTERP, .pos_kind = PS_POS_INSTR_PTR,
+      .fr_back = 48, .fr_code = 32, .fr_pos = 56, .fr_owner = NO,
+      .co_filename = 112, .co_name = 120, .co_qualname = 128,
+      .co_linetable = 136, .co_firstlineno = 72,
+      .co_nunits = 16, .co_code_adaptive = 184, .lt_format = PS_LT_LOCATIONS,
+      .str_ascii_data = 48, .str_compact_data = 72,
+    },
     /* 3.12: f_code moves to the front; owner 3 marks C-stack entry shims;
      * str loses wstr (smaller headers) */
-    { 12, 24, 40, 72, 136, 144, NO, 56, 0,
-      PS_FRAMES_INTERP, PS_POS_INSTR_PTR, 8, 0, 56, 70,
-      112, 120, 128, 136, 68, 16, 192, PS_LT_LOCATIONS, 40, 56 },
+    {
+      .minor = 12,
+      .rt_finalizing = 24, .rt_interp_head = 40, .is_threads_head = 72,
+      .ts_thread_id = 136, .ts_native_id = 144, .ts_frame = NO,
+      .ts_cframe = 56, .cf_current_frame = 0,
+      .frame_kind = PS_FRAMES_INTERP, .pos_kind = PS_POS_INSTR_PTR,
+      .fr_back = 8, .fr_code = 0, .fr_pos = 56, .fr_owner = 70,
+      .co_filename = 112, .co_name = 120, .co_qualname = 128,
+      .co_linetable = 136, .co_firstlineno = 68,
+      .co_nunits = 16, .co_code_adaptive = 192, .lt_format = PS_LT_LOCATIONS,
+      .str_ascii_data = 40, .str_compact_data = 56,
+    },
 };
 
 /*
@@ -78,12 +115,16 @@ struct names_row {
 };
 
 static const struct names_row names_rows[] = {
-    {  9, PS_INST_DICTOFFSET,     PS_DK_SIZE, 360, 864,  0,   0 },
-    { 10, PS_INST_DICTOFFSET,     PS_DK_SIZE, 352, 872,  0,   0 },
+    { .minor = 9, .inst_kind = PS_INST_DICTOFFSET, .dk_kind = PS_DK_SIZE,
+      .fr_localsplus = 360, .ht_cached_keys = 864, .inst_dict = 0, .inst_values = 0 },
+    { .minor = 10, .inst_kind = PS_INST_DICTOFFSET, .dk_kind = PS_DK_SIZE,
+      .fr_localsplus = 352, .ht_cached_keys = 872, .inst_dict = 0, .inst_values = 0 },
     /* _PyObject_ManagedDictPointer: obj - 3 words; _PyObject_ValuesPointer: obj - 4 */
-    { 11, PS_INST_VALUES_OR_DICT, PS_DK_LOG2,  72, 872, -24, -32 },
+    { .minor = 11, .inst_kind = PS_INST_VALUES_OR_DICT, .dk_kind = PS_DK_LOG2,
+      .fr_localsplus = 72, .ht_cached_keys = 872, .inst_dict = -24, .inst_values = -32 },
     /* _PyObject_DictOrValuesPointer: obj - 3 words */
-    { 12, PS_INST_TAGGED,         PS_DK_LOG2,  72, 880, -24,   0 },
+    { .minor = 12, .inst_kind = PS_INST_TAGGED, .dk_kind = PS_DK_LOG2,
+      .fr_localsplus = 72, .ht_cached_keys = 880, .inst_dict = -24, .inst_values = 0 },
 };
 
 static void names_layout(int minor, struct ps_layout *l)
