@@ -133,20 +133,6 @@
 #define PS_YIELD_WAIT_NS 2000000000ull
 #define PS_VIEW_SLOTS 16u
 
-/* The sa_flags bits the kernel keeps (Linux 5.11+ clears the others; older
- * kernels keep them, which a program would see there and not here). */
-#ifdef __linux__
-#ifndef SA_EXPOSE_TAGBITS
-#define SA_EXPOSE_TAGBITS 0x00000800
-#endif
-#else
-#define SA_EXPOSE_TAGBITS 0   /* a Linux flag (arm64 memory tags) */
-#endif
-#define PS_SA_KERNEL (SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK | SA_RESTART | \
-                      SA_NODEFER | SA_RESETHAND | SA_EXPOSE_TAGBITS)
-/* Bytes of sa_mask the kernel stores: 64 signals (the C library's sigset_t
- * is 1024 bits, and it copies back only these). */
-#define PS_KSIGSET_BYTES 8
 
 static _Atomic int read_mode = PS_READ_SYSCALL;
 static _Atomic int handlers_installed;   /* we have put ours in, once */
@@ -184,13 +170,6 @@ struct fault_view {
 
 static struct fault_view view_segv = { .sig = SIGSEGV }, view_bus = { .sig = SIGBUS };
 
-#ifdef __linux__
-/* What the C library adds to every action it installs (glibc on x86-64:
- * SA_RESTORER and its __restore_rt), learnt from our own installation so
- * that a view reads back as the kernel would have it. */
-static int libc_flags;
-static void (*libc_restorer)(void);
-#endif
 
 /* Threads currently inside deliver() (the loop guard). */
 static struct {
@@ -241,25 +220,10 @@ static void give_up_direct(void)
 
 /* ---- the program's view ------------------------------------------------ */
 
-/* act as the kernel would store and report it: unknown flag bits dropped,
- * what the C library adds added, SIGKILL and SIGSTOP never masked, only
- * the kernel's 64 signals of the mask. */
+/* act as the kernel would store and report it (platform.h). */
 static void normalise(const struct sigaction *act, struct sigaction *out)
 {
-    memset(out, 0, sizeof *out);
-    out->sa_handler = act->sa_handler;  /* shares storage with sa_sigaction */
-    sigemptyset(&out->sa_mask);
-#ifdef __linux__
-    out->sa_flags = (act->sa_flags & PS_SA_KERNEL) | libc_flags;
-    if (libc_flags != 0)
-        out->sa_restorer = libc_restorer;
-    memcpy(&out->sa_mask, &act->sa_mask, PS_KSIGSET_BYTES);
-    sigdelset(&out->sa_mask, SIGKILL);
-    sigdelset(&out->sa_mask, SIGSTOP);
-#else
-    out->sa_flags = act->sa_flags;
-    out->sa_mask = act->sa_mask;
-#endif
+    ps_sigaction_as_kernel(act, out);
 }
 
 /* Our flags for view v: the stack and restart behaviour it asked for. */
@@ -267,7 +231,7 @@ static int our_flags(const struct sigaction *v)
 {
     int f = SA_SIGINFO | SA_NODEFER;
     if (has_function(v) && !is_ours(v))
-        return f | (v->sa_flags & (SA_ONSTACK | SA_RESTART | SA_EXPOSE_TAGBITS));
+        return f | (v->sa_flags & ps_sigaction_carried_flags());
     /* Default action: the alternate stack if the thread has one lets us
      * run (and put SIG_DFL back) even on a stack overflow. */
     return f | SA_ONSTACK | SA_RESTART;
@@ -567,14 +531,8 @@ static void attach(struct fault_view *fv)
         atomic_store(&fv->state, VIEW_OFF);
         return;
     }
-#ifdef __linux__
-    if (ps_real_sigaction(fv->sig, NULL, &now) == 0 && is_ours(&now)) {
-        libc_flags = now.sa_flags & ~flags;
-        libc_restorer = now.sa_restorer;
-    }
-#else
-    (void)now;
-#endif
+    if (ps_real_sigaction(fv->sig, NULL, &now) == 0 && is_ours(&now))
+        ps_sigaction_learn(&now, flags);
     if (is_ours(&prev)) {
         /* Ours already (a second start): the program's view stays. */
         atomic_store(&fv->state, VIEW_ON);

@@ -25,6 +25,25 @@ void ps_interpose_init(void);
 int ps_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 
 /*
+ * For the program's view of SIGSEGV/SIGBUS (memread.c), which must read
+ * back exactly as the kernel would have stored the action:
+ *   ps_sigaction_learn     given an action the C library installed for us
+ *                          with asked_flags, learns what it adds to every
+ *                          action (glibc on x86-64: SA_RESTORER and its
+ *                          restorer);
+ *   ps_sigaction_as_kernel act as the kernel would report it back;
+ *   ps_sigaction_carried_flags
+ *                          the flags of the program's handler that decide
+ *                          how the kernel delivers to *our* handler
+ *                          (alternate stack, restart, ...), which ours must
+ *                          therefore carry for it.
+ * Async-signal-safe.
+ */
+void ps_sigaction_learn(const struct sigaction *installed, int asked_flags);
+void ps_sigaction_as_kernel(const struct sigaction *act, struct sigaction *out);
+int ps_sigaction_carried_flags(void);
+
+/*
  * Installs our handler for SIGTERM, SIGHUP, SIGQUIT and SIGINT wherever their
  * disposition is the default, while the program keeps seeing the default
  * (lib/linux/interpose.c explains how).  The handler calls write_first(sig)

@@ -32,3 +32,21 @@ struct timespec ps_stat_mtime(const struct stat *st)
 {
     return st->st_mtimespec;
 }
+
+/* The program's view of SIGSEGV/SIGBUS is never used on macOS (the direct
+ * read path is off there: darwin/read.c); the action reads back as set. */
+void ps_sigaction_learn(const struct sigaction *installed, int asked_flags)
+{
+    (void)installed;
+    (void)asked_flags;
+}
+
+void ps_sigaction_as_kernel(const struct sigaction *act, struct sigaction *out)
+{
+    *out = *act;
+}
+
+int ps_sigaction_carried_flags(void)
+{
+    return SA_ONSTACK | SA_RESTART;
+}

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -157,4 +158,48 @@ int ps_real_raise(int sig)
 {
     REAL(real_raise_p);
     return real_raise_p(sig);
+}
+
+/* ---- actions as the kernel keeps them (platform.h) ----------------------
+ *
+ * Measured against the kernel's own answers by test/unit/test_memread.c:
+ * the kernel keeps only the flags it knows (Linux 5.11+ clears the others;
+ * older kernels keep them, which a program would see there and not in the
+ * view), never masks SIGKILL or SIGSTOP, stores 64 signals of the mask
+ * (the C library's sigset_t is 1024 bits and it copies back only those),
+ * and glibc adds SA_RESTORER and its restorer to whatever it installs. */
+
+#ifndef SA_EXPOSE_TAGBITS
+#define SA_EXPOSE_TAGBITS 0x00000800
+#endif
+#define PS_SA_KERNEL (SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK | SA_RESTART | \
+                      SA_NODEFER | SA_RESETHAND | SA_EXPOSE_TAGBITS)
+#define PS_KSIGSET_BYTES 8
+
+static int libc_flags;
+static void (*libc_restorer)(void);
+
+void ps_sigaction_learn(const struct sigaction *installed, int asked_flags)
+{
+    libc_flags = installed->sa_flags & ~asked_flags;
+    libc_restorer = installed->sa_restorer;
+}
+
+void ps_sigaction_as_kernel(const struct sigaction *act, struct sigaction *out)
+{
+    memset(out, 0, sizeof *out);
+    out->sa_handler = act->sa_handler;  /* shares storage with sa_sigaction */
+    sigemptyset(&out->sa_mask);
+    out->sa_flags = (act->sa_flags & PS_SA_KERNEL) | libc_flags;
+    if (libc_flags != 0)
+        out->sa_restorer = libc_restorer;
+    memcpy(&out->sa_mask, &act->sa_mask, PS_KSIGSET_BYTES);
+    sigdelset(&out->sa_mask, SIGKILL);
+    sigdelset(&out->sa_mask, SIGSTOP);
+}
+
+/* SA_EXPOSE_TAGBITS: arm64 memory tags in si_addr, as the program asked. */
+int ps_sigaction_carried_flags(void)
+{
+    return SA_ONSTACK | SA_RESTART | SA_EXPOSE_TAGBITS;
 }
