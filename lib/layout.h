@@ -120,6 +120,15 @@ struct ps_layout {
      * inst_kind != PS_INST_NONE makes the fields below meaningful. */
     enum ps_inst_kind inst_kind;
     enum ps_dk_kind dk_kind;
+    /* PyDictKeysObject (Objects/dict-common.h, not installed, so not in
+     * _Py_DebugOffsets either): where its header fields and entries are.
+     * ps_dict_keys_layout() fills them for dk_kind. */
+    uint32_t dk_size_at;             /* PS_DK_SIZE: Py_ssize_t dk_size */
+    uint32_t dk_log2_size_at;        /* PS_DK_LOG2: uint8 log2 of the size */
+    uint32_t dk_log2_index_bytes_at; /* PS_DK_LOG2: uint8 log2 of the index bytes */
+    uint32_t dk_kind_at;             /* PS_DK_LOG2: uint8 0 general, 1 unicode, 2 split */
+    uint32_t dk_nentries_at;         /* Py_ssize_t entries in use */
+    uint32_t dk_indices_at;          /* the index table; entries follow it */
     uint32_t fr_localsplus;      /* first local of a frame (f_localsplus / localsplus) */
     uint32_t tp_name;            /* PyTypeObject: const char* */
     uint32_t tp_basicsize;       /* Py_ssize_t */
@@ -160,6 +169,25 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
                                                    uint32_t hexversion,
                                                    struct ps_layout *l,
                                                    char *why, size_t whylen);
+
+/* Sets the dict keys object's fields of l for its dk_kind:
+ * 3.9/3.10 dk_refcnt, dk_size, dk_lookup, dk_usable, dk_nentries, indices;
+ * 3.11+ dk_refcnt, log2 size, log2 index bytes, kind, version, usable,
+ * nentries, indices. */
+static inline void ps_dict_keys_layout(struct ps_layout *l)
+{
+    if (l->dk_kind == PS_DK_SIZE) {
+        l->dk_size_at = 8;
+        l->dk_nentries_at = 32;
+        l->dk_indices_at = 40;
+    } else {
+        l->dk_log2_size_at = 8;
+        l->dk_log2_index_bytes_at = 9;
+        l->dk_kind_at = 10;
+        l->dk_nentries_at = 24;
+        l->dk_indices_at = 32;
+    }
+}
 
 /* The pointer stored at offset off of a snapshot (bytes copied from the
  * interpreter), or 0 for a field this version does not have. */

@@ -252,6 +252,7 @@ static void names_layout(const uint8_t *dbg, const struct do_map *dm, int ft, ui
         return;
     l->inst_kind = PS_INST_INLINE;
     l->dk_kind = PS_DK_LOG2;
+    ps_dict_keys_layout(l);
     l->fr_localsplus = (uint32_t)localsplus;
     l->tp_name = m->tp_name;
     l->tp_flags = m->tp_flags;

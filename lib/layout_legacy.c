@@ -136,6 +136,7 @@ static void names_layout(int minor, struct ps_layout *l)
             continue;
         l->inst_kind = r->inst_kind;
         l->dk_kind = r->dk_kind;
+        ps_dict_keys_layout(l);
         l->fr_localsplus = r->fr_localsplus;
         l->ht_cached_keys = r->ht_cached_keys;
         l->inst_dict = r->inst_dict;

@@ -199,26 +199,26 @@ static int lookup_name(const struct ps_layout *L, const struct attrs *a, uintptr
 
     if (ps_read(hdr, a->keys, sizeof hdr) != 0)
         return -1;
+    if (L->dk_indices_at + 8 > sizeof hdr || L->dk_nentries_at + 8 > sizeof hdr)
+        return -1;
+    memcpy(&n, hdr + L->dk_nentries_at, sizeof n);
     if (L->dk_kind == PS_DK_SIZE) {
-        /* dk_refcnt, dk_size, dk_lookup, dk_usable, dk_nentries, dk_indices[] */
         int64_t size;
-        memcpy(&size, hdr + 8, sizeof size);
-        memcpy(&n, hdr + 32, sizeof n);
+        memcpy(&size, hdr + L->dk_size_at, sizeof size);
         if (size < 8 || size > (1 << 20) || (size & (size - 1)) != 0 || n > (2 * size) / 3)
             return -1;
-        first = a->keys + 40 + (uintptr_t)size * (size <= 0xff ? 1 : size <= 0xffff ? 2 : 4);
+        first = a->keys + L->dk_indices_at +
+                (uintptr_t)size * (size <= 0xff ? 1 : size <= 0xffff ? 2 : 4);
         esize = 24;  /* me_hash, me_key, me_value */
         koff = 8;
         voff = 16;
     } else {
-        /* dk_refcnt, log2 size, log2 index bytes, kind, [3.13t mutex],
-         * version, usable, nentries, dk_indices[] */
-        unsigned lsize = hdr[8], lbytes = hdr[9], kind = hdr[10];
-        memcpy(&n, hdr + 24, sizeof n);
+        unsigned lsize = hdr[L->dk_log2_size_at], lbytes = hdr[L->dk_log2_index_bytes_at];
+        unsigned kind = hdr[L->dk_kind_at];
         if (lsize < 3 || lsize > 30 || lbytes < lsize || lbytes > lsize + 3 || kind > 2 ||
             n > (int64_t)((2ull << lsize) / 3) || (a->values != 0 && kind != 2))
             return -1;
-        first = a->keys + 32 + ((uintptr_t)1 << lbytes);
+        first = a->keys + L->dk_indices_at + ((uintptr_t)1 << lbytes);
         esize = kind == 0 ? 24 : 16;  /* general: hash, key, value; unicode: key, value */
         koff = kind == 0 ? 8 : 0;
         voff = koff + 8;
