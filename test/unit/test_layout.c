@@ -170,6 +170,17 @@ static const struct want wants[] = {
       .bytes_size = 16, .bytes_sval = 32, .str_length = 16, .str_state = 32,
       .str_ascii_data = 40, .str_compact_data = 56,
       .ts_frame_pos = 208, .co_size_pos = 376 },
+    /* free-threaded: 32-byte object header; tlbc_index and co_tlbc present */
+    { .minor = 15, .ft = 1,
+      .rt_finalizing = 912, .rt_interp_head = 936, .is_next = 7264, .is_threads_head = 7336,
+      .ts_next = 8, .ts_interp = 16, .ts_frame = 72, .ts_thread_id = 176, .ts_native_id = 184,
+      .fr_back = 8, .fr_code = 0, .fr_pos = 56, .fr_owner = 78, .fr_tlbc_index = 72,
+      .ob_type = 24, .co_filename = 128, .co_name = 136, .co_qualname = 144,
+      .co_linetable = 152, .co_firstlineno = 84, .co_nunits = 32, .co_code_adaptive = 232,
+      .co_tlbc = 224,
+      .bytes_size = 32, .bytes_sval = 48, .str_length = 32, .str_state = 48,
+      .str_ascii_data = 56, .str_compact_data = 72,
+      .ts_frame_pos = 208, .co_size_pos = 376 },
 };
 
 static void check_new(const struct fixture *f)
