@@ -197,33 +197,31 @@ PS_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
     return managed_sigaction(m, act, old);
 }
 
+/* What glibc's signal() asks of sigaction: BSD semantics, the signal
+ * blocked while its handler runs. */
+static void bsd_action(int sig, sighandler_t handler, struct sigaction *act)
+{
+    memset(act, 0, sizeof *act);
+    act->sa_handler = handler;
+    act->sa_flags = SA_RESTART;
+    sigemptyset(&act->sa_mask);
+    sigaddset(&act->sa_mask, sig);
+}
+
 PS_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 {
     if (!ps_lifecycle_owner())
         return ps_real_signal(sig, handler);
-    if ((sig == SIGSEGV || sig == SIGBUS) && handler != SIG_ERR) {
-        /* What glibc's signal() asks of sigaction (BSD semantics). */
-        struct sigaction act, old;
-        memset(&act, 0, sizeof act);
-        act.sa_handler = handler;
-        act.sa_flags = SA_RESTART;
-        sigemptyset(&act.sa_mask);
-        sigaddset(&act.sa_mask, sig);
-        if (ps_mem_fault_sigaction(sig, &act, &old) != 0)
-            return SIG_ERR;
-        return old.sa_handler;
-    }
-    struct managed *m = managed(sig);
-    if (m == NULL || !atomic_load(&signals_on))
+    /* SIGSEGV/SIGBUS: while ours is in front, the program's handler goes
+     * into its view (memread.c), as for sigaction() above. */
+    int fault = (sig == SIGSEGV || sig == SIGBUS) && handler != SIG_ERR;
+    struct managed *m = fault ? NULL : managed(sig);
+    if (!fault && (m == NULL || !atomic_load(&signals_on)))
         return ps_real_signal(sig, handler);
-    /* glibc's signal(): BSD semantics, the signal blocked while it runs. */
     struct sigaction act, old;
-    memset(&act, 0, sizeof act);
-    act.sa_handler = handler;
-    act.sa_flags = SA_RESTART;
-    sigemptyset(&act.sa_mask);
-    sigaddset(&act.sa_mask, sig);
-    if (managed_sigaction(m, &act, &old) != 0)
+    bsd_action(sig, handler, &act);
+    int rc = fault ? ps_mem_fault_sigaction(sig, &act, &old) : managed_sigaction(m, &act, &old);
+    if (rc != 0)
         return SIG_ERR;
     /* sa_handler and sa_sigaction share storage: either way, the old one. */
     return old.sa_handler;
