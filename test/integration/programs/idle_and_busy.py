@@ -1,7 +1,13 @@
 """One thread sleeps, the main thread computes.
 
 The main thread computes for DURATION and until the sampler has woken TICKS
-times (sampled.py); the sleeper sleeps as long."""
+times (sampled.py); the sleeper sleeps as long.
+
+The sleeper blocks in read() on a pipe, which does not run until written to.
+Not threading.Event: on free-threaded builds (3.14t) a thread waiting for a
+lock really wakes ~28 times a second (measured with /proc/.../schedstat
+without the library), so cpu mode rightly sees it run now and then."""
+import os
 import threading
 import time
 
@@ -9,11 +15,11 @@ import sampled
 
 DURATION = 1.0
 TICKS = 150
-done = threading.Event()
+wake_r, wake_w = os.pipe()
 
 
 def sleeper():
-    done.wait()  # @sleep
+    os.read(wake_r, 1)  # @sleep
 
 
 def busy():
@@ -27,5 +33,5 @@ def busy():
 t = threading.Thread(target=sleeper)
 t.start()
 busy()
-done.set()
+os.write(wake_w, b"x")
 t.join()
