@@ -41,7 +41,11 @@ class Run:
                                      env=ctx.env(e, preload=lib), stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True,
                                      cwd=os.path.dirname(ctx.program("proc_common.py")),
-                                     preexec_fn=default_signals)
+                                     preexec_fn=default_signals,
+                                     # Its own process group, so that a hung
+                                     # run is killed with every child it
+                                     # forked (finish()).
+                                     start_new_session=True)
         self.lines = []
         self.rc = None
 
@@ -64,8 +68,16 @@ class Run:
         except subprocess.TimeoutExpired:
             # Never leave a spinning program behind: kill it (and say which
             # one hung) before failing.
-            self.proc.kill()
-            self.proc.communicate()
+            # A forked worker that outlived it would keep stdout open and
+            # make a plain communicate() wait for ever: kill the group.
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
             raise AssertionError("%s did not end within %d s (lib=%s)"
                                  % (self.proc.args, timeout, self.lib))
         self.stdout = "".join(self.lines) + out
