@@ -171,6 +171,16 @@ static const struct want wants[] = {
       .str_ascii_data = 40, .str_compact_data = 56,
       .ts_frame_pos = 208, .co_size_pos = 376 },
     /* free-threaded: 32-byte object header; tlbc_index and co_tlbc present */
+    { .minor = 14, .ft = 1,
+      .rt_finalizing = 784, .rt_interp_head = 808, .is_next = 7272, .is_threads_head = 7344,
+      .ts_next = 8, .ts_interp = 16, .ts_frame = 72, .ts_thread_id = 152, .ts_native_id = 160,
+      .fr_back = 8, .fr_code = 0, .fr_pos = 56, .fr_owner = 78, .fr_tlbc_index = 72,
+      .ob_type = 24, .co_filename = 128, .co_name = 136, .co_qualname = 144,
+      .co_linetable = 152, .co_firstlineno = 84, .co_nunits = 32, .co_code_adaptive = 232,
+      .co_tlbc = 224,
+      .bytes_size = 32, .bytes_sval = 48, .str_length = 32, .str_state = 48,
+      .str_ascii_data = 56, .str_compact_data = 72,
+      .ts_frame_pos = 208, .co_size_pos = 312 },
     { .minor = 15, .ft = 1,
       .rt_finalizing = 912, .rt_interp_head = 936, .is_next = 7264, .is_threads_head = 7336,
       .ts_next = 8, .ts_interp = 16, .ts_frame = 72, .ts_thread_id = 176, .ts_native_id = 184,
@@ -284,7 +294,7 @@ int main(void)
     if (dir != NULL)
         closedir(dir);
     CHECK(seen >= 3);  /* the GIL, free-threaded and debug fixtures */
-    CHECK(seen_new >= 2);  /* 3.14 and 3.15 */
+    CHECK(seen_new >= 5);  /* 3.14, 3.14t, 3.15, 3.15t, 3.15d */
 
     for (int minor = 9; minor <= 12; minor++) {
         CHECK_EQ_INT(ps_layout_legacy(minor, 0x030000F0u | ((unsigned)minor << 16), &l, why,
