@@ -20,14 +20,25 @@ seconds, where, how = float(sys.argv[1]), sys.argv[2], sys.argv[3]
 if "faulthandler" in sys.argv[4:]:
     faulthandler.enable()
 stop = threading.Event()
+parked = threading.Event()
+hold = threading.Event()
 
 
 def background():
     while not stop.is_set():
         assert dive(300) == expected_dive(300)
+    # Parked in a C call, its frames hold still while faulthandler dumps
+    # them.  A thread still running Python makes faulthandler itself crash
+    # now and then on free-threaded builds (it reads that thread's frames
+    # unsynchronised): the report is cut inside the other thread's dump,
+    # with or without us, which says nothing about our delivery.
+    parked.set()
+    hold.wait()
 
 
 def crash_now():
+    stop.set()
+    parked.wait()
     sys.stdout.flush()
     if how == "null":
         ctypes.string_at(0)  # @crash-null
