@@ -69,7 +69,12 @@ def main():
     for name, fn in tests:
         t0 = time.monotonic()
         try:
-            fn(ctx)
+            try:
+                fn(ctx)
+            finally:
+                # The suite's clean-up after each scenario, however it
+                # ended (test_process: no process of it survives it).
+                getattr(mod, "teardown", lambda ctx: None)(ctx)
         except harness.Skip as e:
             skipped += 1
             print("skip %-28s %s" % (name, e), flush=True)

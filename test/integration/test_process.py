@@ -12,6 +12,7 @@ The programs are test/integration/programs/proc_*.py.
 import json
 import os
 import re
+import select
 import signal
 import stat
 import subprocess
@@ -25,7 +26,15 @@ TEMP_RE = re.compile(r"^\..*\.tmp$")
 
 
 class Run:
-    """One run of a program, with the library (lib=True) or without."""
+    """One run of a program, with the library (lib=True) or without.
+
+    Every run is the leader of its own session and process group, so that
+    whatever it forked (prefork workers, multiprocessing children) can be
+    killed with it: a run that fails or hangs must not leave processes
+    behind that spin for the rest of the suite or hold its stdout open.
+    Nothing here waits without a deadline (wait_line, finish), and
+    teardown() below kills every run a scenario left running, however it
+    ended."""
 
     def __init__(self, ctx, args, lib, output="prof.%p.txt", env=None, interp_args=(),
                  outdir=None):
@@ -41,49 +50,85 @@ class Run:
                                      env=ctx.env(e, preload=lib), stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True,
                                      cwd=os.path.dirname(ctx.program("proc_common.py")),
-                                     preexec_fn=default_signals,
-                                     # Its own process group, so that a hung
-                                     # run is killed with every child it
-                                     # forked (finish()).
-                                     start_new_session=True)
-        self.lines = []
+                                     preexec_fn=default_signals, start_new_session=True)
+        LIVE.append(self)
+        # stdout read so far by wait_line(), as bytes: it reads the pipe
+        # itself (os.read), never through the buffered file object, whose
+        # buffer communicate() would not see.
+        self.head = b""
         self.rc = None
+        self.stdout = self.stderr = ""
 
     def wait_line(self, want, timeout=60):
-        """Reads stdout lines until one equals want (the program is ready)."""
+        """Reads stdout until a line equals want (the program is ready).
+        Gives up at the deadline even if the program neither prints nor
+        ends (a blocking readline() would wait for ever), and then kills
+        the run before failing."""
+        fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line)
-            if line.strip() == want:
+        seen = 0
+        while True:
+            lines = self.head.split(b"\n")
+            if any(l.strip() == want.encode() for l in lines[seen:-1]):
                 return
-        raise AssertionError("%s never printed %r (lib=%s); got %r" % (self.proc.args, want,
-                                                                        self.lib, self.lines))
+            seen = max(len(lines) - 1, 0)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                why = "never printed %r within %d s" % (want, timeout)
+                break
+            if not select.select([fd], [], [], min(left, 1.0))[0]:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                why = "closed stdout without printing %r" % want
+                break
+            self.head += chunk
+        self.kill_group()
+        self.reap()
+        raise AssertionError("%s %s (lib=%s); got %r\nstderr:\n%s"
+                             % (self.proc.args, why, self.lib,
+                                self.head.decode(errors="replace")[-1500:],
+                                (self.stderr or "")[-2500:]))
 
     def finish(self, timeout=120):
         try:
             out, err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            # Never leave a spinning program behind: kill it (and say which
-            # one hung) before failing.
-            # A forked worker that outlived it would keep stdout open and
-            # make a plain communicate() wait for ever: kill the group.
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
-            raise AssertionError("%s did not end within %d s (lib=%s)"
-                                 % (self.proc.args, timeout, self.lib))
-        self.stdout = "".join(self.lines) + out
+            # Never leave a spinning program behind: kill it with everything
+            # it forked (a worker that outlived it holds stdout, and a plain
+            # communicate() would wait for ever) and say which one hung.
+            self.kill_group()
+            self.reap()
+            raise AssertionError("%s did not end within %d s (lib=%s)\nstdout:\n%s\n"
+                                 "stderr:\n%s" % (self.proc.args, timeout, self.lib,
+                                                  self.stdout[-1500:], self.stderr[-2500:]))
+        self.stdout = self.head.decode() + out
         self.stderr = err
         self.rc = self.proc.returncode
         return self
+
+    def kill_group(self):
+        """SIGKILL to the run's process group: the program and every
+        process it forked that has not left the group.  Only while the
+        program is not reaped: its pid, which names the group, cannot be
+        reused until then (pid_max may be 32768 on a busy CI machine)."""
+        if self.proc.returncode is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def reap(self):
+        """After kill_group(): collects what is left of the output and the
+        status, bounded, for the failure message."""
+        try:
+            out, err = self.proc.communicate(timeout=30)
+        except (subprocess.TimeoutExpired, ValueError, OSError):
+            out, err = "", ""
+        self.stdout = self.head.decode(errors="replace") + (out or "")
+        self.stderr = err or ""
+        self.rc = self.proc.returncode
 
     @property
     def files(self):
@@ -91,6 +136,26 @@ class Run:
 
     def profile(self, name):
         return Profile(os.path.join(self.outdir, name))
+
+
+# Runs started by the current scenario (teardown() kills what is left).
+LIVE = []
+
+
+def teardown(ctx):
+    """After every scenario, passed or failed (run.py): no process of it
+    survives it.  A scenario that failed half-way (a wait_line that gave
+    up, an assertion between start and finish) would otherwise leave
+    programs spinning for the rest of the suite, on the same two cores as
+    the scenarios after it."""
+    while LIVE:
+        run = LIVE.pop()
+        if run.proc.returncode is None:
+            run.kill_group()
+            run.reap()
+        for f in (run.proc.stdout, run.proc.stderr):
+            if f is not None:
+                f.close()
 
 
 def default_signals():
@@ -107,7 +172,15 @@ def pair(ctx, args, **kw):
 
 
 def finish_pair(with_lib, without, timeout=120):
-    return with_lib.finish(timeout), without.finish(timeout)
+    """Both runs ended (they run at the same time: the second's deadline
+    is mostly spent once the first's is).  If one fails, the other is
+    killed too rather than left to its own deadline."""
+    try:
+        return with_lib.finish(timeout), without.finish(timeout)
+    except AssertionError:
+        for r in (with_lib, without):
+            r.kill_group()
+        raise
 
 
 def describe(run):
@@ -258,9 +331,12 @@ def test_subprocess_python(ctx):
 
 def test_prefork_server_sigterm(ctx):
     lib, plain = pair(ctx, [ctx.program("proc_prefork.py"), "3"])
+    # "ready" means every worker has set its own SIGTERM disposition (one
+    # that still had the master's handler would survive the signal and
+    # keep the run going) and has been sampled in worker_serve, and the
+    # master in master_wait (proc_prefork.py): no time to wait after it.
     for r in (lib, plain):
         r.wait_line("ready")
-    time.sleep(0.5)
     for r in (lib, plain):
         r.proc.send_signal(signal.SIGTERM)
     finish_pair(lib, plain)
@@ -316,9 +392,9 @@ def test_os_exit_3(ctx):
 
 def signal_scenario(ctx, sig, mode="", expect_rc=None):
     lib, plain = pair(ctx, [ctx.program("proc_busy.py")] + ([mode] if mode else []))
+    # "ready": the disposition is set up and spin_until_killed sampled.
     for r in (lib, plain):
         r.wait_line("ready")
-    time.sleep(0.4)
     for r in (lib, plain):
         r.proc.send_signal(sig)
     finish_pair(lib, plain)
@@ -358,6 +434,18 @@ def test_sigterm_default_restored(ctx):
     signal_scenario(ctx, signal.SIGTERM, "restored")
 
 
+def sigkill_when_flushed(run, reads):
+    # Flushes at about 1, 2 and 3 s.  On a loaded machine they come late
+    # and hold fewer samples: wait on (up to a minute) until the reader has
+    # seen two of them and the last holds the 20 samples checked below.
+    time.sleep(3.5)
+    give_up = time.monotonic() + 60
+    while not (len(set(reads)) >= 2 and reads[-1][1] >= 20) and time.monotonic() < give_up:
+        time.sleep(0.1)
+    run.proc.send_signal(signal.SIGKILL)
+    run.finish()
+
+
 def test_sigkill_after_two_flushes(ctx):
     """PYSAMPLE_FLUSH_INTERVAL=1: a SIGKILLed process keeps what the last
     flush wrote; meanwhile a reader never sees a partial file."""
@@ -379,17 +467,13 @@ def test_sigkill_after_two_flushes(ctx):
             time.sleep(0.003)
     t = threading.Thread(target=reader)
     t.start()
-    # Flushes at about 1, 2 and 3 s.  On a loaded machine they come late
-    # and hold fewer samples: wait on (up to a minute) until the reader has
-    # seen two of them and the last holds the 20 samples checked below.
-    time.sleep(3.5)
-    give_up = time.monotonic() + 60
-    while not (len(set(reads)) >= 2 and reads[-1][1] >= 20) and time.monotonic() < give_up:
-        time.sleep(0.1)
-    run.proc.send_signal(signal.SIGKILL)
-    run.finish()
-    stop.set()
-    t.join()
+    try:
+        sigkill_when_flushed(run, reads)
+    finally:
+        # Also when finish() fails: a reader left running would keep this
+        # test process alive for ever.
+        stop.set()
+        t.join()
     ctx.check(run.rc == -signal.SIGKILL, "rc %s" % run.rc)
     ctx.check(not bad, "a reader saw a partial profile: %s" % bad[:3])
     ctx.check(len(set(reads)) >= 2, "expected at least two flushes, saw totals %r"
