@@ -1,6 +1,8 @@
 """Run inside test/embed/embed_host (an embedded CPython): a known hot
 function per role, so the profile says which interpreter ran what.
-sys.argv[1] is the role: main, sub1 or sub2."""
+sys.argv[1] is the role: main, sub1 or sub2.  One run spins a fixed time;
+the host runs a role again until the sampler has woken often enough
+during it (embed_host.c), so the loop here stays a plain loop."""
 import sys
 import time
 
