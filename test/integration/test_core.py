@@ -332,27 +332,36 @@ test_unsupported_python_refused.old_python = True
 test_unsupported_python_refused.old_python_only = True
 
 
-def test_newer_python_refused(ctx):
-    """A CPython newer than the newest layout known here (3.16.0a0 from
-    CPython's main branch) may keep 3.15's _Py_DebugOffsets and still change
-    what the values mean, so it is refused, with one line naming its version
-    and the supported range (run.py runs only this test there)."""
+def check_refused(ctx, what, line_ok, line_desc):
+    """A refused interpreter: the program runs unchanged and prints only our
+    one line (line_ok tells it), no file is written, and the C API answers
+    -ENOTSUP without starting."""
     res = ctx.run([ctx.program("lines.py"), "0.2"])
     ctx.check(res.rc == 0 and res.stdout == "done\n", "program affected: rc %d, stdout %r"
               % (res.rc, res.stdout), res.stderr[-2000:])
     lines = [l for l in res.stderr.splitlines() if l]
-    want = "pysample: CPython %d.%d." % ctx.version
-    ctx.check(len(lines) == 1 and lines[0].startswith(want) and
-              "is not supported (supported: 3.9-3.15); profiling is off" in lines[0],
-              "expected one line %r... naming the supported range, got %r" % (want, res.stderr))
+    ctx.check(len(lines) == 1 and line_ok(lines[0]),
+              "expected %s, got %r" % (line_desc, res.stderr))
     ctx.check(res.files == [], "files written for a refused Python: %r" % res.files)
     d = ctx.tmpdir()
     code = ("import ctypes, sys; ps = ctypes.CDLL(sys.argv[1]); "
             "print(ps.pysample_start(100), ps.pysample_is_running())")
     api = ctx.run(["-c", code, ctx.lib], output=None, preload=False, outdir=d)
     ctx.check(api.rc == 0 and api.stdout.split() == ["-95", "0"],
-              "pysample_start on a newer Python: expected -ENOTSUP (-95) and not running, "
-              "got %r" % api.stdout, api.stderr[-2000:])
+              "pysample_start on %s: expected -ENOTSUP (-95) and not running, "
+              "got %r" % (what, api.stdout), api.stderr[-2000:])
+
+
+def test_newer_python_refused(ctx):
+    """A CPython newer than the newest layout known here (3.16.0a0 from
+    CPython's main branch) may keep 3.15's _Py_DebugOffsets and still change
+    what the values mean, so it is refused, with one line naming its version
+    and the supported range (run.py runs only this test there)."""
+    want = "pysample: CPython %d.%d." % ctx.version
+    check_refused(ctx, "a newer Python",
+                  lambda l: l.startswith(want) and
+                  "is not supported (supported: 3.9-3.15); profiling is off" in l,
+                  "one line %r... naming the supported range" % want)
 
 
 test_newer_python_refused.new_python_only = True
@@ -402,21 +411,9 @@ def test_trace_refs_build_refused(ctx):
     """A 3.9-3.12 --with-trace-refs build (sys.getobjects exists) moves every
     object field by two pointers: the library must refuse it with one line
     and leave the program alone (run.py runs only this test there)."""
-    res = ctx.run([ctx.program("lines.py"), "0.2"])
-    ctx.check(res.rc == 0 and res.stdout == "done\n", "program affected: rc %d, stdout %r"
-              % (res.rc, res.stdout), res.stderr[-2000:])
-    lines = [l for l in res.stderr.splitlines() if l]
-    ctx.check(len(lines) == 1 and lines[0].startswith("pysample: ") and "trace-refs" in lines[0],
-              "expected one 'pysample:' line about --with-trace-refs, got %r" % res.stderr)
-    ctx.check(res.files == [], "files written for a refused Python: %r" % res.files)
-    # The C API says so too, and the program still runs normally.
-    d = ctx.tmpdir()
-    code = ("import ctypes, sys; ps = ctypes.CDLL(sys.argv[1]); "
-            "print(ps.pysample_start(100), ps.pysample_is_running())")
-    api = ctx.run(["-c", code, ctx.lib], output=None, preload=False, outdir=d)
-    ctx.check(api.rc == 0 and api.stdout.split() == ["-95", "0"],
-              "pysample_start on a trace-refs build: expected -ENOTSUP (-95) and not running, "
-              "got %r" % api.stdout, api.stderr[-2000:])
+    check_refused(ctx, "a trace-refs build",
+                  lambda l: l.startswith("pysample: ") and "trace-refs" in l,
+                  "one 'pysample:' line about --with-trace-refs")
 
 
 test_trace_refs_build_refused.trace_refs_only = True

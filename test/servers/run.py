@@ -184,11 +184,9 @@ class Server:
         return sorted(out)
 
 
-def wrk(port, seconds):
-    """(requests, errors): socket errors plus non-2xx/3xx answers."""
-    out = subprocess.run(["wrk", "-t%d" % WRK_THREADS, "-c%d" % WRK_CONNS, "-d%ds" % seconds,
-                          "http://127.0.0.1:%d/" % port], capture_output=True, text=True,
-                         timeout=seconds + 60).stdout
+def parse_wrk(out):
+    """(requests, errors, requests per second) from wrk's report; errors are
+    socket errors plus non-2xx/3xx answers."""
     m = re.search(r"(\d+) requests in", out)
     reqs = int(m.group(1)) if m else 0
     errs = 0
@@ -199,7 +197,15 @@ def wrk(port, seconds):
     if m:
         errs += int(m.group(1))
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    return reqs, errs, float(rps.group(1)) if rps else 0.0, out
+    return reqs, errs, float(rps.group(1)) if rps else 0.0
+
+
+def wrk(port, seconds):
+    """(requests, errors, requests per second, wrk's report)."""
+    out = subprocess.run(["wrk", "-t%d" % WRK_THREADS, "-c%d" % WRK_CONNS, "-d%ds" % seconds,
+                          "http://127.0.0.1:%d/" % port], capture_output=True, text=True,
+                         timeout=seconds + 60).stdout
+    return parse_wrk(out) + (out,)
 
 
 def load_both(servers, seconds, respawning=False):
@@ -219,15 +225,7 @@ def load_both(servers, seconds, respawning=False):
              for s in servers]
     for s, p in zip(servers, procs):
         out, _ = p.communicate(timeout=seconds + 60)
-        m = re.search(r"(\d+) requests in", out)
-        reqs = int(m.group(1)) if m else 0
-        errs = 0
-        m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-        if m:
-            errs += sum(int(x) for x in m.groups())
-        m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-        if m:
-            errs += int(m.group(1))
+        reqs, errs, _ = parse_wrk(out)
         allowed = 0.08 * reqs if respawning else 0
         if reqs == 0 or errs > allowed:
             raise AssertionError("%s: %d requests, %d failed\n%s\nserver log:\n%s"
