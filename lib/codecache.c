@@ -75,7 +75,7 @@ static void snapshot_id(const struct ps_layout *L, uintptr_t addr, const uint8_t
 
 /* Reads names and the line table into e.  0 or -1. */
 static int fill(struct ps_code_entry *e, const struct ps_python *py,
-                struct ps_stacktab *t, int lines)
+                struct ps_symtab *syms, int lines)
 {
     const struct ps_layout *L = &py->L;
     static char name[PS_STR_MAX * 4 + 1], file[PS_STR_MAX * 4 + 1];
@@ -93,7 +93,7 @@ static int fill(struct ps_code_entry *e, const struct ps_python *py,
 
     e->thread_boot = (uint8_t)ps_is_thread_bootstrap(name, file);
 
-    e->func = ps_func_intern(t, name, file);
+    e->func = ps_sym_python(syms, name, file);
     if (e->func == PS_ID_NONE)
         return -1;
 
@@ -124,7 +124,7 @@ static int fill(struct ps_code_entry *e, const struct ps_python *py,
 
 const struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
                                             const struct ps_python *py,
-                                            struct ps_stacktab *t, int lines,
+                                            struct ps_symtab *syms, int lines,
                                             uintptr_t addr, const uint8_t *snap)
 {
     struct ps_code_id id;
@@ -149,7 +149,7 @@ const struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
     c->misses++;
     drop(victim);
     victim->id = id;
-    if (fill(victim, py, t, lines) != 0) {
+    if (fill(victim, py, syms, lines) != 0) {
         drop(victim);
         return NULL;
     }

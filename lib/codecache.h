@@ -9,7 +9,7 @@
 
 #include "linetable.h"
 #include "python.h"
-#include "stacktab.h"
+#include "symtab.h"
 
 /* What identifies a code object beyond its address (see codecache.c). */
 struct ps_code_id {
@@ -20,7 +20,7 @@ struct ps_code_id {
 
 struct ps_code_entry {
     struct ps_code_id id;
-    uint32_t func;              /* interned (qualname, filename) */
+    uint32_t func;              /* symbol of (qualname, filename) */
     uint8_t skip;               /* interpreter shim: not shown */
     uint8_t thread_boot;        /* threading's Thread._bootstrap_inner (threadnames.h) */
     uint8_t valid;
@@ -42,13 +42,15 @@ int ps_codecache_init(struct ps_codecache *c, size_t max_entries);
 void ps_codecache_clear(struct ps_codecache *c);
 
 /*
- * Resolves the code object at addr.  snap holds L.co_read bytes copied from
- * addr (already checked to be a code object).  Returns the entry, or NULL
+ * Resolves the code object at addr, interning its names in syms (which
+ * the cache's entries then refer to: the two are cleared together, by
+ * profile.c).  snap holds L.co_read bytes copied from addr (already
+ * checked to be a code object).  Returns the entry, or NULL
  * if its names or table cannot be read (the frame is then dropped).
  */
 const struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
                                             const struct ps_python *py,
-                                            struct ps_stacktab *t, int lines,
+                                            struct ps_symtab *syms, int lines,
                                             uintptr_t addr, const uint8_t *snap);
 
 /* Line for an address in the format's unit (firstlineno if unknown). */

@@ -66,7 +66,7 @@ static int64_t interp_addr(const struct ps_layout *L, uintptr_t code, const uint
     return INT64_MIN;
 }
 
-int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stacktab *t,
+int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
             int lines, uintptr_t frame, uint64_t *out, int max, int *truncated,
             uintptr_t *boot)
 {
@@ -130,7 +130,7 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stack
             }
             return PS_WALK_INCONSISTENT;
         }
-        const struct ps_code_entry *ce = ps_code_resolve(cc, py, t, lines, code, co);
+        const struct ps_code_entry *ce = ps_code_resolve(cc, py, syms, lines, code, co);
         if (ce == NULL)
             return PS_WALK_UNREADABLE;
         if (ce->skip) {

@@ -8,7 +8,7 @@
 
 #include "codecache.h"
 #include "python.h"
-#include "stacktab.h"
+#include "symtab.h"
 
 /* Errors a walk reports (the sampler counts them). */
 enum { PS_WALK_UNREADABLE = -1, PS_WALK_INCONSISTENT = -2 };
@@ -28,7 +28,7 @@ int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts, uintptr_t
  * threadnames.h).  Returns the number of frames or one of the PS_WALK_
  * errors.
  */
-int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_stacktab *t,
+int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
             int lines, uintptr_t frame, uint64_t *out, int max, int *truncated,
             uintptr_t *boot);
 

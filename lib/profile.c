@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "profile.h"
+#include "render.h"
 
 static struct {
     pthread_mutex_t lock;
@@ -20,7 +21,9 @@ static struct {
 
 int ps_profile_setup(size_t max_stacks)
 {
-    if (ps_stacktab_init(&profile.p.tab, max_stacks) != 0 ||
+    if (ps_symtab_init(&profile.p.syms, max_stacks) != 0 ||
+        ps_stacktab_init(&profile.p.tab, max_stacks,
+                         ps_frame(PS_SYM_STACKS_FULL, PS_LINE_NONE)) != 0 ||
         ps_codecache_init(&profile.p.cc, 16384) != 0)
         return -1;
     profile.ready = 1;
@@ -43,18 +46,25 @@ int ps_profile_render(char **out, size_t *len)
     if (!profile.ready)
         return -1;
     pthread_mutex_lock(&profile.lock);
-    int rc = ps_stacktab_render(&profile.p.tab, out, len);
+    int rc = ps_render(&profile.p.tab, &profile.p.syms, out, len);
     pthread_mutex_unlock(&profile.lock);
     return rc;
 }
 
-/* Caller holds the lock.  0, or -1 with the profile as it was. */
+/* Caller holds the lock.  0, or -1 with the samples as they were. */
 static int clear_locked(void)
 {
     if (ps_stacktab_clear(&profile.p.tab) != 0)
         return -1;
-    ps_codecache_clear(&profile.p.cc);  /* its entries hold ids into the old table */
-    profile.p.gen++;
+    /* A symbol table that met its limit (a program making functions or
+     * threads without end) is rebuilt now that no stack refers to it, so
+     * the next profile names them again; the code cache goes with it, as
+     * its entries hold its ids.  The sampler keeps none across ticks
+     * except the reserved markers, whose ids every table shares. */
+    if (ps_symtab_refused(&profile.p.syms)) {
+        ps_symtab_clear(&profile.p.syms);
+        ps_codecache_clear(&profile.p.cc);
+    }
     return 0;
 }
 

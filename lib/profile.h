@@ -1,7 +1,15 @@
 /*
- * profile.h - the profile of this process: the code cache and the stack
- * table the sampler fills, behind the one lock that serialises the sampler
- * thread's tick with whoever renders, resets or forks.
+ * profile.h - the profile of this process: the symbols and the code cache
+ * that refers to them, and the stack table the sampler fills, behind the
+ * one lock that serialises the sampler thread's tick with whoever renders,
+ * resets or forks.
+ *
+ * Ownership.  A reset (pysample_reset, a fork child) empties the stack
+ * table only: symbols keep their ids, so nothing that holds one (the code
+ * cache, the sampler) needs to know a reset happened.  Only when the
+ * symbol table has refused a new name for its limit does the reset also
+ * rebuild it, with the code cache, at the one moment no stack refers to
+ * a symbol (ps_profile_reset below).
  *
  * The data path runs one way: the sampler (sampler.c) locks the profile
  * for a tick and adds stacks to it; the writer (writer.c) and the API
@@ -15,11 +23,12 @@
 
 #include "codecache.h"
 #include "stacktab.h"
+#include "symtab.h"
 
 struct ps_profile {
-    struct ps_stacktab tab;
-    struct ps_codecache cc;
-    uint32_t gen;   /* bumped whenever tab is cleared: its ids die then */
+    struct ps_symtab syms;
+    struct ps_codecache cc;   /* its entries hold ids of syms */
+    struct ps_stacktab tab;   /* its stacks hold ids of syms */
 };
 
 /* Allocates the tables.  0, or -1 (out of memory). */

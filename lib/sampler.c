@@ -11,7 +11,7 @@
  * (lifecycle.c says why): periodically, and when asked
  * (ps_sampler_request_write), it serves the writer's requests (writer.c).
  * It calls down only: tick -> thread states -> frames -> code cache ->
- * stack table, and writer -> output.
+ * symbols, then the stack table; and writer -> render -> output.
  *
  * Memory.  The thread list and frames are copied into fixed buffers owned
  * by this thread; malloc only happens when a new code object or stack is
@@ -62,14 +62,12 @@
 #define PS_TIDCACHE 1024   /* power of two */
 #define PS_LATE_BUCKETS (16 + 60 * 16)
 
-/* Per-thread memory of the sampler: CPU time seen last tick, the name and
- * the label id (valid while gen matches the profile's generation). */
+/* Per-thread memory of the sampler: CPU time seen last tick and the name
+ * (its label is interned per sample: symtab.h's ids need no caching). */
 struct tid_info {
     long tid;
     int64_t last_cpu;
-    uint64_t name_at;
-    uint32_t label;
-    uint32_t gen;
+    uint64_t name_at;           /* when to read the name again */
     uint8_t had_boot;           /* last refresh saw Thread._bootstrap_inner */
     uint8_t name_misses;        /* reads of the Thread's name that failed */
     char name[64];              /* longer names are cut at a character */
@@ -151,7 +149,6 @@ static struct tid_info *tid_slot(long tid)
         memset(ti, 0, sizeof *ti);
         ti->tid = tid;
         ti->last_cpu = -1;
-        ti->label = PS_ID_NONE;
     }
     return ti;
 }
@@ -165,7 +162,7 @@ static uint32_t thread_label(struct ps_profile *p, struct tid_info *ti, uint64_t
     /* A thread first seen before it reached _bootstrap_inner is looked at
      * again as soon as it has, not a second later. */
     int boot_new = boot != 0 && !ti->had_boot;
-    if (ti->gen != p->gen || ti->label == PS_ID_NONE || now >= ti->name_at || boot_new) {
+    if (now >= ti->name_at || boot_new) {
         char name[sizeof ti->name];
         if (ti->tid == sampler.pid)
             strcpy(name, "MainThread");
@@ -185,41 +182,27 @@ static uint32_t thread_label(struct ps_profile *p, struct tid_info *ti, uint64_t
         } else {
             ti->had_boot = boot != 0;
         }
-        if (ti->gen != p->gen || ti->label == PS_ID_NONE || strcmp(name, ti->name) != 0) {
-            strcpy(ti->name, name);
-            ti->label = ps_label_intern(&p->tab, ti->tid, name[0] ? name : NULL);
-            ti->gen = p->gen;
-        }
+        strcpy(ti->name, name);
         ti->name_at = now + PS_NAME_REFRESH_NS;
     }
-    return ti->label;
+    return ps_sym_label(&p->syms, ti->tid, ti->name[0] ? ti->name : NULL);
 }
 
 /*
  * The root frame "interp <id>" of stacks from an interpreter other than the
  * main one (docs/format.md), or PS_ID_NONE for the main interpreter (id 0)
  * and when the id cannot be read: a profile of a process with a single
- * interpreter looks as it always did.  The ids of a few interpreters are
- * remembered per profile generation; the rest are interned each time
- * (ps_func_intern finds an existing name itself).
+ * interpreter looks as it always did.  Once per interpreter per tick.
  */
 static uint32_t interp_frame(struct ps_profile *p, uintptr_t interp)
 {
-    static struct { int64_t id; uint32_t func, gen; } memo[16];
     int64_t id;
     if (sampler.py.L.is_id == PS_NOFIELD || sampler.py.L.is_id == 0 ||
         ps_read(&id, interp + sampler.py.L.is_id, sizeof id) != 0 || id <= 0)
         return PS_ID_NONE;
-    size_t slot = (size_t)id % (sizeof memo / sizeof memo[0]);
-    if (memo[slot].id == id && memo[slot].gen == p->gen && memo[slot].func != PS_ID_NONE)
-        return memo[slot].func;
     char name[32];
     snprintf(name, sizeof name, "interp %lld", (long long)id);
-    uint32_t f = ps_func_intern(&p->tab, name, NULL);
-    memo[slot].id = id;
-    memo[slot].func = f;
-    memo[slot].gen = p->gen;
-    return f;
+    return ps_sym_marker(&p->syms, name);
 }
 
 /* Samples one thread state (snapshot ts) into p, which the caller holds,
@@ -272,7 +255,7 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
             n = PS_WALK_UNREADABLE;
             continue;
         }
-        n = ps_walk(&sampler.py, &p->cc, &p->tab, sampler.cfg.lines, frame, sampler.scratch,
+        n = ps_walk(&sampler.py, &p->cc, &p->syms, sampler.cfg.lines, frame, sampler.scratch,
                     sampler.cfg.max_depth, &truncated, &boot);
         if (n >= 0)
             break;
@@ -292,15 +275,8 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
     int d = 0;
     if (interp_func != PS_ID_NONE)
         sampler.rooted[d++] = ps_frame(interp_func, PS_LINE_NONE);
-    if (truncated) {
-        static uint32_t marker_func = PS_ID_NONE;
-        static uint32_t marker_gen = UINT32_MAX;
-        if (marker_gen != p->gen || marker_func == PS_ID_NONE) {
-            marker_func = ps_func_intern(&p->tab, "[pysample: truncated]", NULL);
-            marker_gen = p->gen;
-        }
-        sampler.rooted[d++] = ps_frame(marker_func, PS_LINE_NONE);
-    }
+    if (truncated)
+        sampler.rooted[d++] = ps_frame(PS_SYM_TRUNCATED, PS_LINE_NONE);
     for (int i = n - 1; i >= 0; i--)
         sampler.rooted[d++] = sampler.scratch[i];
     uint32_t label = thread_label(p, ti, now, boot);

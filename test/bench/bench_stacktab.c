@@ -25,7 +25,9 @@
 #include <unistd.h>
 
 #include "output.h"
+#include "render.h"
 #include "stacktab.h"
+#include "symtab.h"
 
 #define NFUNCS 3000
 #define NTHREADS 4
@@ -95,7 +97,9 @@ int main(int argc, char **argv)
     memset(frames, 1, (size_t)distinct * 40 * sizeof *frames);
 
     struct ps_stacktab t;
-    if (ps_stacktab_init(&t, 200000) != 0)
+    struct ps_symtab syms;
+    if (ps_symtab_init(&syms, 200000) != 0 ||
+        ps_stacktab_init(&t, 200000, ps_frame(PS_SYM_STACKS_FULL, PS_LINE_NONE)) != 0)
         return 1;
     long rss0 = rss_kib();
 
@@ -104,12 +108,12 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "Handler%d.process_item_%d", i % 97, i);
         snprintf(file, sizeof file, "/usr/lib/python3/dist-packages/app/module_%d/impl.py",
                  i % 211);
-        funcs[i] = ps_func_intern(&t, name, file);
+        funcs[i] = ps_sym_python(&syms, name, file);
     }
     uint32_t labels[NTHREADS];
     for (int i = 0; i < NTHREADS; i++) {
         snprintf(name, sizeof name, "worker-%d", i);
-        labels[i] = ps_label_intern(&t, 1000 + i, i == 0 ? "MainThread" : name);
+        labels[i] = ps_sym_label(&syms, 1000 + i, i == 0 ? "MainThread" : name);
     }
     for (long k = 0; k < distinct; k++) {
         uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(k + 1);
@@ -144,7 +148,7 @@ int main(int argc, char **argv)
     size_t len;
     t0 = now_s();
     double c0 = cpu_s();
-    if (ps_stacktab_render(&t, &out, &len) != 0)
+    if (ps_render(&t, &syms, &out, &len) != 0)
         return 1;
     double t_render = now_s() - t0, c_render = cpu_s() - c0;
     char path[4096];
@@ -167,5 +171,6 @@ int main(int argc, char **argv)
            peak_after > peak_before ? peak_after - peak_before : 0,
            t_add * 1e9 / (double)samples, t_render, t_write, c_render, c_write, len);
     ps_stacktab_free(&t);
+    ps_symtab_free(&syms);
     return 0;
 }

@@ -14,7 +14,9 @@
 #include "codecache.h"
 #include "frames.h"
 #include "memread.h"
+#include "render.h"
 #include "stacktab.h"
+#include "symtab.h"
 
 /* The fake objects.  Offsets in the layout below are offsetof these. */
 struct fake_str {
@@ -106,11 +108,11 @@ static void make_frame(struct fake_frame *f, struct fake_frame *back, struct fak
 }
 
 /* Renders t and returns the text (malloc'ed). */
-static char *render(const struct ps_stacktab *t)
+static char *render(const struct ps_stacktab *t, const struct ps_symtab *syms)
 {
     char *out = NULL;
     size_t len = 0;
-    CHECK_EQ_INT(ps_stacktab_render(t, &out, &len), 0);
+    CHECK_EQ_INT(ps_render(t, syms, &out, &len), 0);
     return out;
 }
 
@@ -134,25 +136,27 @@ int main(void)
 
     struct ps_codecache cc;
     struct ps_stacktab t;
+    struct ps_symtab syms;
     CHECK_EQ_INT(ps_codecache_init(&cc, 64), 0);
-    CHECK_EQ_INT(ps_stacktab_init(&t, 1000), 0);
+    CHECK_EQ_INT(ps_symtab_init(&syms, 1000), 0);
+    CHECK_EQ_INT(ps_stacktab_init(&t, 1000, ps_frame(PS_SYM_STACKS_FULL, PS_LINE_NONE)), 0);
     uint64_t out[16];
     int truncated;
     uintptr_t boot;
 
     /* A whole walk: innermost first, one function per code object. */
-    int n = ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[2], out, 16, &truncated, &boot);
+    int n = ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[2], out, 16, &truncated, &boot);
     CHECK_EQ_INT(n, 3);
     CHECK_EQ_INT(truncated, 0);
     CHECK_EQ_INT(boot, 0);
     CHECK_EQ_INT(cc.misses, 3);
-    CHECK_EQ_INT(out[0] >> 32, ps_func_intern(&t, "g", "app.py"));
-    CHECK_EQ_INT(out[1] >> 32, ps_func_intern(&t, "f", "app.py"));
-    CHECK_EQ_INT(out[2] >> 32, ps_func_intern(&t, "<module>", "app.py"));
+    CHECK_EQ_INT(out[0] >> 32, ps_sym_python(&syms, "g", "app.py"));
+    CHECK_EQ_INT(out[1] >> 32, ps_sym_python(&syms, "f", "app.py"));
+    CHECK_EQ_INT(out[2] >> 32, ps_sym_python(&syms, "<module>", "app.py"));
 
     /* Again: every code object comes from the cache. */
     uint64_t again[16];
-    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[2], again, 16, &truncated, &boot), 3);
+    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[2], again, 16, &truncated, &boot), 3);
     CHECK_EQ_INT(cc.hits, 3);
     CHECK_EQ_INT(cc.misses, 3);
     CHECK(memcmp(out, again, 3 * sizeof out[0]) == 0);
@@ -160,47 +164,47 @@ int main(void)
     /* A new code object at the same address (other name object): the
      * cache must not answer with the old function. */
     make_code(&c_g, make_str(&s_other, "h"), file, 20);
-    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[2], again, 16, &truncated, &boot), 3);
-    CHECK_EQ_INT(again[0] >> 32, ps_func_intern(&t, "h", "app.py"));
+    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[2], again, 16, &truncated, &boot), 3);
+    CHECK_EQ_INT(again[0] >> 32, ps_sym_python(&syms, "h", "app.py"));
     CHECK_EQ_INT(cc.misses, 4);
 
     /* Deeper than max: cut, and said so. */
-    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[2], out, 2, &truncated, &boot), 2);
+    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[2], out, 2, &truncated, &boot), 2);
     CHECK_EQ_INT(truncated, 1);
 
     /* A frame that points at itself is a torn read, not a stack. */
     make_frame(&fr[3], &fr[3], &c_f);
-    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[3], out, 16, &truncated, &boot),
+    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[3], out, 16, &truncated, &boot),
                  PS_WALK_INCONSISTENT);
     /* A freed frame object (reference count 0) is not followed. */
     make_frame(&fr[4], &fr[1], &c_g);
     fr[4].refcnt = 0;
-    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[4], out, 16, &truncated, &boot),
+    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[4], out, 16, &truncated, &boot),
                  PS_WALK_INCONSISTENT);
     /* Something that is not a code object where the code should be. */
     make_frame(&fr[5], &fr[1], (struct fake_code *)&s_file);
-    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[5], out, 16, &truncated, &boot),
+    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[5], out, 16, &truncated, &boot),
                  PS_WALK_INCONSISTENT);
     /* A frame pointer into nothing, or misaligned: unreadable. */
-    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)8, out, 16, &truncated, &boot),
+    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)8, out, 16, &truncated, &boot),
                  PS_WALK_UNREADABLE);
-    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[2] + 1, out, 16, &truncated, &boot),
+    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[2] + 1, out, 16, &truncated, &boot),
                  PS_WALK_UNREADABLE);
     /* No frame: no Python on this thread. */
-    CHECK_EQ_INT(ps_walk(&py, &cc, &t, 0, 0, out, 16, &truncated, &boot), 0);
+    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, 0, out, 16, &truncated, &boot), 0);
 
     /* Aggregation of walked stacks: root first, identical ones counted once. */
     make_code(&c_g, make_str(&s_g, "g"), file, 20);
-    n = ps_walk(&py, &cc, &t, 0, (uintptr_t)&fr[2], out, 16, &truncated, &boot);
+    n = ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[2], out, 16, &truncated, &boot);
     CHECK_EQ_INT(n, 3);
     uint64_t rooted[3] = { out[2], out[1], out[0] };
-    uint32_t label = ps_label_intern(&t, 42, "MainThread");
+    uint32_t label = ps_sym_label(&syms, 42, "MainThread");
     for (int i = 0; i < 3; i++)
         CHECK_EQ_INT(ps_stacktab_add(&t, label, rooted, 3, 1), 0);
     CHECK_EQ_INT(ps_stacktab_add(&t, label, rooted, 2, 2), 0);  /* <module>;f */
     CHECK_EQ_INT(t.used, 2);
     CHECK_EQ_INT(t.total, 5);
-    char *text = render(&t);
+    char *text = render(&t, &syms);
     /* (lines off: a frame shows its function and file only) */
     CHECK_EQ_STR(text, "thread 42 (MainThread);<module> (app.py);f (app.py) 2\n"
                        "thread 42 (MainThread);<module> (app.py);f (app.py);g (app.py) 3\n");
@@ -208,12 +212,13 @@ int main(void)
 
     /* A cleared table renders empty and keeps counting afresh. */
     CHECK_EQ_INT(ps_stacktab_clear(&t), 0);
-    text = render(&t);
+    text = render(&t, &syms);
     CHECK_EQ_STR(text, "");
     free(text);
 
     ps_codecache_clear(&cc);
     free(cc.e);
     ps_stacktab_free(&t);
+    ps_symtab_free(&syms);
     return check_failures != 0;
 }
