@@ -228,6 +228,15 @@ int ps_lifecycle_start_process(void)
     return start_auto(NULL, NULL);
 }
 
+/* The dlopen watch's report (dlwatch.h): a libpython was loaded late.
+ * Profiling starts as the constructor starts it for a Python executable;
+ * the sampler thread waits until the interpreter is initialised. */
+static void python_loaded(ps_sym_lookup lookup, void *ctx, const char *path)
+{
+    snprintf(life.python_path, sizeof life.python_path, "%s", path);
+    start_auto(lookup, ctx);
+}
+
 __attribute__((constructor)) static void pysample_init(void)
 {
     if (!output_wanted())
@@ -235,21 +244,10 @@ __attribute__((constructor)) static void pysample_init(void)
     /* Not Python (yet): watch for a libpython being loaded (uWSGI,
      * embedders).  Nothing else happens unless one is. */
     if (!ps_python_present()) {
-        ps_dlwatch_arm();
+        ps_dlwatch_arm(python_loaded);
         return;
     }
     start_auto(NULL, NULL);
-}
-
-void ps_lifecycle_python_loaded(ps_sym_lookup lookup, void *ctx, const char *path)
-{
-    snprintf(life.python_path, sizeof life.python_path, "%s", path);
-    start_auto(lookup, ctx);
-}
-
-const char *ps_lifecycle_python_path(void)
-{
-    return life.python_path[0] ? life.python_path : "the program";
 }
 
 int ps_lifecycle_start_sampling(int rate_hz)

@@ -18,6 +18,7 @@
 #include <mach-o/dyld.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../dlwatch.h"
@@ -27,6 +28,8 @@ static _Atomic int armed;
 static _Atomic int registered;
 static _Atomic uintptr_t runtime;
 static _Atomic int refused;
+static ps_python_loaded_fn report;   /* set once, before armed */
+static char runtime_path[512];       /* the libpython reported, for messages */
 
 static void *handle_sym(const char *name, void *ctx)
 {
@@ -59,18 +62,19 @@ static void added(const struct mach_header *mh, intptr_t slide)
     }
     uintptr_t none = 0;
     if (atomic_compare_exchange_strong(&runtime, &none, rt)) {
-        ps_lifecycle_python_loaded(handle_sym, h, info.dli_fname);
+        snprintf(runtime_path, sizeof runtime_path, "%s", info.dli_fname);
+        report(handle_sym, h, info.dli_fname);
         return;   /* the handle stays open: libpython is never unloaded */
     }
     if (!atomic_exchange(&refused, 1))
         ps_say("a second Python runtime was loaded (%s) next to the one being "
-               "profiled (%s); it is not profiled", info.dli_fname,
-               ps_lifecycle_python_path());
+               "profiled (%s); it is not profiled", info.dli_fname, runtime_path);
     dlclose(h);
 }
 
-void ps_dlwatch_arm(void)
+void ps_dlwatch_arm(ps_python_loaded_fn loaded)
 {
+    report = loaded;
     atomic_store(&armed, 1);
     if (!atomic_exchange(&registered, 1))
         _dyld_register_func_for_add_image(added);

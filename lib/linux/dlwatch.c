@@ -36,8 +36,9 @@
  * dlopen() happens.
  *
  * When it is found.  The symbols the detection needs are copied out of
- * that object while the dynamic linker's lock guarantees it stays mapped;
- * lifecycle then detects the version and starts the sampler, which waits
+ * that object while the dynamic linker's lock guarantees it stays mapped
+ * and reported to the callback lifecycle.c armed us with (dlwatch.h),
+ * which detects the version and starts the sampler, which waits
  * (without spinning) until the interpreter is initialised: uWSGI loads its
  * plugin long before it calls Py_Initialize.  A second object that defines
  * a different _PyRuntime (another libpython) gets one "pysample:" line and
@@ -55,7 +56,6 @@
 
 #include "../dlwatch.h"
 #include "../message.h"
-#include "../lifecycle.h"
 
 #define PS_EXPORT __attribute__((visibility("default")))
 #define PS_HIDDEN __attribute__((visibility("hidden")))
@@ -79,6 +79,8 @@ static struct {
     _Atomic uintptr_t runtime;             /* the _PyRuntime we profile */
     _Atomic int refused;                   /* said so about a second one */
     pthread_mutex_t scan_lock;             /* one scan at a time */
+    ps_python_loaded_fn report;            /* lifecycle's; set before armed */
+    char runtime_path[512];                /* the libpython reported, for messages */
 } D = { .scan_lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Called by the stubs when the pointers are not there yet (a library
@@ -289,12 +291,12 @@ static void scan(void)
     atomic_store(&D.seen_adds, s.adds);
     if (s.found[0] != 0) {
         atomic_store(&D.runtime, s.found[0]);
-        ps_lifecycle_python_loaded(found_sym, &s, s.path);
+        snprintf(D.runtime_path, sizeof D.runtime_path, "%s", s.path);
+        D.report(found_sym, &s, s.path);
     }
     if (s.other != 0 && !atomic_exchange(&D.refused, 1))
         ps_say("a second Python runtime was loaded (%s) next to the one being "
-               "profiled (%s); it is not profiled", s.other_path,
-               ps_lifecycle_python_path());
+               "profiled (%s); it is not profiled", s.other_path, D.runtime_path);
     in_scan = 0;
     pthread_mutex_unlock(&D.scan_lock);
 }
@@ -473,8 +475,9 @@ static void child_after_fork(void)
     pthread_mutex_init(&D.scan_lock, NULL);
 }
 
-void ps_dlwatch_arm(void)
+void ps_dlwatch_arm(ps_python_loaded_fn loaded)
 {
+    D.report = loaded;
     ps_dl_resolve();
     if (ps_dl_real_dlopen == NULL)
         return;
