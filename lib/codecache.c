@@ -29,6 +29,7 @@
 #include "codecache.h"
 #include "memread.h"
 #include "pystr.h"
+#include "tasks.h"
 #include "threadnames.h"
 
 /* Line tables larger than this are not decoded (the frame keeps line 0). */
@@ -92,6 +93,7 @@ static int fill(struct ps_code_entry *e, const struct ps_python *py,
               (strcmp(file, "__init__") == 0 && strcmp(name, "__init__") == 0);
 
     e->thread_boot = (uint8_t)ps_is_thread_bootstrap(name, file);
+    e->taskgroup_exit = (uint8_t)ps_is_taskgroup_exit(name, file);
 
     e->func = ps_sym_python(syms, name, file);
     if (e->func == PS_ID_NONE)

@@ -23,6 +23,7 @@ struct ps_code_entry {
     uint32_t func;              /* symbol of (qualname, filename) */
     uint8_t skip;               /* interpreter shim: not shown */
     uint8_t thread_boot;        /* threading's Thread._bootstrap_inner (threadnames.h) */
+    uint8_t taskgroup_exit;     /* asyncio's TaskGroup.__aexit__ (tasks.h) */
     uint8_t valid;
     uint32_t nranges;
     struct ps_lt_range *ranges; /* owned */

@@ -113,6 +113,18 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
             warnf(warn, ctx, "%s='%.64s' is not 0 or 1%s; using 1", "PYSAMPLE_LINES", s, "");
     }
 
+    c->async_tasks = 0;
+    s = get("PYSAMPLE_ASYNC", ctx);
+    if (s != NULL) {
+        if (strcmp(s, "1") == 0 || strcmp(s, "yes") == 0 || strcmp(s, "true") == 0)
+            c->async_tasks = 1;
+        else if (strcmp(s, "0") == 0 || strcmp(s, "no") == 0 || strcmp(s, "false") == 0 ||
+                 *s == '\0')
+            c->async_tasks = 0;
+        else
+            warnf(warn, ctx, "%s='%.64s' is not 0 or 1%s; using 0", "PYSAMPLE_ASYNC", s, "");
+    }
+
     c->file_mode = PS_DEFAULT_FILE_MODE;
     s = get("PYSAMPLE_FILE_MODE", ctx);
     if (s != NULL) {

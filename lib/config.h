@@ -21,6 +21,7 @@ struct ps_config {
     int rate_hz;
     enum ps_mode mode;
     int lines;            /* 0: aggregate per function */
+    int async_tasks;      /* PYSAMPLE_ASYNC: attribute samples to asyncio tasks (tasks.h) */
     int max_depth;
     int flush_interval_s; /* 0: only at exit */
     int max_stacks;

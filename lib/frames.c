@@ -66,18 +66,81 @@ static int64_t interp_addr(const struct ps_layout *L, uintptr_t code, const uint
     return INT64_MIN;
 }
 
+/* Resolves the frame at address frame, whose L.fr_read bytes are in fr:
+ * 1 with *out set, 0 for a frame that is not shown (shim, entry frame,
+ * interpreter code), or a PS_WALK_ error.  *boot is set for the frame of
+ * Thread._bootstrap_inner.  Does not look at the frame's link. */
+static int resolve(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+                   int lines, uintptr_t frame, const uint8_t *fr, uint64_t *out, uintptr_t *boot,
+                   int *taskgroup)
+{
+    const struct ps_layout *L = &py->L;
+    uint8_t co[1024];
+
+    if (L->fr_owner != PS_NOFIELD && (int8_t)fr[L->fr_owner] >= L->owner_first_native)
+        return 0;
+    uintptr_t code = ps_ptr_at(fr, L->fr_code) & ~L->code_tag_mask;
+    if (code == 0)
+        return 0;
+    uintptr_t type;
+    if (ps_read(co, code, L->co_read) != 0)
+        return PS_WALK_UNREADABLE;
+    memcpy(&type, co + L->ob_type, sizeof type);
+    if (type != py->code_type) {
+        /* 3.13+ entry frames hold None; elsewhere this is a frame that
+         * was popped and reused while we looked. */
+        if (L->frame_kind == PS_FRAMES_INTERP && L->minor >= 13)
+            return 0;
+        return PS_WALK_INCONSISTENT;
+    }
+    const struct ps_code_entry *ce = ps_code_resolve(cc, py, syms, lines, code, co);
+    if (ce == NULL)
+        return PS_WALK_UNREADABLE;
+    if (ce->skip)
+        return 0;
+    if (ce->thread_boot)
+        *boot = frame;  /* its first local is the Thread object */
+    if (taskgroup != NULL)
+        *taskgroup = ce->taskgroup_exit;
+
+    int32_t line = PS_LINE_NONE;
+    if (lines) {
+        int64_t addr;
+        if (L->pos_kind == PS_POS_INSTR_PTR) {
+            addr = interp_addr(L, code, fr, ce);
+            if (addr == INT64_MIN)
+                return PS_WALK_INCONSISTENT;
+        } else {
+            int32_t lasti;
+            memcpy(&lasti, fr + L->fr_pos, sizeof lasti);
+            addr = (L->pos_kind == PS_POS_LASTI_UNITS && lasti >= 0) ? 2 * (int64_t)lasti
+                                                                     : lasti;
+        }
+        line = ps_code_line(ce, addr);
+    }
+    *out = ps_frame(ce->func, line);
+    return 1;
+}
+
 int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
             int lines, uintptr_t frame, uint64_t *out, int max, int *truncated,
             uintptr_t *boot)
 {
+    return ps_walk_ex(py, cc, syms, lines, frame, out, NULL, max, truncated, boot);
+}
+
+int ps_walk_ex(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+               int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, int max,
+               int *truncated, uintptr_t *boot)
+{
     const struct ps_layout *L = &py->L;
-    uint8_t fr[512], co[1024];
+    uint8_t fr[512];
     int n = 0;
     int budget = ps_walk_budget(max);
 
     *truncated = 0;
     *boot = 0;
-    if (L->fr_read > sizeof fr || L->co_read > sizeof co)
+    if (L->fr_read > sizeof fr || L->co_read > 1024)
         return PS_WALK_UNREADABLE;
 
     while (frame != 0) {
@@ -102,66 +165,53 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symta
                 return PS_WALK_INCONSISTENT;
         }
 
-        if (L->fr_owner != PS_NOFIELD && (int8_t)fr[L->fr_owner] >= L->owner_first_native) {
-            frame = back;
-            continue;
-        }
+        int native = L->fr_owner != PS_NOFIELD &&
+                     (int8_t)fr[L->fr_owner] >= L->owner_first_native;
         /* 3.12+: every thread's chain ends in an entry frame owned by the
          * C stack, so a Python frame without a previous one is a frame
          * being initialised over a popped one while we looked (its
          * previous is set after it is zeroed): a torn walk, not a root. */
-        if (back == 0 && L->frame_kind == PS_FRAMES_INTERP && L->minor >= 12)
+        if (!native && back == 0 && L->frame_kind == PS_FRAMES_INTERP && L->minor >= 12)
             return PS_WALK_INCONSISTENT;
-        uintptr_t code = ps_ptr_at(fr, L->fr_code) & ~L->code_tag_mask;
-        if (code == 0) {
-            frame = back;
-            continue;
-        }
-        uintptr_t type;
-        if (ps_read(co, code, L->co_read) != 0)
-            return PS_WALK_UNREADABLE;
-        memcpy(&type, co + L->ob_type, sizeof type);
-        if (type != py->code_type) {
-            /* 3.13+ entry frames hold None; elsewhere this is a frame that
-             * was popped and reused while we looked. */
-            if (L->frame_kind == PS_FRAMES_INTERP && L->minor >= 13) {
-                frame = back;
-                continue;
+        uint64_t one;
+        uintptr_t b = 0;
+        int r = resolve(py, cc, syms, lines, frame, fr, &one, &b, NULL);
+        if (r < 0)
+            return r;
+        if (b != 0)
+            *boot = b;
+        if (r > 0) {
+            if (n >= max) {
+                /* Another Python frame beyond the limit: the stack is cut. */
+                *truncated = 1;
+                break;
             }
-            return PS_WALK_INCONSISTENT;
+            if (addrs != NULL)
+                addrs[n] = frame;
+            out[n++] = one;
         }
-        const struct ps_code_entry *ce = ps_code_resolve(cc, py, syms, lines, code, co);
-        if (ce == NULL)
-            return PS_WALK_UNREADABLE;
-        if (ce->skip) {
-            frame = back;
-            continue;
-        }
-        if (ce->thread_boot)
-            *boot = frame;  /* its first local is the Thread object */
-
-        if (n >= max) {
-            /* Another Python frame beyond the limit: the stack is cut. */
-            *truncated = 1;
-            break;
-        }
-        int32_t line = PS_LINE_NONE;
-        if (lines) {
-            int64_t addr;
-            if (L->pos_kind == PS_POS_INSTR_PTR) {
-                addr = interp_addr(L, code, fr, ce);
-                if (addr == INT64_MIN)
-                    return PS_WALK_INCONSISTENT;
-            } else {
-                int32_t lasti;
-                memcpy(&lasti, fr + L->fr_pos, sizeof lasti);
-                addr = (L->pos_kind == PS_POS_LASTI_UNITS && lasti >= 0) ? 2 * (int64_t)lasti
-                                                                         : lasti;
-            }
-            line = ps_code_line(ce, addr);
-        }
-        out[n++] = ps_frame(ce->func, line);
         frame = back;
     }
     return n;
+}
+
+int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+                 int lines, uintptr_t frame, uint64_t *out, int *taskgroup)
+{
+    const struct ps_layout *L = &py->L;
+    uint8_t fr[512];
+    uintptr_t boot = 0;
+
+    if (L->fr_read > sizeof fr || L->co_read > 1024)
+        return PS_WALK_UNREADABLE;
+    if (!ps_frame_addr_ok(frame) || ps_read(fr, frame, L->fr_read) != 0)
+        return PS_WALK_UNREADABLE;
+    if (L->frame_kind == PS_FRAMES_OBJECT) {
+        int64_t refcnt;
+        memcpy(&refcnt, fr, sizeof refcnt);
+        if (refcnt <= 0)
+            return PS_WALK_INCONSISTENT;
+    }
+    *taskgroup = 0;
+    return resolve(py, cc, syms, lines, frame, fr, out, &boot, taskgroup);
 }

@@ -32,6 +32,22 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symta
             int lines, uintptr_t frame, uint64_t *out, int max, int *truncated,
             uintptr_t *boot);
 
+/* ps_walk, and addrs (if not NULL, max entries) receives the address of
+ * each frame reported in out (the running asyncio task's coroutine frame
+ * is recognised by its address: tasks.c). */
+int ps_walk_ex(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+               int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, int max,
+               int *truncated, uintptr_t *boot);
+
+/*
+ * Resolves the one frame at frame without following its link (a suspended
+ * coroutine's frame has none): 1 with *out set, 0 if the frame is not shown
+ * (a shim), or a PS_WALK_ error.  *taskgroup is set to 1 when the frame
+ * runs asyncio's TaskGroup.__aexit__ (its first local is the group).
+ */
+int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+                 int lines, uintptr_t frame, uint64_t *out, int *taskgroup);
+
 /*
  * How a frame chain is followed, by the walk below and by the macOS copy of
  * a suspended thread (lib/darwin/suspend.c), which must copy exactly what

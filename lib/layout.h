@@ -63,6 +63,7 @@ struct ps_layout {
     uint32_t is_next;
     uint32_t is_threads_head;
     uint32_t is_id;              /* int64 interpreter id, 0 = main (sampler.c labels) */
+    uint32_t is_modules;         /* the modules dict (sys.modules), for asyncio (tasks.c) */
 
     /* PyThreadState */
     uint32_t ts_read;            /* bytes to snapshot: covers every ts_ field */

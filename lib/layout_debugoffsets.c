@@ -46,7 +46,7 @@ struct do_map {
     const char *min_name;      /* ... as the user knows it */
     uint32_t total;            /* sizeof(_Py_DebugOffsets) */
     uint32_t rt_size, rt_finalizing, rt_interp_head;
-    uint32_t is_size, is_id, is_next, is_threads_head;
+    uint32_t is_size, is_id, is_next, is_threads_head, is_modules;
     uint32_t ts_size, ts_next, ts_interp, ts_current_frame, ts_thread_id, ts_native_id;
     uint32_t fr_size, fr_previous, fr_executable, fr_instr_ptr, fr_localsplus, fr_owner,
              fr_tlbc_index;
@@ -64,7 +64,7 @@ struct do_map {
 static const struct do_map map_313 = {
     .minor = 13, .min_hexversion = 0x030D00C2, .min_name = "3.13.0rc2", .total = 584,
     .rt_size = 24, .rt_finalizing = 32, .rt_interp_head = 40,
-    .is_size = 48, .is_id = 56, .is_next = 64, .is_threads_head = 72,
+    .is_size = 48, .is_id = 56, .is_next = 64, .is_threads_head = 72, .is_modules = 88,
     .ts_size = 152, .ts_next = 168, .ts_interp = 176, .ts_current_frame = 184,
     .ts_thread_id = 192, .ts_native_id = 200,
     .fr_size = 224, .fr_previous = 232, .fr_executable = 240, .fr_instr_ptr = 248,
@@ -88,7 +88,7 @@ static const struct do_map map_313 = {
 static const struct do_map map_314 = {
     .minor = 14, .min_hexversion = 0x030E00B2, .min_name = "3.14.0b2", .total = 760,
     .rt_size = 24, .rt_finalizing = 32, .rt_interp_head = 40,
-    .is_size = 48, .is_id = 56, .is_next = 64, .is_threads_head = 72,
+    .is_size = 48, .is_id = 56, .is_next = 64, .is_threads_head = 72, .is_modules = 96,
     .ts_size = 176, .ts_next = 192, .ts_interp = 200, .ts_current_frame = 208,
     .ts_thread_id = 216, .ts_native_id = 224,
     .fr_size = 248, .fr_previous = 256, .fr_executable = 264, .fr_instr_ptr = 272,
@@ -117,7 +117,7 @@ static const struct do_map map_314 = {
 static const struct do_map map_315 = {
     .minor = 15, .min_hexversion = 0x030F00B4, .min_name = "3.15.0b4", .total = 888,
     .rt_size = 24, .rt_finalizing = 32, .rt_interp_head = 40,
-    .is_size = 48, .is_id = 56, .is_next = 64, .is_threads_head = 72,
+    .is_size = 48, .is_id = 56, .is_next = 64, .is_threads_head = 72, .is_modules = 96,
     .ts_size = 176, .ts_next = 192, .ts_interp = 200, .ts_current_frame = 208,
     .ts_thread_id = 240, .ts_native_id = 248,
     .fr_size = 312, .fr_previous = 320, .fr_executable = 328, .fr_instr_ptr = 336,
@@ -355,6 +355,7 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     l->is_next = get_off(&c, m->is_next, is, 8, "interp.next");
     l->is_threads_head = get_off(&c, m->is_threads_head, is, 8, "interp.threads_head");
     l->is_id = get_off(&c, m->is_id, is, 8, "interp.id");
+    l->is_modules = get_off(&c, m->is_modules, is, 8, "interp.imports_modules");
 
     l->ts_next = get_off(&c, m->ts_next, ts, 8, "tstate.next");
     l->ts_interp = get_off(&c, m->ts_interp, ts, 8, "tstate.interp");

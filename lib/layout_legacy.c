@@ -189,6 +189,9 @@ enum ps_layout_status ps_layout_legacy(int minor, uint32_t hexversion,
      * tstate_head and runtime (3.9, 3.10), after the threads struct and
      * runtime (3.11), right after next (3.12). */
     l->is_id = minor <= 10 ? 24 : minor == 11 ? 48 : 8;
+    /* interp->modules (3.9-3.11), interp->imports.modules (3.12): the
+     * same in release and Py_DEBUG builds. */
+    l->is_modules = minor <= 10 ? 856 : minor == 11 ? 888 : 944;
     l->ts_next = 8;
     l->ts_interp = 16;
     l->ts_thread_id = r->ts_thread_id;

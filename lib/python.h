@@ -13,6 +13,10 @@
 struct ps_python {
     uintptr_t runtime;    /* &_PyRuntime */
     uintptr_t code_type;  /* &PyCode_Type, to recognise code objects */
+    /* Builtin types the asyncio task walk recognises objects by (tasks.c);
+     * 0 where the symbol is missing. */
+    uintptr_t dict_type, set_type, list_type, long_type, str_type, weakref_type;
+    uintptr_t coro_type, gen_type, agen_type, none;
     struct ps_layout L;
 };
 

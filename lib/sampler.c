@@ -51,6 +51,7 @@
 #include "platform.h"
 #include "profile.h"
 #include "sampler.h"
+#include "tasks.h"
 #include "threadnames.h"
 #include "threadstates.h"
 #include "writer.h"
@@ -82,6 +83,8 @@ static struct {
     struct tid_info tids[PS_TIDCACHE];  /* under the profile's lock */
     uint64_t *scratch;          /* max_depth + 1 frames */
     uint64_t *rooted;
+    uintptr_t *addrs;           /* the frames' addresses (asyncio tasks) */
+    struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
 
     pthread_t thread;
     _Atomic int running;        /* thread exists and samples */
@@ -133,6 +136,19 @@ int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
     sampler.rooted = malloc(((size_t)cfg->max_depth + 2) * sizeof *sampler.rooted);
     if (sampler.scratch == NULL || sampler.rooted == NULL)
         return -1;
+    if (cfg->async_tasks) {
+        /* Task stacks are the thread's, plus a marker and the suspended
+         * frames of each awaiting task: room for those too. */
+        size_t room = (size_t)cfg->max_depth + 2 + PS_TASKS_CHAIN * (PS_TASKS_CORO_DEPTH + 1);
+        uint64_t *r = realloc(sampler.rooted, room * sizeof *r);
+        if (r == NULL)
+            return -1;
+        sampler.rooted = r;
+        sampler.addrs = malloc(((size_t)cfg->max_depth + 2) * sizeof *sampler.addrs);
+        if (sampler.addrs == NULL)
+            return -1;
+        sampler.tasks = ps_tasks_new(py);  /* NULL: a note said why */
+    }
     sampler.setup_done = 1;
     return 0;
 }
@@ -255,8 +271,8 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
             n = PS_WALK_UNREADABLE;
             continue;
         }
-        n = ps_walk(&sampler.py, &p->cc, &p->syms, sampler.cfg.lines, frame, sampler.scratch,
-                    sampler.cfg.max_depth, &truncated, &boot);
+        n = ps_walk_ex(&sampler.py, &p->cc, &p->syms, sampler.cfg.lines, frame, sampler.scratch,
+                       sampler.addrs, sampler.cfg.max_depth, &truncated, &boot);
         if (n >= 0)
             break;
     }
@@ -277,8 +293,21 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
         sampler.rooted[d++] = ps_frame(interp_func, PS_LINE_NONE);
     if (truncated)
         sampler.rooted[d++] = ps_frame(PS_SYM_TRUNCATED, PS_LINE_NONE);
-    for (int i = n - 1; i >= 0; i--)
-        sampler.rooted[d++] = sampler.scratch[i];
+    int d_root = d;
+    int tasks_here = sampler.tasks != NULL && ps_tasks_on_thread(sampler.tasks, pth);
+    int room = sampler.cfg.max_depth + 2 + PS_TASKS_CHAIN * (PS_TASKS_CORO_DEPTH + 1);
+    int spliced = -1;
+    if (tasks_here)
+        /* The running task's markers between the loop's frames and its
+         * coroutine's (tasks.h). */
+        spliced = ps_tasks_splice_running(sampler.tasks, &p->syms, pth, sampler.scratch,
+                                          sampler.addrs, n, sampler.rooted, d, room);
+    if (spliced >= 0) {
+        d = spliced;
+    } else {
+        for (int i = n - 1; i >= 0; i--)
+            sampler.rooted[d++] = sampler.scratch[i];
+    }
     uint32_t label = thread_label(p, ti, now, boot);
     if (label == PS_ID_NONE ||
         ps_stacktab_add(&p->tab, label, sampler.rooted, (uint32_t)d, 1) != 0) {
@@ -286,6 +315,13 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
         return;
     }
     atomic_fetch_add(&sampler.samples, 1);
+    /* Wall mode: every other task of this thread's loops counts where it
+     * waits, as if it were a thread of its own. */
+    if (tasks_here && sampler.cfg.mode == PS_MODE_WALL) {
+        int k = ps_tasks_emit_waiting(sampler.tasks, &p->syms, &p->tab, pth, label,
+                                      sampler.rooted, truncated ? d_root - 1 : d_root, room);
+        atomic_fetch_add(&sampler.samples, (uint64_t)k);
+    }
 }
 
 void ps_sampler_tick(void)
@@ -306,10 +342,21 @@ void ps_sampler_tick(void)
     int batch = ps_mem_batch_begin();
     uintptr_t tsp, interp = 0;
     uint32_t interp_func = PS_ID_NONE;
+    int tasks_done = 0;
+    if (sampler.tasks != NULL)
+        ps_tasks_clear(sampler.tasks);
     while ((tsp = ps_tstates_next(&it, ts)) != 0) {
         if (it.interp != interp) {
             interp = it.interp;
             interp_func = interp_frame(p, interp);
+            /* asyncio tasks: those of the main interpreter (id 0) */
+            int64_t id = -1;
+            if (sampler.tasks != NULL && !tasks_done &&
+                sampler.py.L.is_id != PS_NOFIELD && sampler.py.L.is_id != 0 &&
+                ps_read(&id, interp + sampler.py.L.is_id, sizeof id) == 0 && id == 0) {
+                ps_tasks_tick(sampler.tasks, &p->cc, &p->syms, sampler.cfg.lines, interp, now);
+                tasks_done = 1;
+            }
         }
         sample_thread(p, tsp, ts, now, interp_func);
     }

@@ -1,0 +1,106 @@
+/*
+ * asyncio_layout.c - asyncio's objects in CPython 3.9 to 3.13, as data.
+ *
+ * TaskObj and FutureObj are private to Modules/_asynciomodule.c, so no
+ * header and no _Py_DebugOffsets describe them before 3.14: the offsets
+ * below were computed from each release's struct (FutureObj_HEAD and
+ * TaskObj at the v3.9.18 ... v3.13.0 tags) and checked on the pyenv
+ * interpreters by finding a live task's loop, coroutine, name and waiter
+ * through ctypes at exactly these places.  The generator, frame and
+ * container offsets are offsetof() against each version's headers
+ * (release and Py_DEBUG agree).
+ *
+ * 3.13 moved the Future's bit-fields to the end and the Task's pointers
+ * behind its own, and its C tasks drop the instance dict pointer
+ * (managed dict): its row differs most.  3.14 changed how tasks are found
+ * (per-thread lists described by _asyncio's own _AsyncioDebug table) and
+ * is not described here yet.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "asyncio_layout.h"
+
+#define NO PS_NOFIELD
+
+static const struct ps_async_layout rows[] = {
+    {
+      .minor = 9, .tasks_kind = PS_ATASKS_ALL,
+      /* loop, 7 pointers, state/log_tb/blocking, dict, weakreflist,
+       * _PyErr_StackItem (4 pointers), then the task's fields */
+      .fut_loop = 16, .fut_state = 80, .task_fut_waiter = 144, .task_coro = 152, .task_name = 160,
+      .gi_frame = 16, .gi_frame_embedded = 0, .gi_frame_state = NO, .gi_qualname = 56,
+      .yf_kind = PS_YF_STACKTOP_PTR, .fr_stacktop = 72, .fr_valuestack = 64, .fr_state = NO,
+      .long_kind = PS_LONG_OB_SIZE,
+    },
+    {
+      .minor = 10, .tasks_kind = PS_ATASKS_ALL,
+      /* + exception_tb */
+      .fut_loop = 16, .fut_state = 88, .task_fut_waiter = 152, .task_coro = 160, .task_name = 168,
+      .gi_frame = 16, .gi_frame_embedded = 0, .gi_frame_state = NO, .gi_qualname = 48,
+      .yf_kind = PS_YF_STACKDEPTH, .fr_stacktop = 80, .fr_valuestack = 64, .fr_state = 108,
+      .long_kind = PS_LONG_OB_SIZE,
+    },
+    {
+      .minor = 11, .tasks_kind = PS_ATASKS_ALL,
+      /* cancelled_exc is one pointer now; frames are embedded in generators */
+      .fut_loop = 16, .fut_state = 88, .task_fut_waiter = 128, .task_coro = 136, .task_name = 144,
+      .gi_frame = 80, .gi_frame_embedded = 1, .gi_frame_state = 75, .gi_created = -2,
+      .gi_suspended_yf = -1, .gi_qualname = 40,
+      .yf_kind = PS_YF_IFRAME, .fr_stacktop = 64, .fr_valuestack = 72, .fr_state = NO,
+      .long_kind = PS_LONG_OB_SIZE,
+    },
+    {
+      .minor = 12, .tasks_kind = PS_ATASKS_SCHEDULED_EAGER,
+      .fut_loop = 16, .fut_state = 88, .task_fut_waiter = 128, .task_coro = 136, .task_name = 144,
+      .gi_frame = 72, .gi_frame_embedded = 1, .gi_frame_state = 67, .gi_created = -2,
+      .gi_suspended_yf = -1, .gi_qualname = 32,
+      .yf_kind = PS_YF_IFRAME, .fr_stacktop = 64, .fr_valuestack = 72, .fr_state = NO,
+      .long_kind = PS_LONG_LV_TAG,
+    },
+    {
+      .minor = 13, .tasks_kind = PS_ATASKS_SCHEDULED_EAGER,
+      /* cancelled_exc before the state; bit-fields last; no dict pointer */
+      .fut_loop = 16, .fut_state = 96, .task_fut_waiter = 112, .task_coro = 120, .task_name = 128,
+      .gi_frame = 72, .gi_frame_embedded = 1, .gi_frame_state = 67, .gi_created = -3,
+      /* 3.13 tells an await (FRAME_SUSPENDED_YIELD_FROM) from a yield */
+      .gi_suspended_yf = -1, .gi_qualname = 32,
+      .yf_kind = PS_YF_IFRAME, .fr_stacktop = 64, .fr_valuestack = 72, .fr_state = NO,
+      .long_kind = PS_LONG_LV_TAG,
+    },
+};
+
+int ps_async_layout(const struct ps_layout *L, struct ps_async_layout *A, char *why,
+                    size_t whylen)
+{
+    const struct ps_async_layout *r = NULL;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].minor == L->minor)
+            r = &rows[i];
+    if (L->free_threaded) {
+        snprintf(why, whylen, "asyncio tasks are not attributed on free-threaded builds yet");
+        return -1;
+    }
+    if (r == NULL) {
+        snprintf(why, whylen, "asyncio tasks are not attributed on Python 3.%d yet "
+                 "(supported: 3.9-3.13)", L->minor);
+        return -1;
+    }
+    if (L->inst_kind == PS_INST_NONE || L->is_modules == PS_NOFIELD || L->is_modules == 0) {
+        snprintf(why, whylen, "asyncio tasks are not attributed: this build's object "
+                 "layout is not described");
+        return -1;
+    }
+    *A = *r;
+    A->task_read = A->task_name + 8;
+    A->wrapped = 16;
+    A->md_dict = 16;
+    A->set_mask = 32;
+    A->set_table = 40;
+    A->wr_object = 16;
+    A->var_size = 16;
+    A->list_items = 24;
+    A->long_tag = 16;
+    A->long_digits = 24;
+    return 0;
+}

@@ -1,0 +1,197 @@
+"""asyncio programs with known task structure (test_async.py).
+
+    async_tasks.py SCENARIO
+
+Every scenario runs until the sampler has woken often enough
+(sampled.Until), prints a JSON line of what it measured, and exits 0.
+"""
+import sys
+
+if sys.argv[1:] == ["pure_python"]:
+    sys.modules["_asyncio"] = None  # asyncio falls back to its Python tasks
+
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sampled  # noqa: E402
+
+
+def burn(sec):
+    t = time.perf_counter()
+    while time.perf_counter() - t < sec:
+        pass
+
+
+# --- share: one task computes in steps, one sleeps between short bursts ---
+
+async def computer(until, stats):
+    t0 = time.perf_counter()
+    while until.more():
+        t = time.perf_counter()
+        burn(0.02)  # @computer-burn
+        stats["computer_busy"] += time.perf_counter() - t
+        await asyncio.sleep(0)
+    stats["computer_life"] = time.perf_counter() - t0
+
+
+async def sleeper(until, stats):
+    t0 = time.perf_counter()
+    while not until.done:
+        t = time.perf_counter()
+        burn(0.005)
+        stats["sleeper_busy"] += time.perf_counter() - t
+        t = time.perf_counter()
+        await asyncio.sleep(0.3)  # @sleeper-sleep
+        stats["sleeper_sleep"] += time.perf_counter() - t
+    stats["sleeper_life"] = time.perf_counter() - t0
+
+
+async def share():
+    stats = {"computer_busy": 0.0, "sleeper_busy": 0.0, "sleeper_sleep": 0.0}
+    until = sampled.Until(0.9, 150)
+    a = asyncio.create_task(computer(until, stats), name="computer")
+    b = asyncio.create_task(sleeper(until, stats), name="sleeper")
+    await asyncio.gather(a, b)
+    return stats
+
+
+# --- gather of three named tasks ---
+
+async def worker(until):
+    while until.more():
+        await asyncio.sleep(0.01)  # @worker-sleep
+
+
+async def gather3():
+    until = sampled.Until(0.5, 60)
+    workers = [asyncio.create_task(worker(until), name="w%d" % i) for i in range(3)]
+    await asyncio.gather(*workers)  # @gather-await
+    return {}
+
+
+# --- outer -> await middle -> await inner task ---
+
+async def inner(until):
+    while until.more():
+        await asyncio.sleep(0.01)  # @inner-sleep
+
+
+async def middle(until):
+    await asyncio.create_task(inner(until), name="innertask")  # @middle-await
+
+
+async def outer(until):
+    await middle(until)  # @outer-await
+
+
+async def chain():
+    until = sampled.Until(0.5, 60)
+    await asyncio.create_task(outer(until), name="outertask")
+    return {}
+
+
+# --- TaskGroup (3.11+) ---
+
+async def tg_child(until):
+    while until.more():
+        await asyncio.sleep(0.01)  # @tg-child-sleep
+
+
+async def taskgroup():
+    until = sampled.Until(0.5, 60)
+    async with asyncio.TaskGroup() as tg:  # @tg-with
+        for i in range(2):
+            tg.create_task(tg_child(until), name="child%d" % i)
+    return {}
+
+
+# --- a second loop in a second thread ---
+
+async def second_loop_main(until):
+    while until.more():
+        await asyncio.sleep(0.01)  # @second-sleep
+
+
+def second_thread(until, out):
+    out["tid"] = threading.get_native_id()
+    asyncio.run(second_loop_main(until))
+
+
+async def first_loop_main(until):
+    while until.more():
+        await asyncio.sleep(0.01)  # @first-sleep
+
+
+def two_loops():
+    until = sampled.Until(0.5, 60)
+    out = {}
+    t = threading.Thread(target=second_thread, args=(until, out), name="loop2")
+    t.start()
+    asyncio.run(first_loop_main(until))
+    t.join()
+    return {"second_tid": out["tid"], "main_tid": threading.get_native_id()}
+
+
+# --- async generator and async with ---
+
+async def agen(until):
+    while until.more():
+        await asyncio.sleep(0.01)  # @agen-sleep
+        yield 1
+
+
+class Resource:
+    async def __aenter__(self):
+        await asyncio.sleep(0.3)  # @aenter-sleep
+        return self
+
+    async def __aexit__(self, *exc):
+        return False
+
+
+async def consume(until):
+    async for _ in agen(until):  # @consume-for
+        pass
+    async with Resource():  # @consume-with
+        pass
+
+
+async def agen_with():
+    until = sampled.Until(0.4, 40)
+    await asyncio.create_task(consume(until), name="consumer")
+    return {}
+
+
+# --- stress: tasks created and finished without end ---
+
+async def tiny(i):
+    if i % 3 == 0:
+        await asyncio.sleep(0)
+    return i
+
+
+async def churn():
+    n = int(os.environ.get("ASYNC_CHURN", "10000"))
+    done = 0
+    while done < n:
+        batch = [asyncio.create_task(tiny(i), name="t%d" % i) for i in range(done, done + 500)]
+        done += len(await asyncio.gather(*batch))  # @churn-gather
+    return {"done": done}
+
+
+SCENARIOS = {"share": share, "gather3": gather3, "chain": chain, "taskgroup": taskgroup,
+             "agen_with": agen_with, "churn": churn}
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    if name == "two_loops":
+        result = two_loops()
+    elif name == "pure_python":
+        result = asyncio.run(gather3())
+    else:
+        result = asyncio.run(SCENARIOS[name]())
+    print(json.dumps(result))

@@ -1,0 +1,244 @@
+"""Issue 16: asyncio task-aware profiles (PYSAMPLE_ASYNC=1).
+
+Each scenario of programs/async_tasks.py has a known task structure; the
+profile must show it: the running task's markers between the loop's
+frames and its coroutine's, every waiting task where it waits (wall mode),
+the chain of awaiting tasks outermost first, and only the running task in
+CPU mode.  Programs run until the sampler has woken often enough.
+"""
+import json
+import re
+
+from harness import program_lines
+
+ASYNC = {"PYSAMPLE_ASYNC": "1", "PYSAMPLE_RATE": "200"}
+MARK = re.compile(r'^\[task (.*) "(.*)"\]$')
+
+
+def supported(ctx):
+    """3.9-3.13 GIL builds attribute tasks; the others say why not."""
+    import subprocess
+    ft = subprocess.run([ctx.python, "-c", "import sysconfig; "
+                         "print(sysconfig.get_config_var('Py_GIL_DISABLED') or 0)"],
+                        capture_output=True, text=True).stdout.strip()
+    return (3, 9) <= ctx.version <= (3, 13) and ft in ("0", "None", "")
+
+
+def run(ctx, scenario, env=None, rc=0):
+    if not supported(ctx):
+        ctx.skip("asyncio tasks are attributed on 3.9-3.13 GIL builds")
+    e = dict(ASYNC)
+    e.update(env or {})
+    res = ctx.run([ctx.program("async_tasks.py"), scenario], env=e, timeout=180)
+    ctx.check_clean_run(res, rc)
+    return res, res.profile(), json.loads(res.stdout.splitlines()[-1])
+
+
+def tasks_of(stack):
+    """The (name, coroutine) of each task marker in the stack, root first."""
+    out = []
+    for f in stack.frames:
+        m = MARK.match(f.raw)
+        if m:
+            out.append((m.group(1), m.group(2)))
+    return out
+
+
+def last_task(stack):
+    t = tasks_of(stack)
+    return t[-1][0] if t else None
+
+
+def names_after_last_marker(stack):
+    idx = [i for i, f in enumerate(stack.frames) if MARK.match(f.raw)]
+    return [(f.name, f.line) for f in stack.frames[idx[-1] + 1:]] if idx else []
+
+
+def check_chains_possible(ctx, p):
+    """No task twice in one chain, every marker followed by a frame or
+    another marker or the end (a created, not yet started task)."""
+    for s in p.stacks:
+        t = tasks_of(s)
+        names = [n for n, _ in t]
+        ctx.check(len(names) == len(set(names)), "a task twice in one chain: %r" % s)
+
+
+def test_running_and_waiting_share(ctx):
+    prog = ctx.program("async_tasks.py")
+    res, p, st = run(ctx, "share")
+    burn_line = program_lines(prog, "@computer-burn")
+    sleep_line = program_lines(prog, "@sleeper-sleep")
+    comp = [s for s in p.stacks if last_task(s) == "computer"]
+    slp = [s for s in p.stacks if last_task(s) == "sleeper"]
+    ncomp = sum(s.count for s in comp)
+    nslp = sum(s.count for s in slp)
+    ctx.check(ncomp >= 100 and nslp >= 100, "too few task samples: computer %d, sleeper %d"
+              % (ncomp, nslp), p.dump())
+    # The running task: the loop's frames, then its markers, then its code.
+    running = sum(s.count for s in comp
+                  if any(f.name == "burn" for f in s.frames) and
+                  any(f.name == ctx.qual("BaseEventLoop", "run_forever") for f in s.frames) and
+                  ("computer", ctx.qual("computer", "computer").split(".")[-1]) in tasks_of(s))
+    ctx.check(running >= 0.5 * ncomp, "computer's running samples lack the loop frames "
+              "or its marker: %d of %d" % (running, ncomp), p.dump())
+    # Shares against the program's own clock, +- 8 points.
+    got_c = 100.0 * sum(s.count for s in comp if any(f.name == "burn" for f in s.frames)) / ncomp
+    want_c = 100.0 * st["computer_busy"] / st["computer_life"]
+    ctx.check(abs(got_c - want_c) <= 8, "computer: %.1f%% of its samples compute, measured "
+              "%.1f%% +- 8" % (got_c, want_c), p.dump())
+    got_s = 100.0 * sum(s.count for s in slp
+                        if any(f.name == "sleeper" and f.line == sleep_line for f in s.frames)
+                        and s.frames[-1].name == "sleep") / nslp
+    want_s = 100.0 * st["sleeper_sleep"] / st["sleeper_life"]
+    ctx.check(abs(got_s - want_s) <= 8, "sleeper: %.1f%% of its samples wait in sleep, "
+              "measured %.1f%% +- 8" % (got_s, want_s), p.dump())
+    ctx.check(any(f.line == burn_line for s in comp for f in s.frames if f.name == "computer"),
+              "computer never seen at line %d" % burn_line, p.dump())
+    check_chains_possible(ctx, p)
+
+
+def test_gather_three_named(ctx):
+    prog = ctx.program("async_tasks.py")
+    res, p, _ = run(ctx, "gather3")
+    gather_line = program_lines(prog, "@gather-await")
+    sleep_line = program_lines(prog, "@worker-sleep")
+    for w in ("w0", "w1", "w2"):
+        stacks = [s for s in p.stacks if last_task(s) == w]
+        n = sum(s.count for s in stacks)
+        ctx.check(n >= 30, "task %s: %d samples" % (w, n), p.dump())
+        good = sum(s.count for s in stacks
+                   if [t for t, _ in tasks_of(s)] == ["Task-1", w] and
+                   ("gather3", gather_line) in [(f.name, f.line) for f in s.frames] and
+                   ("worker", sleep_line) in names_after_last_marker(s))
+        ctx.check(good >= 0.8 * n, "task %s: %d of %d samples show Task-1 (gather3:%d) > %s "
+                  "(worker:%d)" % (w, good, n, gather_line, w, sleep_line), p.dump())
+    check_chains_possible(ctx, p)
+
+
+def test_nested_chain_in_order(ctx):
+    prog = ctx.program("async_tasks.py")
+    res, p, _ = run(ctx, "chain")
+    want = [("outer", program_lines(prog, "@outer-await")),
+            ("middle", program_lines(prog, "@middle-await")),
+            ("inner", program_lines(prog, "@inner-sleep"))]
+    stacks = [s for s in p.stacks if last_task(s) == "innertask"]
+    n = sum(s.count for s in stacks)
+    ctx.check(n >= 40, "innertask: %d samples" % n, p.dump())
+    good = 0
+    for s in stacks:
+        t = [x for x, _ in tasks_of(s)]
+        got = [(f.name, f.line) for f in s.frames if f.name in ("outer", "middle", "inner")]
+        raw = [f.raw for f in s.frames]
+        order_ok = (t[-2:] == ["outertask", "innertask"] and got == want and
+                    raw.index('[task outertask "outer"]') < raw.index('[task innertask "inner"]'))
+        if order_ok:
+            good += s.count
+    ctx.check(good >= 0.8 * n, "%d of %d samples show [task outertask] > outer > middle > "
+              "[task innertask] > inner in order" % (good, n), p.dump())
+
+
+def test_taskgroup(ctx):
+    if ctx.version < (3, 11):
+        ctx.skip("TaskGroup is 3.11+")
+    prog = ctx.program("async_tasks.py")
+    res, p, _ = run(ctx, "taskgroup")
+    with_line = program_lines(prog, "@tg-with")
+    for c in ("child0", "child1"):
+        stacks = [s for s in p.stacks if last_task(s) == c]
+        n = sum(s.count for s in stacks)
+        ctx.check(n >= 30, "%s: %d samples" % (c, n), p.dump())
+        good = sum(s.count for s in stacks
+                   if [t for t, _ in tasks_of(s)] == ["Task-1", c] and
+                   ("taskgroup", with_line) in [(f.name, f.line) for f in s.frames] and
+                   any(f.name == "TaskGroup.__aexit__" for f in s.frames))
+        ctx.check(good >= 0.8 * n, "%s: %d of %d samples under Task-1 > taskgroup:%d > "
+                  "TaskGroup.__aexit__" % (c, good, n, with_line), p.dump())
+
+
+def test_second_loop_in_second_thread(ctx):
+    prog = ctx.program("async_tasks.py")
+    res, p, st = run(ctx, "two_loops")
+    second = program_lines(prog, "@second-sleep")
+    first = program_lines(prog, "@first-sleep")
+    for tid, fn, line in ((st["second_tid"], "second_loop_main", second),
+                          (st["main_tid"], "first_loop_main", first)):
+        n = sum(s.count for s in p.stacks if s.thread.startswith("thread %d" % tid) and
+                tasks_of(s) and (fn, line) in [(f.name, f.line) for f in s.frames])
+        ctx.check(n >= 30, "thread %d: %d task samples waiting in %s:%d" % (tid, n, fn, line),
+                  p.dump())
+        wrong = sum(s.count for s in p.stacks if not s.thread.startswith("thread %d" % tid) and
+                    any(f.name == fn for f in s.frames))
+        ctx.check(wrong == 0, "%s attributed to another thread %d times" % (fn, wrong), p.dump())
+
+
+def test_async_generator_and_async_with(ctx):
+    prog = ctx.program("async_tasks.py")
+    res, p, _ = run(ctx, "agen_with")
+    want_for = [("consume", program_lines(prog, "@consume-for")),
+                ("agen", program_lines(prog, "@agen-sleep"))]
+    want_with = [("consume", program_lines(prog, "@consume-with")),
+                 (ctx.qual("Resource", "__aenter__"), program_lines(prog, "@aenter-sleep"))]
+
+    def has(s, want):
+        got = names_after_last_marker(s)
+        return got[:len(want)] == want and got[-1][0] == "sleep"
+    nfor = sum(s.count for s in p.stacks if last_task(s) == "consumer" and has(s, want_for))
+    nwith = sum(s.count for s in p.stacks if last_task(s) == "consumer" and has(s, want_with))
+    ctx.check(nfor >= 20, "async for: %d samples of consumer > consume > agen > sleep" % nfor,
+              p.dump())
+    ctx.check(nwith >= 20, "async with: %d samples of consumer > consume > __aenter__ > sleep"
+              % nwith, p.dump())
+
+
+def test_cpu_mode_only_running(ctx):
+    res, p, _ = run(ctx, "share", env={"PYSAMPLE_MODE": "cpu"})
+    waiting = sum(s.count for s in p.stacks if last_task(s) == "sleeper" and
+                  s.frames[-1].name == "sleep")
+    ctx.check(waiting == 0, "CPU mode counted a waiting task %d times" % waiting, p.dump())
+    comp = sum(s.count for s in p.stacks if last_task(s) == "computer" and
+               any(f.name == "burn" for f in s.frames))
+    ctx.check(comp >= 30, "CPU mode: %d samples of the running computer task" % comp, p.dump())
+
+
+def test_churn_under_5khz(ctx):
+    for _ in range(ctx.stress):
+        res, p, st = run(ctx, "churn", env={"PYSAMPLE_RATE": "5000"})
+        ctx.check(st["done"] == 10000, "program output changed: %r" % st)
+        check_chains_possible(ctx, p)
+        # A tiny task awaits nothing but a sleep(0); a chain is Task-1
+        # (churn) above it, nothing else.
+        for s in p.stacks:
+            t = [n for n, _ in tasks_of(s)]
+            if len(t) > 1:
+                ctx.check(t[0] == "Task-1" and len(t) == 2 and re.match(r"^t\d+$", t[1]),
+                          "impossible chain %r" % s)
+        ctx.check(p.with_frame("churn") > 0, "churn never sampled", p.dump())
+
+
+def test_refused_where_not_described(ctx):
+    if supported(ctx):
+        ctx.skip("tasks are attributed here")
+    res = ctx.run([ctx.program("async_tasks.py"), "gather3"], env=dict(ASYNC), timeout=120)
+    ctx.check(res.rc == 0, "exit status %s" % res.rc, res.stderr)
+    notes = [line for line in res.stderr.splitlines() if line.startswith("pysample:")]
+    ctx.check(len(notes) == 1 and "PYSAMPLE_ASYNC" in notes[0] and "not attributed" in notes[0],
+              "expected one note saying tasks are not attributed: %r" % notes)
+    p = res.profile()
+    ctx.check(not any(tasks_of(s) for s in p.stacks), "task markers where refused")
+    ctx.check(p.count_where(lambda s: any(f.name.endswith("run_forever") for f in s.frames)) > 0,
+              "the loop's thread is still sampled", p.dump())
+
+
+def test_pure_python_asyncio_refused(ctx):
+    if not supported(ctx):
+        ctx.skip("asyncio tasks are attributed on 3.9-3.13 GIL builds")
+    e = dict(ASYNC)
+    res = ctx.run([ctx.program("async_tasks.py"), "pure_python"], env=e, timeout=120)
+    ctx.check(res.rc == 0, "exit status %s" % res.rc, res.stderr)
+    notes = [line for line in res.stderr.splitlines() if line.startswith("pysample:")]
+    ctx.check(len(notes) == 1 and "C accelerator" in notes[0],
+              "expected one note about the missing accelerator: %r" % notes)
+    p = res.profile()
+    ctx.check(not any(tasks_of(s) for s in p.stacks), "task markers without the accelerator")
+    ctx.check(p.count_where(lambda s: any(f.name.endswith("run_forever") for f in s.frames)) > 0,
+              "the loop's thread is still sampled", p.dump())
