@@ -46,7 +46,7 @@ _PRIVATE_NAME_RE = re.compile(r"^pysample-(\d+)(.*?)(?:\.txt)?$", re.S)
 
 NAME = "record"
 HELP = "run a command with the profiler preloaded"
-USAGE = ("%(prog)s [-o FILE] [--rate HZ] [--mode wall|cpu] [--format FORMAT] [--python PY] [-q] "
+USAGE = ("%(prog)s [-o FILE] [--rate HZ] [--mode wall|cpu] [--async] [--format FORMAT] [--python PY] [-q] "
          "[-- COMMAND [ARG...]]")
 DESCRIPTION = ("Runs COMMAND with libpysample preloaded (LD_PRELOAD, or DYLD_INSERT_LIBRARIES on macOS), "
                "writes one profile per Python process and prints a summary to stderr. Exits with the exit "
@@ -66,6 +66,9 @@ def add_options(parser):
     options.rate(parser, help="samples per second, 1..100000 (default: $PYSAMPLE_RATE or 100)")
     parser.add_argument("--mode", choices=("wall", "cpu"),
                         help="wall: sample threads whatever they do (default); cpu: only while on a CPU")
+    parser.add_argument("--async", dest="async_tasks", action="store_true",
+                        help="attribute samples to asyncio tasks (PYSAMPLE_ASYNC=1): each task's stack "
+                             "under [task NAME \"CORO\"] markers; in wall mode waiting tasks count too")
     parser.add_argument("--format", choices=("collapsed", "speedscope", "pprof", "svg"), default="collapsed",
                         help="output format (default: collapsed, the library's text format)")
     parser.add_argument("--python", metavar="PY",
@@ -159,6 +162,8 @@ def _environment(library, workdir, args):
         env["PYSAMPLE_RATE"] = str(args.rate)
     if args.mode is not None:
         env["PYSAMPLE_MODE"] = args.mode
+    if args.async_tasks:
+        env["PYSAMPLE_ASYNC"] = "1"
     return env
 
 

@@ -874,12 +874,19 @@ class RecordTests(TempDirTestCase):
         (pid, path), = self.profiles().items()
         with open(path) as f:
             text = f.read()
-        self.assertIn("env rate=250 mode=cpu format=collapsed", text)
+        self.assertIn("env rate=250 mode=cpu format=collapsed async=unset", text)
         self.assertIn("pid %d: 4 samples in 1 thread" % pid, err)
         self.assertIn(path, err)
         self.assertIn("top functions by self samples", err)
         self.assertRegex(err, r"3\s+75\.0%\s+3\s+75\.0%\s+env rate=250")
         self.assertIn("pysample flamegraph pysample-%d.txt" % pid, err)
+
+    def test_async_flag_sets_pysample_async(self):
+        code, out, err = self.record("--async", "--", PYTHON, "-c", "pass")
+        self.assertEqual(code, 0, err)
+        (pid, path), = self.profiles().items()
+        with open(path) as f:
+            self.assertIn("async=1", f.read())
 
     def test_every_python_process_gets_a_file(self):
         code, out, err = self.record("--", PYTHON, "-c",
