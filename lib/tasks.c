@@ -50,7 +50,8 @@
 
 #define TPF_HEAPTYPE (1ul << 9)
 #define SEARCH_EVERY_NS 10000000ull    /* looking for asyncio: every 10 ms (~20 us each) */
-#define MARKS 4096                     /* power of two */
+#define MARKS 2048                     /* power of two */
+#define MARK_TEXT 200
 #define FUT_PENDING 0
 
 enum akind { K_OTHER = 0, K_CORO, K_GEN, K_AGEN, K_ASEND, K_WRAPPER };
@@ -65,15 +66,22 @@ struct ps_task {
     uint8_t has_child;
 };
 
+struct ps_taskref {
+    uintptr_t addr;
+    int ix;
+};
+
 struct ps_aloop {
     uintptr_t loop;
     unsigned long thread;    /* 0: not running */
     uintptr_t running;       /* its current task, or 0 */
 };
 
+/* A task's marker text, made once from its name and coroutine: later
+ * ticks intern the remembered text (a hash probe, no reads). */
 struct mark {
     uintptr_t task, name, coro;
-    uint32_t func;
+    char text[MARK_TEXT];
 };
 
 struct ps_tasks {
@@ -81,12 +89,12 @@ struct ps_tasks {
     struct ps_async_layout A;
     int state;               /* 0 looking for asyncio, 1 found, 2 gave up */
     uint64_t next_search;
-    uintptr_t interp, task_type, all_set, eager_set, current;
+    uintptr_t interp, task_type, future_type, all_set, eager_set, current;
     uint64_t cursor;
     struct ps_task *t;
     int n;
     int64_t skipped;         /* tasks not read this tick */
-    int *order;              /* task indices sorted by address */
+    struct ps_taskref *refs; /* tasks sorted by address */
     uintptr_t *keys;
     uint64_t *fr;
     size_t nfr;
@@ -121,12 +129,12 @@ struct ps_tasks *ps_tasks_new(const struct ps_python *py)
     T->py = *py;
     T->A = A;
     T->t = calloc(PS_TASKS_MAX, sizeof *T->t);
-    T->order = calloc(PS_TASKS_MAX, sizeof *T->order);
+    T->refs = calloc(PS_TASKS_MAX, sizeof *T->refs);
     T->keys = calloc(PS_TASKS_MAX, sizeof *T->keys);
     T->fr = calloc((size_t)PS_TASKS_MAX * PS_TASKS_CORO_DEPTH, sizeof *T->fr);
-    if (T->t == NULL || T->order == NULL || T->keys == NULL || T->fr == NULL) {
+    if (T->t == NULL || T->refs == NULL || T->keys == NULL || T->fr == NULL) {
         free(T->t);
-        free(T->order);
+        free(T->refs);
         free(T->keys);
         free(T->fr);
         free(T);
@@ -176,6 +184,9 @@ static void search(struct ps_tasks *T, uintptr_t interp, uint64_t now)
         !ps_type_named(py, v, "_asyncio.Task"))
         return;
     T->task_type = v;
+    if (ps_dict_get(py, d, "Future", &v) != 0 || !ps_type_named(py, v, "_asyncio.Future"))
+        return;
+    T->future_type = v;
     if (ps_dict_get(py, d, "_current_tasks", &v) != 0 || ps_obj_type(py, v) != py->dict_type)
         return;
     T->current = v;
@@ -224,27 +235,20 @@ static int read_task(struct ps_tasks *T, uintptr_t addr, struct ps_task *t)
     return 0;
 }
 
-static int by_addr(const void *a, const void *b, void *ctx)
+static int by_addr(const void *a, const void *b)
 {
-    const struct ps_task *t = ctx;
-    uintptr_t x = t[*(const int *)a].addr, y = t[*(const int *)b].addr;
-    return x < y ? -1 : x > y;
+    const struct ps_taskref *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-/* Insertion sort of order[] by address (qsort_r is not portable). */
+/* refs[] sorted by address, for find_task. */
 static void sort_tasks(struct ps_tasks *T)
 {
-    for (int i = 0; i < T->n; i++)
-        T->order[i] = i;
-    for (int i = 1; i < T->n; i++) {
-        int v = T->order[i], j = i;
-        /* Most ticks see the set in the same order: nearly sorted. */
-        while (j > 0 && by_addr(&T->order[j - 1], &v, T->t) > 0) {
-            T->order[j] = T->order[j - 1];
-            j--;
-        }
-        T->order[j] = v;
+    for (int i = 0; i < T->n; i++) {
+        T->refs[i].addr = T->t[i].addr;
+        T->refs[i].ix = i;
     }
+    qsort(T->refs, (size_t)T->n, sizeof T->refs[0], by_addr);
 }
 
 /* Index of the task at addr in this tick's snapshot, or -1. */
@@ -253,9 +257,9 @@ static int find_task(const struct ps_tasks *T, uintptr_t addr)
     int lo = 0, hi = T->n - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
-        uintptr_t a = T->t[T->order[mid]].addr;
+        uintptr_t a = T->refs[mid].addr;
         if (a == addr)
-            return T->order[mid];
+            return T->refs[mid].ix;
         if (a < addr)
             lo = mid + 1;
         else
@@ -322,6 +326,8 @@ static int kind_of(struct ps_tasks *T, uintptr_t type)
         return K_GEN;
     if (type == py->agen_type)
         return K_AGEN;
+    if (type == T->future_type || type == T->task_type)
+        return K_OTHER;   /* what a task's chain ends in, most of the time */
     size_t slot = (type >> 4) % (sizeof T->kinds / sizeof T->kinds[0]);
     if (T->kinds[slot].type == type)
         return T->kinds[slot].kind;
@@ -465,6 +471,8 @@ static void link_future(struct ps_tasks *T, int i, uintptr_t fut, int depth)
     if (!ps_obj_ok(fut))
         return;
     uintptr_t ft = ps_obj_type(py, fut);
+    if (ft == T->future_type)
+        return;  /* a plain future: a sleep, I/O, a lock */
     if (is_task_type(T, ft)) {
         link_child(T, i, fut);
     } else if (depth > 0 && ps_type_named(py, ft, "_GatheringFuture") &&
@@ -577,16 +585,9 @@ int ps_tasks_on_thread(const struct ps_tasks *T, unsigned long pthread_id)
 static uint32_t task_marker(struct ps_tasks *T, struct ps_symtab *syms, const struct ps_task *t)
 {
     struct mark *m = &T->marks[(t->addr >> 4) & (MARKS - 1)];
-    /* Symbol ids outlive resets (symtab.h); a table rebuilt after meeting
-     * its limit renumbers them, so a cached id is checked to be a marker. */
-    if (m->task == t->addr && m->name == t->name && m->coro == t->coro &&
-        m->func != PS_ID_NONE) {
-        struct ps_sym sym;
-        ps_sym_get(syms, m->func, &sym);
-        if (sym.kind == PS_SYM_MARKER && sym.name != NULL && strncmp(sym.name, "[task ", 6) == 0)
-            return m->func;
-    }
-    char name[128], coro[256], text[420];
+    if (m->task == t->addr && m->name == t->name && m->coro == t->coro && m->text[0])
+        return ps_sym_marker(syms, m->text);
+    char name[64], coro[96];
     uint64_t num;
     uintptr_t q;
     if (ps_obj_type(&T->py, t->name) == T->py.str_type &&
@@ -599,13 +600,11 @@ static uint32_t task_marker(struct ps_tasks *T, struct ps_symtab *syms, const st
     if (ps_read_ptr(t->coro + T->A.gi_qualname, &q) != 0 ||
         ps_obj_type(&T->py, q) != T->py.str_type || ps_str_read(&T->py.L, q, coro, sizeof coro) < 0)
         strcpy(coro, "?");
-    snprintf(text, sizeof text, "[task %s \"%s\"]", name, coro);
-    uint32_t f = ps_sym_marker(syms, text);
+    snprintf(m->text, sizeof m->text, "[task %s \"%s\"]", name, coro);
     m->task = t->addr;
     m->name = t->name;
     m->coro = t->coro;
-    m->func = f;
-    return f;
+    return ps_sym_marker(syms, m->text);
 }
 
 /* Appends, root first, the chain of tasks awaiting task i (outermost

@@ -33,6 +33,10 @@ Items (--only takes their names, comma-separated):
                beside the wake-up floor measured in the same rounds
   wake      8. the wake-up floor alone, pinned and free: condition variable
                vs clock_nanosleep, default timer slack vs 1 ns
+  async     9. PYSAMPLE_ASYNC=1: the sampler's cost per tick with 10 / 1 000
+               / 10 000 live asyncio tasks waiting three coroutines deep
+               (test/bench/async_workload.py), beside the same program
+               without task attribution; wall mode, 100 Hz
 
 Every figure of items 1, 2 and 7 is reported beside the platform's floor
 (test/bench/bench_wake.c: a bare thread that only wakes at the rate), run
@@ -61,6 +65,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 WORKLOAD = os.path.join(HERE, "workload.py")
+ASYNC_WORKLOAD = os.path.join(HERE, "async_workload.py")
 
 TARGETS = {
     "pinned_100": 0.01, "pinned_1000": 0.03, "pinned_10000": 0.15,
@@ -305,6 +310,36 @@ def bench_cost(ctx, py, depths=(10, 100, 1000), threads=(1, 8, 64), reps=3, seco
     return out
 
 
+def bench_async(ctx, py, tasks=(10, 1000, 10000), reps=3, seconds=1.5, rate=100):
+    """Item 9: tick cost with and without asyncio task attribution."""
+    res = {}
+    for rep in range(reps):
+        combos = [(n, a) for n in tasks for a in (0, 1)]
+        random.shuffle(combos)
+        for n, a in combos:
+            stats = ctx.path("stats")
+            env = ctx.env(rate, stats)
+            env["PYSAMPLE_ASYNC"] = str(a)
+            run([py, ASYNC_WORKLOAD, str(n), str(seconds)], env)
+            st = read_stats(stats)
+            if st.get("ticks", 0) == 0:
+                continue
+            r = res.setdefault("%d/%d" % (n, a), {"tick_p50": [], "tick_p99": [], "cpu_tick": [],
+                                                 "samples_tick": []})
+            r["tick_p50"].append(st["tick_p50_ns"])
+            r["tick_p99"].append(st["tick_p99_ns"])
+            r["cpu_tick"].append(st["sampler_cpu_ns"] / st["ticks"])
+            r["samples_tick"].append(st["samples"] / st["ticks"])
+    out = {}
+    for k, r in res.items():
+        out[k] = {"tick_p50_us": med(r["tick_p50"]) / 1e3, "tick_p99_us": med(r["tick_p99"]) / 1e3,
+                  "cpu_tick_us": med(r["cpu_tick"]) / 1e3,
+                  "cpu_spread": spread([x / 1e3 for x in r["cpu_tick"]], "%.1f"),
+                  "samples_per_tick": med(r["samples_tick"])}
+    log("  async: " + ", ".join("%s %.1f us/tick" % (k, v["cpu_tick_us"]) for k, v in sorted(out.items())))
+    return out
+
+
 def bench_wake(ctx, rates=(100, 1000, 10000)):
     out = {}
     for r in rates:
@@ -509,7 +544,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", default="/tmp/pysample-bench")
-    ap.add_argument("--only", default="slowdown,cost,rate,startup,memory,versions,idle,wake")
+    ap.add_argument("--only", default="slowdown,cost,rate,startup,memory,versions,idle,wake,async")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     ap.add_argument("--primary", help="label of the interpreter measured in full (default: newest)")
     ap.add_argument("--python", action="append", default=[], help="extra interpreter")
@@ -550,6 +585,8 @@ def main():
             results["idle"] = bench_idle(ctx, py, reps=2 if q else 5, seconds=1.0 if q else 1.5)
         if "wake" in only:
             results["wake_methods"] = bench_wake_methods(ctx, reps=1 if q else 3)
+        if "async" in only:
+            results["async"] = bench_async(ctx, py, reps=1 if q else 3)
         if "versions" in only:
             per = {}
             for label, path in pythons:
@@ -781,6 +818,28 @@ def render(R):
             L.append("| %s Hz | %s | %s | %s | %.1f us | %s | %.0f us | %.0f us |" %
                      (r, pl, m, "50 us (default)" if sl == "default" else "1 ns", x["cpu_ns"] / 1e3,
                       x["cpu_spread"], x["late_p50_us"], x["late_p99_us"]))
+        L.append("")
+    if "async" in R:
+        A = R["async"]
+        L.append("### 9. asyncio task attribution (%s, 100 Hz, wall mode, tasks waiting 3 coroutines deep)" % R["primary"])
+        L.append("")
+        L.append("Sampler CPU per tick and the tick's own work (wall, p50/p99), without and with "
+                 "PYSAMPLE_ASYNC=1.  At most 1024 tasks are read per tick; the rest are counted on "
+                 "`[pysample: asyncio tasks not sampled]`.")
+        L.append("")
+        L.append("| live tasks | async | CPU per tick | spread | tick p50 | tick p99 | samples per tick | extra CPU per task read |")
+        L.append("|---|---|---|---|---|---|---|---|")
+        for n in sorted({int(k.split("/")[0]) for k in A}):
+            off, on = A.get("%d/0" % n), A.get("%d/1" % n)
+            for a, x in ((0, off), (1, on)):
+                if not x:
+                    continue
+                per = "-"
+                if a == 1 and off:
+                    per = "%.2f us" % ((x["cpu_tick_us"] - off["cpu_tick_us"]) / min(n, 1024))
+                L.append("| %d | %s | %.1f us | %s | %.1f us | %.1f us | %.1f | %s |" %
+                         (n, "on" if a else "off", x["cpu_tick_us"], x["cpu_spread"], x["tick_p50_us"],
+                          x["tick_p99_us"], x["samples_per_tick"], per))
         L.append("")
     if "versions" in R:
         L.append("### 6. Per interpreter (items 1 pinned, 2 with one thread, 3 with one thread, 4 python)")
