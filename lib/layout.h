@@ -10,6 +10,7 @@
  *   3.9-3.12  built-in tables      lib/layout_legacy.c
  *   3.13+     the interpreter's own _Py_DebugOffsets
  *                                  lib/layout_debugoffsets.c
+ *   what each offset is, for both  lib/layout_fields.c (ps_fields)
  */
 #ifndef PS_LAYOUT_H
 #define PS_LAYOUT_H
@@ -145,6 +146,63 @@ struct ps_layout {
     uint32_t values_items;       /* PyDictValues: offset of values[] (3.13: 8) */
     uint32_t values_valid;       /* PyDictValues: uint8 valid flag, 3.13 */
 };
+
+/* ---- the offsets both layout sources fill (layout_fields.c) --------------- */
+
+/*
+ * Every byte offset of struct ps_layout that is read out of an interpreter
+ * struct, by id: layout_legacy.c and layout_debugoffsets.c describe each
+ * version as a table indexed by these ids (one row per field, one column
+ * per version), and ps_fields[] says once, for both, where the value goes,
+ * which struct it lies in, how wide it is and whether the sampler copies it
+ * with its struct's snapshot (ts_read, fr_read, co_read).
+ */
+enum ps_field {
+    PS_F_RT_FINALIZING, PS_F_RT_INTERP_HEAD,
+    PS_F_IS_NEXT, PS_F_IS_THREADS_HEAD, PS_F_IS_ID, PS_F_IS_MODULES,
+    PS_F_TS_NEXT, PS_F_TS_INTERP, PS_F_TS_FRAME, PS_F_TS_THREAD_ID, PS_F_TS_NATIVE_ID,
+    PS_F_TS_CFRAME, PS_F_CF_CURRENT_FRAME,
+    PS_F_FR_BACK, PS_F_FR_CODE, PS_F_FR_POS, PS_F_FR_OWNER, PS_F_FR_TLBC_INDEX,
+    PS_F_OB_TYPE,
+    PS_F_CO_FILENAME, PS_F_CO_NAME, PS_F_CO_QUALNAME, PS_F_CO_LINETABLE, PS_F_CO_FIRSTLINENO,
+    PS_F_CO_NUNITS, PS_F_CO_CODE_ADAPTIVE, PS_F_CO_TLBC,
+    PS_F_BYTES_SIZE, PS_F_BYTES_SVAL,
+    PS_F_STR_LENGTH, PS_F_STR_STATE,
+    PS_F_COUNT
+};
+
+/* The interpreter structs the fields lie in. */
+enum ps_struct {
+    PS_S_RUNTIME, PS_S_INTERP, PS_S_TSTATE, PS_S_CFRAME, PS_S_FRAME, PS_S_CODE, PS_S_OBJECT,
+    PS_S_BYTES, PS_S_STR, PS_S_COUNT
+};
+
+struct ps_field_desc {
+    const char *name;      /* for messages: "tstate.current_frame" */
+    size_t at;             /* offsetof(struct ps_layout, ...) */
+    enum ps_struct in;
+    uint8_t width;         /* bytes read there */
+    uint8_t snap;          /* 1 if in its snapshot: ts_read, fr_read or co_read */
+};
+
+extern const struct ps_field_desc ps_fields[PS_F_COUNT];
+
+/* Sets field f of l to off (PS_NOFIELD: absent). */
+static inline void ps_layout_set(struct ps_layout *l, enum ps_field f, uint32_t off)
+{
+    memcpy((char *)l + ps_fields[f].at, &off, sizeof off);
+}
+
+static inline uint32_t ps_layout_get(const struct ps_layout *l, enum ps_field f)
+{
+    uint32_t off;
+    memcpy(&off, (const char *)l + ps_fields[f].at, sizeof off);
+    return off;
+}
+
+/* Sets ts_read, fr_read and co_read to cover every snapshot field present
+ * (8 bytes from each, as the readers copy pointers). */
+void ps_layout_spans(struct ps_layout *l);
 
 /* Result of trying to describe the running interpreter. */
 enum ps_layout_status {

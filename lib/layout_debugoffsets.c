@@ -26,121 +26,132 @@
  * version.  Every member of _Py_DebugOffsets is a uint64_t, so a position
  * is 8 x the member's index in the struct as declared in that version's
  * Include/internal/pycore_debug_offsets.h (3.13: pycore_runtime.h) at the
- * release tag.  Position 0 is the cookie, never a value, so a member left
- * out of a table (0) means "this version's block has no such value".
+ * release tag.  Position 0 is the cookie, never a value, so 0 in a column
+ * means "this version's block has no such value".
  *
- * expect[] lists members whose value is fixed by the C types involved, not
- * by the build: a block whose values there differ is not laid out as this
- * table says (another pre-release, a patched CPython), and is refused by
- * name rather than misread.
+ * One row per value, one column per version.  The rows indexed by a
+ * ps_field (layout.h) give that field's offset; the rows after them give
+ * the sizes of the structs and the values read for thread names.
  */
-struct do_expect {
-    uint32_t pos;
-    uint64_t gil, ft;          /* value in GIL and free-threaded builds */
+#define NVERSIONS 3   /* 3.13, 3.14, 3.15 */
+
+enum {
+    DO_RT_SIZE = PS_F_COUNT, DO_IS_SIZE, DO_TS_SIZE, DO_FR_SIZE, DO_CO_SIZE, DO_OB_SIZE,
+    DO_BY_SIZE, DO_UN_SIZE, DO_UN_ASCII_SIZE, DO_UN_COMPACT_SIZE,
+    DO_FR_LOCALSPLUS, DO_TP_NAME, DO_TP_FLAGS, DO_DICT_SIZE, DO_DICT_MA_KEYS,
+    DO_DICT_MA_VALUES,
+    DO_COUNT
+};
+
+static const uint16_t positions[DO_COUNT][NVERSIONS] = {
+    /*                           3.13  3.14  3.15 */
+    [DO_RT_SIZE] =            {   24,   24,   24 },
+    [PS_F_RT_FINALIZING] =    {   32,   32,   32 },
+    [PS_F_RT_INTERP_HEAD] =   {   40,   40,   40 },
+    [DO_IS_SIZE] =            {   48,   48,   48 },
+    [PS_F_IS_ID] =            {   56,   56,   56 },
+    [PS_F_IS_NEXT] =          {   64,   64,   64 },
+    [PS_F_IS_THREADS_HEAD] =  {   72,   72,   72 },
+    [PS_F_IS_MODULES] =       {   88,   96,   96 },
+    /* 3.14: threads_main; 3.15: base_frame, last_profiled_frame(_seq),
+     * holds_gil, gil_requested, current_exception, exc_state */
+    [DO_TS_SIZE] =            {  152,  176,  176 },
+    [PS_F_TS_NEXT] =          {  168,  192,  192 },
+    [PS_F_TS_INTERP] =        {  176,  200,  200 },
+    [PS_F_TS_FRAME] =         {  184,  208,  208 },
+    [PS_F_TS_THREAD_ID] =     {  192,  216,  240 },
+    [PS_F_TS_NATIVE_ID] =     {  200,  224,  248 },
+    [PS_F_TS_CFRAME] =        {    0,    0,    0 },
+    [PS_F_CF_CURRENT_FRAME] = {    0,    0,    0 },
+    /* 3.14: stackpointer, tlbc_index */
+    [DO_FR_SIZE] =            {  224,  248,  312 },
+    [PS_F_FR_BACK] =          {  232,  256,  320 },
+    [PS_F_FR_CODE] =          {  240,  264,  328 },
+    [PS_F_FR_POS] =           {  248,  272,  336 },
+    [DO_FR_LOCALSPLUS] =      {  256,  280,  344 },
+    [PS_F_FR_OWNER] =         {  264,  288,  352 },
+    [PS_F_FR_TLBC_INDEX] =    {    0,  304,  368 },
+    /* 3.14: co_tlbc */
+    [DO_CO_SIZE] =            {  272,  312,  376 },
+    [PS_F_CO_FILENAME] =      {  280,  320,  384 },
+    [PS_F_CO_NAME] =          {  288,  328,  392 },
+    [PS_F_CO_QUALNAME] =      {  296,  336,  400 },
+    [PS_F_CO_LINETABLE] =     {  304,  344,  408 },
+    [PS_F_CO_FIRSTLINENO] =   {  312,  352,  416 },
+    [PS_F_CO_NUNITS] =        {    0,    0,    0 },  /* PyObject's size: ob_size follows */
+    [PS_F_CO_CODE_ADAPTIVE] = {  344,  384,  448 },
+    [PS_F_CO_TLBC] =          {    0,  392,  456 },
+    [DO_OB_SIZE] =            {  352,  400,  464 },
+    [PS_F_OB_TYPE] =          {  360,  408,  472 },
+    /* 3.15: tp_basicsize, tp_dictoffset */
+    [DO_TP_NAME] =            {  376,  424,  488 },
+    [DO_TP_FLAGS] =           {  392,  440,  504 },
+    /* 3.14: set, gen sections */
+    [DO_DICT_SIZE] =          {  448,  528,  624 },
+    [DO_DICT_MA_KEYS] =       {  456,  536,  632 },
+    [DO_DICT_MA_VALUES] =     {  464,  544,  640 },
+    [DO_BY_SIZE] =            {  512,  592,  688 },
+    [PS_F_BYTES_SIZE] =       {  520,  600,  696 },
+    [PS_F_BYTES_SVAL] =       {  528,  608,  704 },
+    [DO_UN_SIZE] =            {  536,  616,  712 },
+    [PS_F_STR_STATE] =        {  544,  624,  720 },
+    [PS_F_STR_LENGTH] =       {  552,  632,  728 },
+    [DO_UN_ASCII_SIZE] =      {  560,  640,  736 },
+    /* 3.15: compactunicodeobject_size */
+    [DO_UN_COMPACT_SIZE] =    {    0,    0,  744 },
+};
+
+/*
+ * Members whose value is fixed by the C types involved, not by the build:
+ * a block whose values there differ is not laid out as the table says
+ * (another pre-release, a patched CPython), and is refused by name rather
+ * than misread.  Position 0: not checked in that version.
+ */
+static const struct {
     const char *what;
+    uint64_t gil, ft;                 /* value in GIL and free-threaded builds */
+    uint16_t pos[NVERSIONS];          /* 3.13, 3.14, 3.15 */
+} expect[] = {
+    { "err_stackitem.exc_value", 0, 0, { 0, 0, 304 } },
+    { "interpreter_frame.previous", 8, 8, { 232, 256, 320 } },
+    { "pyobject.size", 16, 32, { 352, 400, 464 } },
+    { "pyobject.ob_type", 8, 24, { 360, 408, 472 } },
+    { "llist_node.next", 0, 0, { 0, 696, 0 } },
+    { "llist_node.prev", 8, 8, { 0, 704, 832 } },
+    { "debugger_support.debugger_script_path_size", 512, 512, { 0, 752, 880 } },
 };
 
-struct do_map {
+/* The versions: earliest release with each block layout, and the block's
+ * size (sizeof(_Py_DebugOffsets)). */
+static const struct do_version {
     int minor;
-    uint32_t min_hexversion;   /* earliest release with this block layout */
+    uint32_t min_hexversion;
     const char *min_name;      /* ... as the user knows it */
-    uint32_t total;            /* sizeof(_Py_DebugOffsets) */
-    uint32_t rt_size, rt_finalizing, rt_interp_head;
-    uint32_t is_size, is_id, is_next, is_threads_head, is_modules;
-    uint32_t ts_size, ts_next, ts_interp, ts_current_frame, ts_thread_id, ts_native_id;
-    uint32_t fr_size, fr_previous, fr_executable, fr_instr_ptr, fr_localsplus, fr_owner,
-             fr_tlbc_index;
-    uint32_t co_size, co_filename, co_name, co_qualname, co_linetable, co_firstlineno,
-             co_code_adaptive, co_tlbc;
-    uint32_t ob_size_, ob_type;
-    uint32_t tp_name, tp_flags;
-    uint32_t dict_size, dict_ma_keys, dict_ma_values;
-    uint32_t by_size, by_ob_size, by_ob_sval;
-    uint32_t un_size, un_state, un_length, un_ascii_size, un_compact_size;
-    struct do_expect expect[6];
+    uint32_t total;
+} versions[NVERSIONS] = {
+    /* the block sits in pycore_runtime.h; fixed since 3.13.0rc2 */
+    { .minor = 13, .min_hexversion = 0x030D00C2, .min_name = "3.13.0rc2", .total = 584 },
+    /* fixed since 3.14.0b2 */
+    { .minor = 14, .min_hexversion = 0x030E00B2, .min_name = "3.14.0b2", .total = 760 },
+    /* last_profiled_frame_seq arrived in 3.15.0b4 */
+    { .minor = 15, .min_hexversion = 0x030F00B4, .min_name = "3.15.0b4", .total = 888 },
 };
 
-/* 3.13: the block sits in pycore_runtime.h; fixed since 3.13.0rc2. */
-static const struct do_map map_313 = {
-    .minor = 13, .min_hexversion = 0x030D00C2, .min_name = "3.13.0rc2", .total = 584,
-    .rt_size = 24, .rt_finalizing = 32, .rt_interp_head = 40,
-    .is_size = 48, .is_id = 56, .is_next = 64, .is_threads_head = 72, .is_modules = 88,
-    .ts_size = 152, .ts_next = 168, .ts_interp = 176, .ts_current_frame = 184,
-    .ts_thread_id = 192, .ts_native_id = 200,
-    .fr_size = 224, .fr_previous = 232, .fr_executable = 240, .fr_instr_ptr = 248,
-    .fr_localsplus = 256, .fr_owner = 264,
-    .co_size = 272, .co_filename = 280, .co_name = 288, .co_qualname = 296,
-    .co_linetable = 304, .co_firstlineno = 312, .co_code_adaptive = 344,
-    .ob_size_ = 352, .ob_type = 360,
-    .tp_name = 376, .tp_flags = 392,
-    .dict_size = 448, .dict_ma_keys = 456, .dict_ma_values = 464,
-    .by_size = 512, .by_ob_size = 520, .by_ob_sval = 528,
-    .un_size = 536, .un_state = 544, .un_length = 552, .un_ascii_size = 560,
-    .expect = {
-        { 232, 8, 8, "interpreter_frame.previous" },
-        { 352, 16, 32, "pyobject.size" },
-        { 360, 8, 24, "pyobject.ob_type" },
-    },
+/* Where each struct's size is, and what size is plausible. */
+static const struct {
+    int size_row;              /* DO_*_SIZE; 0: no such struct in the block */
+    const char *name;
+    uint64_t lo, hi;
+} structs[PS_S_COUNT] = {
+    [PS_S_RUNTIME] = { DO_RT_SIZE, "_PyRuntimeState", 256, 1u << 24 },
+    [PS_S_INTERP] = { DO_IS_SIZE, "PyInterpreterState", 256, 1u << 24 },
+    [PS_S_TSTATE] = { DO_TS_SIZE, "PyThreadState", 64, 1u << 16 },
+    [PS_S_FRAME] = { DO_FR_SIZE, "_PyInterpreterFrame", 32, 4096 },
+    [PS_S_CODE] = { DO_CO_SIZE, "PyCodeObject", 64, 4096 },
+    [PS_S_OBJECT] = { DO_OB_SIZE, "PyObject", 16, 64 },
+    [PS_S_BYTES] = { DO_BY_SIZE, "PyBytesObject", 24, 128 },
+    [PS_S_STR] = { DO_UN_SIZE, "PyUnicodeObject", 32, 256 },
 };
-
-/* 3.14: threads_main, code_object_generation, tlbc_generation, stackpointer,
- * tlbc_index, co_tlbc, set/gen/llist/debugger sections; fixed since 3.14.0b2. */
-static const struct do_map map_314 = {
-    .minor = 14, .min_hexversion = 0x030E00B2, .min_name = "3.14.0b2", .total = 760,
-    .rt_size = 24, .rt_finalizing = 32, .rt_interp_head = 40,
-    .is_size = 48, .is_id = 56, .is_next = 64, .is_threads_head = 72, .is_modules = 96,
-    .ts_size = 176, .ts_next = 192, .ts_interp = 200, .ts_current_frame = 208,
-    .ts_thread_id = 216, .ts_native_id = 224,
-    .fr_size = 248, .fr_previous = 256, .fr_executable = 264, .fr_instr_ptr = 272,
-    .fr_localsplus = 280, .fr_owner = 288, .fr_tlbc_index = 304,
-    .co_size = 312, .co_filename = 320, .co_name = 328, .co_qualname = 336,
-    .co_linetable = 344, .co_firstlineno = 352, .co_code_adaptive = 384, .co_tlbc = 392,
-    .ob_size_ = 400, .ob_type = 408,
-    .tp_name = 424, .tp_flags = 440,
-    .dict_size = 528, .dict_ma_keys = 536, .dict_ma_values = 544,
-    .by_size = 592, .by_ob_size = 600, .by_ob_sval = 608,
-    .un_size = 616, .un_state = 624, .un_length = 632, .un_ascii_size = 640,
-    .expect = {
-        { 256, 8, 8, "interpreter_frame.previous" },
-        { 400, 16, 32, "pyobject.size" },
-        { 408, 8, 24, "pyobject.ob_type" },
-        { 696, 0, 0, "llist_node.next" },
-        { 704, 8, 8, "llist_node.prev" },
-        { 752, 512, 512, "debugger_support.debugger_script_path_size" },
-    },
-};
-
-/* 3.15: base_frame, last_profiled_frame(_seq), holds_gil, gil_requested,
- * current_exception, exc_state in thread_state; err_stackitem;
- * tp_basicsize/tp_dictoffset; heap_type_object; compactunicodeobject_size;
- * three more gc members.  last_profiled_frame_seq arrived in 3.15.0b4. */
-static const struct do_map map_315 = {
-    .minor = 15, .min_hexversion = 0x030F00B4, .min_name = "3.15.0b4", .total = 888,
-    .rt_size = 24, .rt_finalizing = 32, .rt_interp_head = 40,
-    .is_size = 48, .is_id = 56, .is_next = 64, .is_threads_head = 72, .is_modules = 96,
-    .ts_size = 176, .ts_next = 192, .ts_interp = 200, .ts_current_frame = 208,
-    .ts_thread_id = 240, .ts_native_id = 248,
-    .fr_size = 312, .fr_previous = 320, .fr_executable = 328, .fr_instr_ptr = 336,
-    .fr_localsplus = 344, .fr_owner = 352, .fr_tlbc_index = 368,
-    .co_size = 376, .co_filename = 384, .co_name = 392, .co_qualname = 400,
-    .co_linetable = 408, .co_firstlineno = 416, .co_code_adaptive = 448, .co_tlbc = 456,
-    .ob_size_ = 464, .ob_type = 472,
-    .tp_name = 488, .tp_flags = 504,
-    .dict_size = 624, .dict_ma_keys = 632, .dict_ma_values = 640,
-    .by_size = 688, .by_ob_size = 696, .by_ob_sval = 704,
-    .un_size = 712, .un_state = 720, .un_length = 728, .un_ascii_size = 736,
-    .un_compact_size = 744,
-    .expect = {
-        { 304, 0, 0, "err_stackitem.exc_value" },
-        { 320, 8, 8, "interpreter_frame.previous" },
-        { 464, 16, 32, "pyobject.size" },
-        { 472, 8, 24, "pyobject.ob_type" },
-        { 832, 8, 8, "llist_node.prev" },
-        { 880, 512, 512, "debugger_support.debugger_script_path_size" },
-    },
-};
-
-static const struct do_map *const maps[] = { &map_313, &map_314, &map_315 };
 
 #define SUPPORTED "3.9-3.15"
 
@@ -186,7 +197,7 @@ static uint32_t get_size(struct check *c, uint32_t pos, const char *what,
 }
 
 /* Reads a field offset and checks that width bytes there fit in its struct.
- * pos 0: the block has no such member (see struct do_map). */
+ * pos 0: the block has no such member (see positions[]). */
 static uint32_t get_off(struct check *c, uint32_t pos, uint32_t struct_size,
                         unsigned width, const char *what)
 {
@@ -200,8 +211,6 @@ static uint32_t get_off(struct check *c, uint32_t pos, uint32_t struct_size,
     }
     return (uint32_t)v;
 }
-
-static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
 /*
  * Thread names (threadnames.c) for 3.13, where threads carry no OS name.
@@ -233,20 +242,22 @@ static const struct names_map names_maps[] = {
 };
 
 /* Fills the thread-name fields, or leaves inst_kind PS_INST_NONE. */
-static void names_layout(const uint8_t *dbg, const struct do_map *dm, int ft, uint32_t fr_size,
+static void names_layout(const uint8_t *dbg, int v, int ft, uint32_t fr_size,
                          struct ps_layout *l)
 {
     const struct names_map *m = NULL;
     for (size_t i = 0; i < sizeof names_maps / sizeof names_maps[0]; i++)
-        if (names_maps[i].minor == dm->minor && names_maps[i].free_threaded == ft)
+        if (names_maps[i].minor == versions[v].minor && names_maps[i].free_threaded == ft)
             m = &names_maps[i];
     l->inst_kind = PS_INST_NONE;
     if (m == NULL)
         return;
-    uint64_t localsplus = get64(dbg, dm->fr_localsplus);
-    uint64_t dict_size = get64(dbg, dm->dict_size);
-    uint64_t keys = get64(dbg, dm->dict_ma_keys), values = get64(dbg, dm->dict_ma_values);
-    if (get64(dbg, dm->tp_name) != m->tp_name || get64(dbg, dm->tp_flags) != m->tp_flags ||
+    uint64_t localsplus = get64(dbg, positions[DO_FR_LOCALSPLUS][v]);
+    uint64_t dict_size = get64(dbg, positions[DO_DICT_SIZE][v]);
+    uint64_t keys = get64(dbg, positions[DO_DICT_MA_KEYS][v]);
+    uint64_t values = get64(dbg, positions[DO_DICT_MA_VALUES][v]);
+    if (get64(dbg, positions[DO_TP_NAME][v]) != m->tp_name ||
+        get64(dbg, positions[DO_TP_FLAGS][v]) != m->tp_flags ||
         localsplus + 8 > fr_size || dict_size > 256 || keys + 8 > dict_size ||
         values + 8 > dict_size)
         return;
@@ -269,24 +280,41 @@ static void names_layout(const uint8_t *dbg, const struct do_map *dm, int ft, ui
 }
 
 /* The members of expect[] must hold their type-given values. */
-static int layout_matches(const uint8_t *dbg, const struct do_map *m, int ft, const char *ver,
-                          char *why, size_t whylen)
+static int layout_matches(const uint8_t *dbg, int v, int ft, const char *ver, char *why,
+                          size_t whylen)
 {
-    for (size_t i = 0; i < sizeof m->expect / sizeof m->expect[0]; i++) {
-        const struct do_expect *e = &m->expect[i];
-        if (e->what == NULL)
-            break;
-        uint64_t want = ft ? e->ft : e->gil, got = get64(dbg, e->pos);
+    const struct do_version *m = &versions[v];
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
+        const uint32_t pos = expect[i].pos[v];
+        if (pos == 0)
+            continue;
+        uint64_t want = ft ? expect[i].ft : expect[i].gil, got = get64(dbg, pos);
         if (got != want) {
             snprintf(why, whylen, "CPython %s%s: its _Py_DebugOffsets is not laid out as "
                      "3.%d's (%s is %llu, expected %llu), a patched or unknown build "
                      "(supported: %s, 3.%d from %s)", ver, ft ? " (free-threaded)" : "",
-                     m->minor, e->what, (unsigned long long)got, (unsigned long long)want,
-                     SUPPORTED, m->minor, m->min_name);
+                     m->minor, expect[i].what, (unsigned long long)got,
+                     (unsigned long long)want, SUPPORTED, m->minor, m->min_name);
             return 0;
         }
     }
     return 1;
+}
+
+/* Offset of field f from the block, checked against its struct's size
+ * (sizes[]); PS_NOFIELD where this version's block has none. */
+static uint32_t field_off(struct check *c, int v, int ft, enum ps_field f,
+                          const uint32_t *sizes)
+{
+    uint32_t pos = positions[f][v];
+    /* Only free-threaded builds have thread-local bytecode; the GIL build
+     * reports offset 0 for the absent field. */
+    int ft_only = f == PS_F_FR_TLBC_INDEX || f == PS_F_CO_TLBC;
+    if (pos == 0 || (ft_only && !ft))
+        return PS_NOFIELD;
+    const struct ps_field_desc *d = &ps_fields[f];
+    uint32_t off = get_off(c, pos, sizes[d->in], d->width, d->name);
+    return ft_only && off == 0 ? PS_NOFIELD : off;
 }
 
 enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
@@ -295,22 +323,22 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
                                                    struct ps_layout *l,
                                                    char *why, size_t whylen)
 {
-    int minor = (hexversion >> 16) & 0xff;
-    const struct do_map *m = NULL;
+    int minor = (hexversion >> 16) & 0xff, v = -1;
     char ver[32];
 
     version_name(hexversion, ver, sizeof ver);
-    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++)
-        if (maps[i]->minor == minor)
-            m = maps[i];
+    for (int i = 0; i < NVERSIONS; i++)
+        if (versions[i].minor == minor)
+            v = i;
 
-    if (m == NULL) {
+    if (v < 0) {
         /* A newer CPython may keep the block's layout and still change what
          * the values mean (frame owners, stackref tags, string bits): only
          * versions checked against a real interpreter are read. */
         snprintf(why, whylen, "CPython %s is not supported (supported: %s)", ver, SUPPORTED);
         return PS_LAYOUT_UNSUPPORTED;
     }
+    const struct do_version *m = &versions[v];
     if (hexversion < m->min_hexversion) {
         snprintf(why, whylen, "CPython %s is not supported: this pre-release's _Py_DebugOffsets "
                  "differs from the 3.%d release's (supported: %s, 3.%d from %s)",
@@ -331,55 +359,28 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
         snprintf(why, whylen, "_Py_DebugOffsets: bad free_threaded flag %llu", (unsigned long long)ft);
         return PS_LAYOUT_INVALID;
     }
-    if (!layout_matches(dbg, m, (int)ft, ver, why, whylen))
+    if (!layout_matches(dbg, v, (int)ft, ver, why, whylen))
         return PS_LAYOUT_INVALID;
 
     struct check c = { dbg, why, whylen, 0 };
-    uint32_t rt = get_size(&c, m->rt_size, "_PyRuntimeState", 256, 1u << 24);
-    uint32_t is = get_size(&c, m->is_size, "PyInterpreterState", 256, 1u << 24);
-    uint32_t ts = get_size(&c, m->ts_size, "PyThreadState", 64, 1u << 16);
-    uint32_t fr = get_size(&c, m->fr_size, "_PyInterpreterFrame", 32, 4096);
-    uint32_t co = get_size(&c, m->co_size, "PyCodeObject", 64, 4096);
-    uint32_t ob = get_size(&c, m->ob_size_, "PyObject", 16, 64);
-    uint32_t by = get_size(&c, m->by_size, "PyBytesObject", 24, 128);
-    uint32_t un = get_size(&c, m->un_size, "PyUnicodeObject", 32, 256);
+    uint32_t sizes[PS_S_COUNT] = { 0 };
+    for (int s = 0; s < PS_S_COUNT; s++)
+        if (structs[s].size_row != 0)
+            sizes[s] = get_size(&c, positions[structs[s].size_row][v], structs[s].name,
+                                structs[s].lo, structs[s].hi);
 
     memset(l, 0, sizeof *l);
     l->hexversion = hexversion;
     l->minor = minor;
     l->free_threaded = (int)ft;
     l->from_debug_offsets = 1;
-
-    l->rt_finalizing = get_off(&c, m->rt_finalizing, rt, 8, "runtime.finalizing");
-    l->rt_interp_head = get_off(&c, m->rt_interp_head, rt, 8, "runtime.interpreters_head");
-    l->is_next = get_off(&c, m->is_next, is, 8, "interp.next");
-    l->is_threads_head = get_off(&c, m->is_threads_head, is, 8, "interp.threads_head");
-    l->is_id = get_off(&c, m->is_id, is, 8, "interp.id");
-    l->is_modules = get_off(&c, m->is_modules, is, 8, "interp.imports_modules");
-
-    l->ts_next = get_off(&c, m->ts_next, ts, 8, "tstate.next");
-    l->ts_interp = get_off(&c, m->ts_interp, ts, 8, "tstate.interp");
-    l->ts_frame = get_off(&c, m->ts_current_frame, ts, 8, "tstate.current_frame");
-    l->ts_thread_id = get_off(&c, m->ts_thread_id, ts, 8, "tstate.thread_id");
-    l->ts_native_id = get_off(&c, m->ts_native_id, ts, 8, "tstate.native_thread_id");
-    l->ts_cframe = PS_NOFIELD;
-    l->cf_current_frame = PS_NOFIELD;
-    l->ts_read = 8 + max_u32(max_u32(max_u32(l->ts_next, l->ts_interp), l->ts_frame),
-                             max_u32(l->ts_thread_id, l->ts_native_id));
+    for (int f = 0; f < PS_F_COUNT; f++)
+        ps_layout_set(l, (enum ps_field)f, field_off(&c, v, (int)ft, (enum ps_field)f, sizes));
+    l->co_nunits = sizes[PS_S_OBJECT];  /* ob_size follows the object header (PyVarObject) */
+    ps_layout_spans(l);
 
     l->frame_kind = PS_FRAMES_INTERP;
     l->pos_kind = PS_POS_INSTR_PTR;
-    l->fr_back = get_off(&c, m->fr_previous, fr, 8, "frame.previous");
-    l->fr_code = get_off(&c, m->fr_executable, fr, 8, "frame.executable");
-    l->fr_pos = get_off(&c, m->fr_instr_ptr, fr, 8, "frame.instr_ptr");
-    l->fr_owner = get_off(&c, m->fr_owner, fr, 1, "frame.owner");
-    l->fr_tlbc_index = PS_NOFIELD;
-    if (ft && m->fr_tlbc_index != 0) {
-        /* Only free-threaded builds have thread-local bytecode; the GIL build
-         * reports offset 0 for the absent field. */
-        uint32_t t = get_off(&c, m->fr_tlbc_index, fr, 4, "frame.tlbc_index");
-        l->fr_tlbc_index = t ? t : PS_NOFIELD;
-    }
     /* Frame owners at or above this are not Python frames: 3.13
      * FRAME_OWNED_BY_CSTACK (3); 3.14 FRAME_OWNED_BY_INTERPRETER (3) and
      * CSTACK (4); 3.15 dropped CSTACK, INTERPRETER stays 3. */
@@ -387,38 +388,12 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     /* f_executable is a _PyStackRef from 3.14 on: Py_TAG_BITS is 3 in GIL
      * builds (3.15: also in free-threaded ones), 1 in 3.14t. */
     l->code_tag_mask = minor >= 14 ? 3 : 0;
-    l->fr_read = 8 + max_u32(max_u32(l->fr_back, l->fr_code), max_u32(l->fr_pos, l->fr_owner));
-    if (l->fr_tlbc_index != PS_NOFIELD)
-        l->fr_read = max_u32(l->fr_read, l->fr_tlbc_index + 8);
-
-    l->ob_type = get_off(&c, m->ob_type, ob, 8, "object.ob_type");
-    l->co_filename = get_off(&c, m->co_filename, co, 8, "code.co_filename");
-    l->co_name = get_off(&c, m->co_name, co, 8, "code.co_name");
-    l->co_qualname = get_off(&c, m->co_qualname, co, 8, "code.co_qualname");
-    l->co_linetable = get_off(&c, m->co_linetable, co, 8, "code.co_linetable");
-    l->co_firstlineno = get_off(&c, m->co_firstlineno, co, 4, "code.co_firstlineno");
-    l->co_code_adaptive = get_off(&c, m->co_code_adaptive, co, 2, "code.co_code_adaptive");
-    l->co_nunits = ob;  /* ob_size follows the object header (PyVarObject) */
-    l->co_tlbc = PS_NOFIELD;
-    if (ft && m->co_tlbc != 0) {
-        uint32_t t = get_off(&c, m->co_tlbc, co, 8, "code.co_tlbc");
-        l->co_tlbc = t ? t : PS_NOFIELD;
-    }
     l->lt_format = PS_LT_LOCATIONS;
-    l->co_read = 8 + max_u32(max_u32(max_u32(l->co_filename, l->co_name),
-                                     max_u32(l->co_qualname, l->co_linetable)),
-                             max_u32(max_u32(l->co_firstlineno, l->co_nunits),
-                                     max_u32(l->ob_type, l->co_tlbc == PS_NOFIELD ? 0 : l->co_tlbc)));
 
-    l->bytes_size = get_off(&c, m->by_ob_size, by, 8, "bytes.ob_size");
-    l->bytes_sval = get_off(&c, m->by_ob_sval, by, 1, "bytes.ob_sval");
-
-    l->str_length = get_off(&c, m->un_length, un, 8, "str.length");
-    l->str_state = get_off(&c, m->un_state, un, 4, "str.state");
-    l->str_ascii_data = (uint32_t)get64(dbg, m->un_ascii_size);
-    l->str_compact_data = m->un_compact_size != 0
-                              ? (uint32_t)get64(dbg, m->un_compact_size)
-                              : l->str_ascii_data + 16;
+    uint32_t compact_pos = positions[DO_UN_COMPACT_SIZE][v];
+    l->str_ascii_data = (uint32_t)get64(dbg, positions[DO_UN_ASCII_SIZE][v]);
+    l->str_compact_data = compact_pos != 0 ? (uint32_t)get64(dbg, compact_pos)
+                                           : l->str_ascii_data + 16;
     if (!c.bad && (l->str_ascii_data < 24 || l->str_ascii_data > 128 ||
                    l->str_compact_data <= l->str_ascii_data || l->str_compact_data > 160)) {
         snprintf(why, whylen, "_Py_DebugOffsets: implausible str header sizes %u/%u",
@@ -440,7 +415,7 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     }
     l->st_ready_bit = 0xff;
     if (!c.bad)
-        names_layout(dbg, m, (int)ft, fr, l);
+        names_layout(dbg, v, (int)ft, sizes[PS_S_FRAME], l);
     if (c.bad) {
         /* Prefix the version: the user has to know which build said this. */
         char detail[256];

@@ -2,11 +2,12 @@
  * layout_legacy.c - built-in layouts for CPython 3.9 to 3.12.
  *
  * These versions carry no description of themselves, so the offsets are
- * data written down here, one table row per minor version.  They were taken
- * with offsetof() against each version's internal headers (release and
- * Py_DEBUG builds give identical values for every field used here) and are
- * stable across patch releases; x86_64 and aarch64 Linux agree, and so does
- * macOS, because none of these fields sits behind a pthread type.
+ * data written down here: one row per field, one column per minor
+ * version.  They were taken with offsetof() against each version's
+ * internal headers (release and Py_DEBUG builds give identical values for
+ * every field used here) and are stable across patch releases; x86_64 and
+ * aarch64 Linux agree, and so does macOS, because none of these fields
+ * sits behind a pthread type.
  *
  * The one build flavour that moves them, --with-trace-refs (two extra
  * pointers in every object header), is refused by the caller.
@@ -16,87 +17,83 @@
 
 #include "layout.h"
 
-/* Per-minor table, by field name so that a transposed number shows in
- * review.  Fields that are PS_NOFIELD do not exist in that version. */
-struct legacy_row {
-    int minor;
-    /* runtime, interpreter, thread */
-    uint32_t rt_finalizing, rt_interp_head, is_threads_head;
-    uint32_t ts_thread_id, ts_native_id, ts_frame, ts_cframe, cf_current_frame;
-    /* frames */
-    enum ps_frame_kind frame_kind;
-    enum ps_pos_kind pos_kind;
-    uint32_t fr_back, fr_code, fr_pos, fr_owner;
-    /* code */
-    uint32_t co_filename, co_name, co_qualname, co_linetable, co_firstlineno;
-    uint32_t co_nunits, co_code_adaptive;
-    enum ps_lt_format lt_format;
-    /* str: sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject) */
-    uint32_t str_ascii_data, str_compact_data;
+/*
+ * Offsets per minor version, one row per field (layout.h's ps_fields say
+ * what each is), one column per version: a difference between versions
+ * is a difference along a row.  NO: the version has no such field.
+ */
+#define NO PS_NOFIELD
+#define NVERSIONS 4   /* 3.9, 3.10, 3.11, 3.12 */
+
+static const uint32_t offsets[PS_F_COUNT][NVERSIONS] = {
+    /*                           3.9  3.10  3.11  3.12 */
+    /* _PyRuntimeState */
+    [PS_F_RT_FINALIZING] =    {  16,   16,   24,   24 },
+    [PS_F_RT_INTERP_HEAD] =   {  32,   32,   40,   40 },
+    /* PyInterpreterState; id after next, tstate_head and runtime (3.9,
+     * 3.10), after the threads struct and runtime (3.11), right after
+     * next (3.12); modules is interp->modules (3.9-3.11),
+     * interp->imports.modules (3.12), alike in release and Py_DEBUG builds */
+    [PS_F_IS_NEXT] =          {   0,    0,    0,    0 },
+    [PS_F_IS_THREADS_HEAD] =  {   8,    8,   16,   72 },
+    [PS_F_IS_ID] =            {  24,   24,   48,    8 },
+    [PS_F_IS_MODULES] =       { 856,  856,  888,  944 },
+    /* PyThreadState; 3.11/3.12 reach the frame through tstate->cframe */
+    [PS_F_TS_NEXT] =          {   8,    8,    8,    8 },
+    [PS_F_TS_INTERP] =        {  16,   16,   16,   16 },
+    [PS_F_TS_FRAME] =         {  24,   24,   NO,   NO },
+    [PS_F_TS_THREAD_ID] =     { 176,  176,  152,  136 },
+    [PS_F_TS_NATIVE_ID] =     {  NO,   NO,  160,  144 },
+    [PS_F_TS_CFRAME] =        {  NO,   NO,   56,   56 },
+    [PS_F_CF_CURRENT_FRAME] = {  NO,   NO,    8,    0 },
+    /* PyFrameObject (3.9/3.10), _PyInterpreterFrame (3.11+): 3.12 moves
+     * f_code to the front and adds the owner (3 = C-stack entry shim) */
+    [PS_F_FR_BACK] =          {  24,   24,   48,    8 },
+    [PS_F_FR_CODE] =          {  32,   32,   32,    0 },
+    [PS_F_FR_POS] =           { 104,   96,   56,   56 },
+    [PS_F_FR_OWNER] =         {  NO,   NO,   NO,   70 },
+    [PS_F_FR_TLBC_INDEX] =    {  NO,   NO,   NO,   NO },
+    /* PyObject */
+    [PS_F_OB_TYPE] =          {   8,    8,    8,    8 },
+    /* PyCodeObject; co_qualname appears in 3.11 */
+    [PS_F_CO_FILENAME] =      { 104,  104,  112,  112 },
+    [PS_F_CO_NAME] =          { 112,  112,  120,  120 },
+    [PS_F_CO_QUALNAME] =      {  NO,   NO,  128,  128 },
+    [PS_F_CO_LINETABLE] =     { 120,  120,  136,  136 },
+    [PS_F_CO_FIRSTLINENO] =   {  40,   40,   72,   68 },
+    [PS_F_CO_NUNITS] =        {  NO,   NO,   16,   16 },
+    [PS_F_CO_CODE_ADAPTIVE] = {  NO,   NO,  184,  192 },
+    [PS_F_CO_TLBC] =          {  NO,   NO,   NO,   NO },
+    /* PyBytesObject, PyUnicodeObject */
+    [PS_F_BYTES_SIZE] =       {  16,   16,   16,   16 },
+    [PS_F_BYTES_SVAL] =       {  32,   32,   32,   32 },
+    [PS_F_STR_LENGTH] =       {  16,   16,   16,   16 },
+    [PS_F_STR_STATE] =        {  32,   32,   32,   32 },
 };
 
-#define NO PS_NOFIELD
-
-static const struct legacy_row rows[] = {
-    /* 3.9: PyFrameObject chain; f_lasti is a byte offset; lnotab */
-    {
-      .minor = 9,
-      .rt_finalizing = 16, .rt_interp_head = 32, .is_threads_head = 8,
-      .ts_thread_id = 176, .ts_native_id = NO, .ts_frame = 24,
-      .ts_cframe = NO, .cf_current_frame = NO,
-      .frame_kind = PS_FRAMES_OBJECT, .pos_kind = PS_POS_LASTI_BYTES,
-      .fr_back = 24, .fr_code = 32, .fr_pos = 104, .fr_owner = NO,
-      .co_filename = 104, .co_name = 112, .co_qualname = NO,
-      .co_linetable = 120, .co_firstlineno = 40,
-      .co_nunits = NO, .co_code_adaptive = NO, .lt_format = PS_LT_LNOTAB,
-      .str_ascii_data = 48, .str_compact_data = 72,
-    },
-    /* 3.10: f_lasti counts code units; PEP 626 line table */
-    {
-      .minor = 10,
-      .rt_finalizing = 16, .rt_interp_head = 32, .is_threads_head = 8,
-      .ts_thread_id = 176, .ts_native_id = NO, .ts_frame = 24,
-      .ts_cframe = NO, .cf_current_frame = NO,
-      .frame_kind = PS_FRAMES_OBJECT, .pos_kind = PS_POS_LASTI_UNITS,
-      .fr_back = 24, .fr_code = 32, .fr_pos = 96, .fr_owner = NO,
-      .co_filename = 104, .co_name = 112, .co_qualname = NO,
-      .co_linetable = 120, .co_firstlineno = 40,
-      .co_nunits = NO, .co_code_adaptive = NO, .lt_format = PS_LT_LINETABLE310,
-      .str_ascii_data = 48, .str_compact_data = 72,
-    },
-    /* 3.11: _PyInterpreterFrame in data-stack chunks, reached through
-     * tstate->cframe->current_frame; no shim frames; co_qualname appears */
-    {
-      .minor = 11,
-      .rt_finalizing = 24, .rt_interp_head = 40, .is_threads_head = 16,
-      .ts_thread_id = 152, .ts_native_id = 160, .ts_frame = NO,
-      .ts_cframe = 56, .cf_current_frame = 8,
-      .frame_kind = PS_FRAMES_INTERP, .pos_kind = PS_POS_INSTR_PTR,
-      .fr_back = 48, .fr_code = 32, .fr_pos = 56, .fr_owner = NO,
-      .co_filename = 112, .co_name = 120, .co_qualname = 128,
-      .co_linetable = 136, .co_firstlineno = 72,
-      .co_nunits = 16, .co_code_adaptive = 184, .lt_format = PS_LT_LOCATIONS,
-      .str_ascii_data = 48, .str_compact_data = 72,
-    },
-    /* 3.12: f_code moves to the front; owner 3 marks C-stack entry shims;
+/* What is not an offset, per version, likewise one column per version. */
+static const struct {
+    enum ps_frame_kind frame_kind[NVERSIONS];
+    enum ps_pos_kind pos_kind[NVERSIONS];
+    enum ps_lt_format lt_format[NVERSIONS];
+    uint32_t str_ascii_data[NVERSIONS];     /* sizeof(PyASCIIObject) */
+    uint32_t str_compact_data[NVERSIONS];   /* sizeof(PyCompactUnicodeObject) */
+    uint8_t st_ready_bit[NVERSIONS];        /* 0xff: no "ready" bit (3.12 dropped it) */
+} kinds = {
+    /* 3.9: f_lasti is a byte offset; 3.10: it counts code units, PEP 626
+     * line table; 3.11: _PyInterpreterFrame, instruction pointer; 3.12:
      * str loses wstr (smaller headers) */
-    {
-      .minor = 12,
-      .rt_finalizing = 24, .rt_interp_head = 40, .is_threads_head = 72,
-      .ts_thread_id = 136, .ts_native_id = 144, .ts_frame = NO,
-      .ts_cframe = 56, .cf_current_frame = 0,
-      .frame_kind = PS_FRAMES_INTERP, .pos_kind = PS_POS_INSTR_PTR,
-      .fr_back = 8, .fr_code = 0, .fr_pos = 56, .fr_owner = 70,
-      .co_filename = 112, .co_name = 120, .co_qualname = 128,
-      .co_linetable = 136, .co_firstlineno = 68,
-      .co_nunits = 16, .co_code_adaptive = 192, .lt_format = PS_LT_LOCATIONS,
-      .str_ascii_data = 40, .str_compact_data = 56,
-    },
+    .frame_kind = { PS_FRAMES_OBJECT, PS_FRAMES_OBJECT, PS_FRAMES_INTERP, PS_FRAMES_INTERP },
+    .pos_kind = { PS_POS_LASTI_BYTES, PS_POS_LASTI_UNITS, PS_POS_INSTR_PTR, PS_POS_INSTR_PTR },
+    .lt_format = { PS_LT_LNOTAB, PS_LT_LINETABLE310, PS_LT_LOCATIONS, PS_LT_LOCATIONS },
+    .str_ascii_data = { 48, 48, 48, 40 },
+    .str_compact_data = { 72, 72, 72, 56 },
+    .st_ready_bit = { 7, 7, 7, 0xff },
 };
 
 /*
  * Thread names (threadnames.c): where a Thread object's attributes live.
- * Kept apart from rows[] because nothing else uses them.  Taken with
+ * Kept apart from offsets[] because nothing else uses them.  Taken with
  * offsetof() against each version's internal headers (release and debug
  * alike), except the 3.9/3.10 keys object, whose struct lives in
  * Objects/dict-common.h (not installed): that one was checked by reading a
@@ -153,98 +150,34 @@ static void names_layout(int minor, struct ps_layout *l)
     l->values_valid = PS_NOFIELD;
 }
 
-static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
-
-/* Bytes to read from a struct so every listed field (width 8) is covered. */
-static uint32_t span(const uint32_t *offs, size_t n)
-{
-    uint32_t end = 0;
-    for (size_t i = 0; i < n; i++)
-        if (offs[i] != PS_NOFIELD)
-            end = max_u32(end, offs[i] + 8);
-    return end;
-}
-
 enum ps_layout_status ps_layout_legacy(int minor, uint32_t hexversion,
                                        struct ps_layout *l,
                                        char *why, size_t whylen)
 {
-    const struct legacy_row *r = NULL;
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        if (rows[i].minor == minor)
-            r = &rows[i];
-    if (r == NULL) {
+    if (minor < 9 || minor > 8 + NVERSIONS) {
         snprintf(why, whylen, "Python 3.%d is not supported (3.9 or newer is needed)", minor);
         return PS_LAYOUT_UNSUPPORTED;
     }
+    int v = minor - 9;
 
     memset(l, 0, sizeof *l);
     l->hexversion = hexversion;
     l->minor = minor;
-    l->rt_finalizing = r->rt_finalizing;
-    l->rt_interp_head = r->rt_interp_head;
-    l->is_next = 0;
-    l->is_threads_head = r->is_threads_head;
-    /* PyInterpreterState.id, by offsetof() like the rows: after next,
-     * tstate_head and runtime (3.9, 3.10), after the threads struct and
-     * runtime (3.11), right after next (3.12). */
-    l->is_id = minor <= 10 ? 24 : minor == 11 ? 48 : 8;
-    /* interp->modules (3.9-3.11), interp->imports.modules (3.12): the
-     * same in release and Py_DEBUG builds. */
-    l->is_modules = minor <= 10 ? 856 : minor == 11 ? 888 : 944;
-    l->ts_next = 8;
-    l->ts_interp = 16;
-    l->ts_thread_id = r->ts_thread_id;
-    l->ts_native_id = r->ts_native_id;
-    l->ts_frame = r->ts_frame;
-    l->ts_cframe = r->ts_cframe;
-    l->cf_current_frame = r->cf_current_frame;
-    {
-        const uint32_t f[] = { l->ts_next, l->ts_interp, l->ts_thread_id,
-                               l->ts_native_id, l->ts_frame, l->ts_cframe };
-        l->ts_read = span(f, sizeof f / sizeof f[0]);
-    }
+    for (int f = 0; f < PS_F_COUNT; f++)
+        ps_layout_set(l, (enum ps_field)f, offsets[f][v]);
+    ps_layout_spans(l);
 
-    l->frame_kind = r->frame_kind;
-    l->pos_kind = r->pos_kind;
-    l->fr_back = r->fr_back;
-    l->fr_code = r->fr_code;
-    l->fr_pos = r->fr_pos;
-    l->fr_owner = r->fr_owner;
-    l->fr_tlbc_index = PS_NOFIELD;
-    l->owner_first_native = r->fr_owner == PS_NOFIELD ? 256 : 3;
+    l->frame_kind = kinds.frame_kind[v];
+    l->pos_kind = kinds.pos_kind[v];
+    l->owner_first_native = l->fr_owner == PS_NOFIELD ? 256 : 3;
     l->code_tag_mask = 0;
-    {
-        const uint32_t f[] = { l->fr_back, l->fr_code, l->fr_pos, l->fr_owner };
-        l->fr_read = span(f, sizeof f / sizeof f[0]);
-    }
-
-    l->ob_type = 8;
-    l->co_filename = r->co_filename;
-    l->co_name = r->co_name;
-    l->co_qualname = r->co_qualname;
-    l->co_linetable = r->co_linetable;
-    l->co_firstlineno = r->co_firstlineno;
-    l->co_nunits = r->co_nunits;
-    l->co_code_adaptive = r->co_code_adaptive;
-    l->co_tlbc = PS_NOFIELD;
-    l->lt_format = r->lt_format;
-    {
-        const uint32_t f[] = { l->ob_type, l->co_filename, l->co_name, l->co_qualname,
-                               l->co_linetable, l->co_firstlineno, l->co_nunits };
-        l->co_read = span(f, sizeof f / sizeof f[0]);
-    }
-
-    l->bytes_size = 16;
-    l->bytes_sval = 32;
-    l->str_length = 16;
-    l->str_state = 32;
-    l->str_ascii_data = r->str_ascii_data;
-    l->str_compact_data = r->str_compact_data;
+    l->lt_format = kinds.lt_format[v];
+    l->str_ascii_data = kinds.str_ascii_data[v];
+    l->str_compact_data = kinds.str_compact_data[v];
     l->st_kind_shift = 2;
     l->st_compact_bit = 5;
     l->st_ascii_bit = 6;
-    l->st_ready_bit = minor <= 11 ? 7 : 0xff;
+    l->st_ready_bit = kinds.st_ready_bit[v];
     names_layout(minor, l);
     (void)why;
     (void)whylen;

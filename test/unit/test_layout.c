@@ -138,59 +138,49 @@ static void check_313(const struct fixture *f)
  * object, bytes and str), so a table that picks the wrong member of the
  * block fails here.
  */
-struct want {
-    int minor, ft;
-    uint32_t rt_finalizing, rt_interp_head, is_next, is_threads_head;
-    uint32_t ts_next, ts_interp, ts_frame, ts_thread_id, ts_native_id;
-    uint32_t fr_back, fr_code, fr_pos, fr_owner, fr_tlbc_index;
-    uint32_t ob_type, co_filename, co_name, co_qualname, co_linetable, co_firstlineno,
-             co_nunits, co_code_adaptive, co_tlbc;
-    uint32_t bytes_size, bytes_sval, str_length, str_state, str_ascii_data, str_compact_data;
-    size_t ts_frame_pos, co_size_pos;   /* positions in the block, for check_refusals */
+/* One row per field (layout.h's ps_fields), one column per fixture kind:
+ * 3.14, 3.15, 3.14t, 3.15t (free-threaded: 32-byte object header,
+ * tlbc_index and co_tlbc present). */
+#define NWANT 4
+static const struct { int minor, ft; size_t ts_frame_pos, co_size_pos; } want_of[NWANT] = {
+    /* positions in the block, for check_refusals */
+    { 14, 0, 208, 312 }, { 15, 0, 208, 376 }, { 14, 1, 208, 312 }, { 15, 1, 208, 376 },
 };
-
-static const struct want wants[] = {
-    { .minor = 14, .ft = 0,
-      .rt_finalizing = 784, .rt_interp_head = 808, .is_next = 7272, .is_threads_head = 7344,
-      .ts_next = 8, .ts_interp = 16, .ts_frame = 72, .ts_thread_id = 152, .ts_native_id = 160,
-      .fr_back = 8, .fr_code = 0, .fr_pos = 56, .fr_owner = 74, .fr_tlbc_index = PS_NOFIELD,
-      .ob_type = 8, .co_filename = 112, .co_name = 120, .co_qualname = 128,
-      .co_linetable = 136, .co_firstlineno = 68, .co_nunits = 16, .co_code_adaptive = 208,
-      .co_tlbc = PS_NOFIELD,
-      .bytes_size = 16, .bytes_sval = 32, .str_length = 16, .str_state = 32,
-      .str_ascii_data = 40, .str_compact_data = 56,
-      .ts_frame_pos = 208, .co_size_pos = 312 },
-    { .minor = 15, .ft = 0,
-      .rt_finalizing = 912, .rt_interp_head = 936, .is_next = 7264, .is_threads_head = 7336,
-      .ts_next = 8, .ts_interp = 16, .ts_frame = 72, .ts_thread_id = 176, .ts_native_id = 184,
-      .fr_back = 8, .fr_code = 0, .fr_pos = 56, .fr_owner = 74, .fr_tlbc_index = PS_NOFIELD,
-      .ob_type = 8, .co_filename = 112, .co_name = 120, .co_qualname = 128,
-      .co_linetable = 136, .co_firstlineno = 68, .co_nunits = 16, .co_code_adaptive = 208,
-      .co_tlbc = PS_NOFIELD,
-      .bytes_size = 16, .bytes_sval = 32, .str_length = 16, .str_state = 32,
-      .str_ascii_data = 40, .str_compact_data = 56,
-      .ts_frame_pos = 208, .co_size_pos = 376 },
-    /* free-threaded: 32-byte object header; tlbc_index and co_tlbc present */
-    { .minor = 14, .ft = 1,
-      .rt_finalizing = 784, .rt_interp_head = 808, .is_next = 7272, .is_threads_head = 7344,
-      .ts_next = 8, .ts_interp = 16, .ts_frame = 72, .ts_thread_id = 152, .ts_native_id = 160,
-      .fr_back = 8, .fr_code = 0, .fr_pos = 56, .fr_owner = 78, .fr_tlbc_index = 72,
-      .ob_type = 24, .co_filename = 128, .co_name = 136, .co_qualname = 144,
-      .co_linetable = 152, .co_firstlineno = 84, .co_nunits = 32, .co_code_adaptive = 232,
-      .co_tlbc = 224,
-      .bytes_size = 32, .bytes_sval = 48, .str_length = 32, .str_state = 48,
-      .str_ascii_data = 56, .str_compact_data = 72,
-      .ts_frame_pos = 208, .co_size_pos = 312 },
-    { .minor = 15, .ft = 1,
-      .rt_finalizing = 912, .rt_interp_head = 936, .is_next = 7264, .is_threads_head = 7336,
-      .ts_next = 8, .ts_interp = 16, .ts_frame = 72, .ts_thread_id = 176, .ts_native_id = 184,
-      .fr_back = 8, .fr_code = 0, .fr_pos = 56, .fr_owner = 78, .fr_tlbc_index = 72,
-      .ob_type = 24, .co_filename = 128, .co_name = 136, .co_qualname = 144,
-      .co_linetable = 152, .co_firstlineno = 84, .co_nunits = 32, .co_code_adaptive = 232,
-      .co_tlbc = 224,
-      .bytes_size = 32, .bytes_sval = 48, .str_length = 32, .str_state = 48,
-      .str_ascii_data = 56, .str_compact_data = 72,
-      .ts_frame_pos = 208, .co_size_pos = 376 },
+#define NO PS_NOFIELD
+#define X 0xfffffffeu  /* not captured from the live interpreter: not checked */
+static const uint32_t wants[PS_F_COUNT][NWANT] = {
+    /*                           3.14  3.15 3.14t 3.15t */
+    [PS_F_RT_FINALIZING] =    {  784,  912,  784,  912 },
+    [PS_F_RT_INTERP_HEAD] =   {  808,  936,  808,  936 },
+    [PS_F_IS_NEXT] =          { 7272, 7264, 7272, 7264 },
+    [PS_F_IS_THREADS_HEAD] =  { 7344, 7336, 7344, 7336 },
+    [PS_F_IS_ID] =            {    X,    X,    X,    X },
+    [PS_F_IS_MODULES] =       {    X,    X,    X,    X },
+    [PS_F_TS_NEXT] =          {    8,    8,    8,    8 },
+    [PS_F_TS_INTERP] =        {   16,   16,   16,   16 },
+    [PS_F_TS_FRAME] =         {   72,   72,   72,   72 },
+    [PS_F_TS_THREAD_ID] =     {  152,  176,  152,  176 },
+    [PS_F_TS_NATIVE_ID] =     {  160,  184,  160,  184 },
+    [PS_F_TS_CFRAME] =        {   NO,   NO,   NO,   NO },
+    [PS_F_CF_CURRENT_FRAME] = {   NO,   NO,   NO,   NO },
+    [PS_F_FR_BACK] =          {    8,    8,    8,    8 },
+    [PS_F_FR_CODE] =          {    0,    0,    0,    0 },
+    [PS_F_FR_POS] =           {   56,   56,   56,   56 },
+    [PS_F_FR_OWNER] =         {   74,   74,   78,   78 },
+    [PS_F_FR_TLBC_INDEX] =    {   NO,   NO,   72,   72 },
+    [PS_F_OB_TYPE] =          {    8,    8,   24,   24 },
+    [PS_F_CO_FILENAME] =      {  112,  112,  128,  128 },
+    [PS_F_CO_NAME] =          {  120,  120,  136,  136 },
+    [PS_F_CO_QUALNAME] =      {  128,  128,  144,  144 },
+    [PS_F_CO_LINETABLE] =     {  136,  136,  152,  152 },
+    [PS_F_CO_FIRSTLINENO] =   {   68,   68,   84,   84 },
+    [PS_F_CO_NUNITS] =        {   16,   16,   32,   32 },
+    [PS_F_CO_CODE_ADAPTIVE] = {  208,  208,  232,  232 },
+    [PS_F_CO_TLBC] =          {   NO,   NO,  224,  224 },
+    [PS_F_BYTES_SIZE] =       {   16,   16,   32,   32 },
+    [PS_F_BYTES_SVAL] =       {   32,   32,   48,   48 },
+    [PS_F_STR_LENGTH] =       {   16,   16,   32,   32 },
+    [PS_F_STR_STATE] =        {   32,   32,   48,   48 },
 };
 
 static void check_new(const struct fixture *f)
@@ -198,12 +188,12 @@ static void check_new(const struct fixture *f)
     struct ps_layout l;
     char why[256] = "";
     int minor = (f->version >> 16) & 0xff, ft = f->block[16];
-    const struct want *w = NULL;
-    for (size_t i = 0; i < sizeof wants / sizeof wants[0]; i++)
-        if (wants[i].minor == minor && wants[i].ft == ft)
-            w = &wants[i];
-    CHECK(w != NULL);
-    if (w == NULL)
+    int w = -1;
+    for (int i = 0; i < NWANT; i++)
+        if (want_of[i].minor == minor && want_of[i].ft == ft)
+            w = i;
+    CHECK(w >= 0);
+    if (w < 0)
         return;
     int rc = ps_layout_from_debug_offsets(f->block, sizeof f->block, f->version, &l, why, sizeof why);
     if (rc != PS_LAYOUT_OK)
@@ -211,37 +201,17 @@ static void check_new(const struct fixture *f)
     CHECK_EQ_INT(rc, PS_LAYOUT_OK);
     CHECK_EQ_INT(l.minor, minor);
     CHECK_EQ_INT(l.free_threaded, ft);
-    CHECK_EQ_INT(l.rt_finalizing, w->rt_finalizing);
-    CHECK_EQ_INT(l.rt_interp_head, w->rt_interp_head);
-    CHECK_EQ_INT(l.is_next, w->is_next);
-    CHECK_EQ_INT(l.is_threads_head, w->is_threads_head);
-    CHECK_EQ_INT(l.ts_next, w->ts_next);
-    CHECK_EQ_INT(l.ts_interp, w->ts_interp);
-    CHECK_EQ_INT(l.ts_frame, w->ts_frame);
-    CHECK_EQ_INT(l.ts_thread_id, w->ts_thread_id);
-    CHECK_EQ_INT(l.ts_native_id, w->ts_native_id);
-    CHECK_EQ_INT(l.fr_back, w->fr_back);
-    CHECK_EQ_INT(l.fr_code, w->fr_code);
-    CHECK_EQ_INT(l.fr_pos, w->fr_pos);
-    CHECK_EQ_INT(l.fr_owner, w->fr_owner);
-    CHECK_EQ_INT(l.fr_tlbc_index, w->fr_tlbc_index);
+    for (int fld = 0; fld < PS_F_COUNT; fld++) {
+        if (wants[fld][w] == X)
+            continue;
+        if (ps_layout_get(&l, (enum ps_field)fld) != wants[fld][w])
+            fprintf(stderr, "%s: %s\n", f->name, ps_fields[fld].name);
+        CHECK_EQ_INT(ps_layout_get(&l, (enum ps_field)fld), wants[fld][w]);
+    }
     CHECK_EQ_INT(l.code_tag_mask, 3);   /* f_executable is a _PyStackRef */
     CHECK_EQ_INT(l.owner_first_native, 3);
-    CHECK_EQ_INT(l.ob_type, w->ob_type);
-    CHECK_EQ_INT(l.co_filename, w->co_filename);
-    CHECK_EQ_INT(l.co_name, w->co_name);
-    CHECK_EQ_INT(l.co_qualname, w->co_qualname);
-    CHECK_EQ_INT(l.co_linetable, w->co_linetable);
-    CHECK_EQ_INT(l.co_firstlineno, w->co_firstlineno);
-    CHECK_EQ_INT(l.co_nunits, w->co_nunits);
-    CHECK_EQ_INT(l.co_code_adaptive, w->co_code_adaptive);
-    CHECK_EQ_INT(l.co_tlbc, w->co_tlbc);
-    CHECK_EQ_INT(l.bytes_size, w->bytes_size);
-    CHECK_EQ_INT(l.bytes_sval, w->bytes_sval);
-    CHECK_EQ_INT(l.str_length, w->str_length);
-    CHECK_EQ_INT(l.str_state, w->str_state);
-    CHECK_EQ_INT(l.str_ascii_data, w->str_ascii_data);
-    CHECK_EQ_INT(l.str_compact_data, w->str_compact_data);
+    CHECK_EQ_INT(l.str_ascii_data, ft ? 56 : 40);
+    CHECK_EQ_INT(l.str_compact_data, ft ? 72 : 56);
     /* Free-threaded 3.14+: 'interned' is a whole byte, the bits move up. */
     CHECK_EQ_INT(l.st_kind_shift, ft ? 8 : 2);
     CHECK_EQ_INT(l.st_compact_bit, ft ? 11 : 5);
@@ -249,7 +219,7 @@ static void check_new(const struct fixture *f)
     CHECK_EQ_INT(l.inst_kind, PS_INST_NONE);   /* 3.14+: OS thread names */
     CHECK(l.ts_read >= l.ts_native_id + 8 && l.fr_read >= l.fr_owner + 1 &&
           l.co_read >= l.co_filename + 8);
-    check_refusals(f, w->ts_frame_pos, w->co_size_pos);
+    check_refusals(f, want_of[w].ts_frame_pos, want_of[w].co_size_pos);
 
     /* The block of one minor version read with another's table must be
      * refused, naming the version and the member that did not match (as
