@@ -99,7 +99,7 @@ int pysample_status(struct pysample_status *st, unsigned size)
         ps_section_enter(&sec, NULL);
         ps_sampler_stats(&s);
         ps_section_leave(&sec);
-        full.running = ps_sampler_running();
+        full.running = ps_sampler_sampling();
         full.python_hexversion = (int)py->L.hexversion;
         full.free_threaded = py->L.free_threaded;
         full.rate_hz = ps_sampler_rate();
@@ -116,7 +116,7 @@ int pysample_status(struct pysample_status *st, unsigned size)
 
 int pysample_is_running(void)
 {
-    return ps_lifecycle_python() != NULL && ps_sampler_running();
+    return ps_lifecycle_python() != NULL && ps_sampler_sampling();
 }
 
 uint64_t pysample_samples(void)

@@ -138,6 +138,27 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
             c->file_mode = (int)m;
     }
 
+    c->arm = 0;
+    s = get("PYSAMPLE_ARM", ctx);
+    if (s != NULL && *s != '\0') {
+        if (strcmp(s, "1") == 0 || strcmp(s, "yes") == 0 || strcmp(s, "true") == 0)
+            c->arm = 1;
+        else if (strcmp(s, "0") != 0 && strcmp(s, "no") != 0 && strcmp(s, "false") != 0)
+            warnf(warn, ctx, "%s='%.64s' is not 0 or 1%s; not armed", "PYSAMPLE_ARM", s, "");
+    }
+
+    /* The socket's directory.  A socket path holds at most 107 bytes
+     * (sun_path), and the name we add is up to 40: a longer directory
+     * could never work, so it is refused here, once, in words. */
+    s = get("PYSAMPLE_CONTROL_DIR", ctx);
+    if (s != NULL && *s != '\0') {
+        if (s[0] != '/' || strlen(s) > 64)
+            warnf(warn, ctx, "%s='%.64s' is not %s", "PYSAMPLE_CONTROL_DIR", s,
+                  "an absolute directory path of at most 64 bytes; using the abstract socket name");
+        else
+            strcpy(c->control_dir, s);
+    }
+
     /* Not a user setting (test/bench/ reads it): an unusable path is
      * ignored without a word. */
     s = get("PYSAMPLE_STATS", ctx);

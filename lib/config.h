@@ -27,6 +27,8 @@ struct ps_config {
     int max_stacks;
     int file_mode;
     char stats_path[1024]; /* PYSAMPLE_STATS (sampler.c): "" = none; a measuring aid */
+    int arm;              /* PYSAMPLE_ARM: answer `pysample ... --pid` (control.c) */
+    char control_dir[256]; /* PYSAMPLE_CONTROL_DIR: socket directory; "" = abstract name */
 };
 
 /*

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "control.h"
 #include "dlwatch.h"
 #include "frames.h"
 #include "lifecycle.h"
@@ -58,6 +59,7 @@ static struct {
     pthread_mutex_t lock;         /* serialises start, stop, pause, resume */
     _Atomic int state;            /* enum ps_life */
     int atfork, atexit;           /* handlers registered */
+    int armed;                    /* PYSAMPLE_ARM: control.h answers */
     pid_t pid;                    /* the process this state belongs to */
     _Atomic int self_signal_written; /* kill()/raise() to ourselves wrote already */
     int forked;                   /* this process is a fork() child ... */
@@ -177,43 +179,61 @@ static int output_wanted(void)
     return out != NULL && *out != '\0';
 }
 
+/* 1 if PYSAMPLE_ARM may ask for armed mode (config.c has the last word). */
+static int arm_wanted(void)
+{
+    const char *arm = ps_env_initial("PYSAMPLE_ARM", NULL);
+    return arm != NULL && *arm != '\0' && strcmp(arm, "0") != 0;
+}
+
 /*
- * Profiling to PYSAMPLE_OUTPUT, from now to the end of the process: the
- * constructor's work in a Python executable, or the same when a libpython
- * is loaded later (lookup: its symbols).
+ * Profiling to PYSAMPLE_OUTPUT, from now to the end of the process, and/or
+ * armed (PYSAMPLE_ARM: the sampler thread idles and answers the control
+ * socket): the constructor's work in a Python executable, or the same when
+ * a libpython is loaded later (lookup: its symbols).
  */
 static int start_auto(ps_sym_lookup lookup, void *ctx)
 {
     struct ps_section sec;
     ps_section_enter(&sec, &life.lock);
     int rc = 0;
-    if (state() == PS_LIFE_PROFILING || state() == PS_LIFE_FAILED) {
-        rc = state() == PS_LIFE_PROFILING ? 0 : -ENOTSUP;
+    if (state() == PS_LIFE_PROFILING || state() == PS_LIFE_FAILED || life.armed) {
+        rc = state() == PS_LIFE_FAILED ? -ENOTSUP : 0;
         goto out;
     }
     char why[512];
     ps_interpose_init();
     ps_config_parse(&life.cfg, ps_env_initial, NULL, env_warn);
-    if (life.cfg.output[0] == '\0') {
+    int output = life.cfg.output[0] != '\0';
+    if (!output && !life.cfg.arm) {
         rc = -EINVAL;
         goto out;
     }
-    if (ps_output_init(life.cfg.output, life.cfg.file_mode, output_note, why, sizeof why) != 0) {
-        ps_say("%s; profiling is off", why);
-        rc = -EINVAL;
-        goto out;
+    if (output) {
+        if (ps_output_init(life.cfg.output, life.cfg.file_mode, output_note, why, sizeof why) != 0) {
+            ps_say("%s; profiling is off", why);
+            rc = -EINVAL;
+            goto out;
+        }
+        ps_writer_setup(life.cfg.output);
     }
-    ps_writer_setup(life.cfg.output);
     rc = setup_locked(lookup, ctx);
     if (rc != 0)
         goto out;
-    atomic_store(&life.state, PS_LIFE_PROFILING);
+    if (life.cfg.arm && ps_control_setup(&life.cfg, life.py.L.hexversion,
+                                         life.py.L.free_threaded) == 0)
+        life.armed = 1;
     if (!life.atexit) {
         atexit(at_exit);
         life.atexit = 1;
     }
-    ps_fatal_signals_take_over(on_fatal_signal);
-    rc = ps_sampler_start(0);
+    if (output) {
+        atomic_store(&life.state, PS_LIFE_PROFILING);
+        ps_fatal_signals_take_over(on_fatal_signal);
+        rc = ps_sampler_start(0);
+    } else if (life.armed) {
+        rc = ps_sampler_start_thread();
+    }
     if (rc != 0)
         ps_say("cannot start the sampler thread: %s; profiling is off", strerror(-rc));
 out:
@@ -239,7 +259,7 @@ static void python_loaded(ps_sym_lookup lookup, void *ctx, const char *path)
 
 __attribute__((constructor)) static void pysample_init(void)
 {
-    if (!output_wanted())
+    if (!output_wanted() && !arm_wanted())
         return;
     /* Not Python (yet): watch for a libpython being loaded (uWSGI,
      * embedders).  Nothing else happens unless one is. */
@@ -258,6 +278,7 @@ int ps_lifecycle_start_sampling(int rate_hz)
         ps_interpose_init();
         if (life.cfg.rate_hz == 0)
             ps_config_parse(&life.cfg, ps_env_initial, NULL, env_warn);
+        life.cfg.arm = 0;  /* armed only from the start (start_auto) */
     }
     int rc = setup_locked(NULL, NULL);
     if (rc == 0)
@@ -270,7 +291,10 @@ void ps_lifecycle_stop_sampling(void)
 {
     struct ps_section sec;
     ps_section_enter(&sec, &life.lock);
-    if (state() >= PS_LIFE_READY)
+    /* Armed, the thread stays to answer; it only stops ticking. */
+    if (state() >= PS_LIFE_READY && life.armed)
+        ps_sampler_set_active(0);
+    else if (state() >= PS_LIFE_READY)
         ps_sampler_stop();
     ps_section_leave(&sec);
 }
@@ -362,6 +386,7 @@ static void request_write(enum ps_write_kind kind, int in_handler)
 /* The end of this process: the final profile, written once. */
 static void finish(void)
 {
+    ps_control_process_exit();
     if (!profiling_here())
         return;
     struct ps_section sec;
@@ -416,6 +441,7 @@ static uint64_t python_position(void)
 
 void ps_lifecycle_before_exec(void)
 {
+    ps_control_process_exit();
     if (!profiling_here() || ps_writer_state() != PS_WRITE_OPEN)
         return;
     /* An image that never got sampled, or a forked child that ran no
@@ -501,7 +527,7 @@ static void resume_sampler(void)
     if (life.count.paused) {
         life.count.paused = 0;
         if (ps_writer_state() == PS_WRITE_OPEN)
-            ps_sampler_start(0);
+            ps_sampler_start_thread();
     }
     ps_section_leave(&sec);
 }
@@ -583,5 +609,5 @@ static void fork_child(void)
         life.fork_position = python_position();
     }
     ps_profile_child_after_fork();
-    ps_sampler_child_after_fork();
+    ps_sampler_child_after_fork(ps_control_child_after_fork());
 }

@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "frames.h"
 #include "memread.h"
 #include "platform.h"
@@ -87,7 +88,11 @@ static struct {
     struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
 
     pthread_t thread;
-    _Atomic int running;        /* thread exists and samples */
+    _Atomic int running;        /* thread exists */
+    _Atomic int active;         /* ... and ticks (armed: only in a session) */
+    _Atomic int ready;          /* the interpreter was seen initialised */
+    int control;                /* armed: waits are control.c's poll */
+    int tick_all;               /* this tick ignores PYSAMPLE_MODE (dump) */
     _Atomic int stop;           /* asks it to leave */
     _Atomic int rate_hz;
     _Atomic int finished;       /* runtime finalizing: nothing more to read */
@@ -97,6 +102,7 @@ static struct {
     /* errors by cause: memory that could not be read, and memory read that
      * made no sense (a walk or thread list torn while we looked) */
     _Atomic uint64_t errors_unreadable, errors_inconsistent;
+    _Atomic uint64_t truncated;
     _Atomic int64_t cpu_ns;
     uint64_t next_flush;
     pid_t pid;
@@ -128,6 +134,7 @@ int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
     sampler.py = *py;
     sampler.cfg = *cfg;
     sampler.pid = getpid();
+    sampler.control = cfg->arm;
     atomic_store(&sampler.rate_hz, cfg->rate_hz);
     wake_init();
     if (ps_profile_setup((size_t)cfg->max_stacks) != 0)
@@ -245,7 +252,7 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
             tid = sampler.pid;
 
     struct tid_info *ti = tid_slot(tid);
-    if (sampler.cfg.mode == PS_MODE_CPU) {
+    if (sampler.cfg.mode == PS_MODE_CPU && !sampler.tick_all) {
         int64_t cpu = tid > 0 ? ps_thread_cpu_ns(tid) : -1;
         int64_t last = ti->last_cpu;
         ti->last_cpu = cpu;
@@ -291,8 +298,10 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
     int d = 0;
     if (interp_func != PS_ID_NONE)
         sampler.rooted[d++] = ps_frame(interp_func, PS_LINE_NONE);
-    if (truncated)
+    if (truncated) {
+        atomic_fetch_add(&sampler.truncated, 1);
         sampler.rooted[d++] = ps_frame(PS_SYM_TRUNCATED, PS_LINE_NONE);
+    }
     int d_root = d;
     int tasks_here = sampler.tasks != NULL && ps_tasks_on_thread(sampler.tasks, pth);
     int room = sampler.cfg.max_depth + 2 + PS_TASKS_CHAIN * (PS_TASKS_CORO_DEPTH + 1);
@@ -369,10 +378,31 @@ void ps_sampler_tick(void)
     atomic_fetch_add(&sampler.ticks, 1);
 }
 
-/* Sleeps until deadline (monotonic ns) or until asked to stop or to
- * write. */
+void ps_sampler_tick_all(void)
+{
+    sampler.tick_all = 1;
+    ps_sampler_tick();
+    sampler.tick_all = 0;
+}
+
+static int armed(void)
+{
+    return sampler.control && ps_control_enabled();
+}
+
+/* Sleeps until deadline (monotonic ns; UINT64_MAX: none) or until asked
+ * to stop or to write, or (armed) until sampling is switched on or off.
+ * Armed, the wait is control.c's poll of the control socket, which serves
+ * it meanwhile. */
 static void wait_until(uint64_t deadline)
 {
+    if (armed()) {
+        int was = atomic_load(&sampler.active);
+        while (!atomic_load(&sampler.stop) && !atomic_load(&sampler.write_request) &&
+               atomic_load(&sampler.active) == was && ps_now_ns() < deadline && armed())
+            ps_control_wait(deadline);
+        return;
+    }
     pthread_mutex_lock(&sampler.wake_lock);
     while (!atomic_load(&sampler.stop) && !atomic_load(&sampler.write_request)) {
         if (ps_cond_wait_until(&sampler.wake, &sampler.wake_lock, deadline) == ETIMEDOUT)
@@ -472,6 +502,64 @@ static void serve_writes(void)
         atomic_store(&sampler.stop, 1);
 }
 
+/*
+ * Ticks at the current rate until sampling is switched off, the runtime
+ * finalizes or the thread is asked to stop.  The rate is read each tick,
+ * so a change (a control session, the CPU budget) takes effect at once.
+ */
+static void sample_for_a_while(void)
+{
+    int rate = atomic_load(&sampler.rate_hz);
+    uint64_t interval = 1000000000ull / (uint64_t)rate;
+    uint64_t began = ps_now_ns();
+    uint64_t next = began + interval;
+    uint64_t cpu_at = began;
+
+    while (!atomic_load(&sampler.stop) && !atomic_load(&sampler.finished) &&
+           atomic_load(&sampler.active)) {
+        wait_until(next);
+        if (atomic_load(&sampler.stop) || !atomic_load(&sampler.active))
+            break;
+        uint64_t woke = 0;
+        if (sampler.cfg.stats_path[0]) {
+            woke = ps_now_ns();
+            sampler.late_hist[late_bucket(woke > next ? woke - next : 0)]++;
+        }
+        ps_sampler_tick();
+        uint64_t now = ps_now_ns();
+        if (woke)
+            sampler.tick_hist[late_bucket(now - woke)]++;
+        if (atomic_load(&sampler.rate_hz) != rate) {
+            rate = atomic_load(&sampler.rate_hz);
+            interval = 1000000000ull / (uint64_t)rate;
+            next = now;
+        }
+        next += interval;
+        if (now > next) {
+            /* We fell behind (descheduled, or a tick took too long): skip
+             * the missed ticks rather than burst to catch up. */
+            uint64_t missed = (now - next) / interval + 1;
+            atomic_fetch_add(&sampler.late_ticks, missed);
+            next += missed * interval;
+        }
+        serve_writes();
+        if (sampler.next_flush && now >= sampler.next_flush) {
+            if (ps_writer_serve())
+                atomic_store(&sampler.stop, 1);
+            sampler.next_flush = now + (uint64_t)sampler.cfg.flush_interval_s * 1000000000ull;
+        }
+        /* The thread's CPU clock is a system call (0.4-0.9 us here, as
+         * much as walking a 10-frame stack): read it 10 times a second,
+         * not every tick.  It is read once more on the way out. */
+        if (now >= cpu_at) {
+            atomic_store(&sampler.cpu_ns, ps_self_cpu_ns());
+            cpu_at = now + 100000000ull;
+        }
+    }
+    atomic_store(&sampler.cpu_ns, ps_self_cpu_ns());
+    sampler.active_ns += ps_now_ns() - began;
+}
+
 static void *sampler_main(void *arg)
 {
     (void)arg;
@@ -502,80 +590,51 @@ static void *sampler_main(void *arg)
         serve_writes();
     }
     ps_mem_enable_direct();
+    atomic_store(&sampler.ready, 1);
 
-    uint64_t interval = 1000000000ull / (uint64_t)atomic_load(&sampler.rate_hz);
-    uint64_t began = ps_now_ns();
-    uint64_t next = began + interval;
-    uint64_t cpu_at = began;
     /* Only the first start sets the schedule: the thread is stopped and
-     * started again around every os.fork() on 3.12+ (pysample.c), and a
+     * started again around every os.fork() on 3.12+ (lifecycle.c), and a
      * server forking more often than the interval must still flush. */
-    if (sampler.cfg.flush_interval_s > 0 && sampler.next_flush == 0)
+    if (sampler.cfg.flush_interval_s > 0 && sampler.cfg.output[0] && sampler.next_flush == 0)
         sampler.next_flush = ps_now_ns() + (uint64_t)sampler.cfg.flush_interval_s * 1000000000ull;
 
-    while (!atomic_load(&sampler.stop) && !atomic_load(&sampler.finished)) {
-        wait_until(next);
-        if (atomic_load(&sampler.stop))
-            break;
-        uint64_t woke = 0;
-        if (sampler.cfg.stats_path[0]) {
-            woke = ps_now_ns();
-            sampler.late_hist[late_bucket(woke > next ? woke - next : 0)]++;
-        }
-        ps_sampler_tick();
-        uint64_t now = ps_now_ns();
-        if (woke)
-            sampler.tick_hist[late_bucket(now - woke)]++;
-        next += interval;
-        if (now > next) {
-            /* We fell behind (descheduled, or a tick took too long): skip
-             * the missed ticks rather than burst to catch up. */
-            uint64_t missed = (now - next) / interval + 1;
-            atomic_fetch_add(&sampler.late_ticks, missed);
-            next += missed * interval;
-        }
-        serve_writes();
-        if (sampler.next_flush && now >= sampler.next_flush) {
-            if (ps_writer_serve())
-                atomic_store(&sampler.stop, 1);
-            sampler.next_flush = now + (uint64_t)sampler.cfg.flush_interval_s * 1000000000ull;
-        }
-        /* The thread's CPU clock is a system call (0.4-0.9 us here, as
-         * much as walking a 10-frame stack): read it 10 times a second,
-         * not every tick.  It is read once more on the way out. */
-        if (now >= cpu_at) {
-            atomic_store(&sampler.cpu_ns, ps_self_cpu_ns());
-            cpu_at = now + 100000000ull;
-        }
-    }
-    atomic_store(&sampler.cpu_ns, ps_self_cpu_ns());
-    sampler.active_ns += ps_now_ns() - began;
-    /* The runtime is finalizing: nothing more to sample, but the thread
-     * stays until stopped, to write when asked: a fatal signal that lands
-     * during Python's exit must still find someone to write the profile
-     * (pysample.c never writes from a signal handler). */
     while (!atomic_load(&sampler.stop)) {
-        if (atomic_load(&sampler.write_request)) {
+        if (!atomic_load(&sampler.active) || atomic_load(&sampler.finished)) {
+            /* Not sampling: armed and idle, or the runtime finalized.  The
+             * thread stays, to write when asked: a fatal signal that lands
+             * during Python's exit must still find someone to write the
+             * profile (lifecycle.c never writes from a signal handler),
+             * and an armed process must still answer.  Armed without an
+             * output file, nothing can ask for a write without waking us:
+             * no timeout at all, so an idle armed process never wakes. */
+            int forever = armed() && sampler.cfg.output[0] == '\0';
+            wait_until(forever ? UINT64_MAX : ps_now_ns() + 100000000ull);
             serve_writes();
             continue;
         }
-        wait_until(ps_now_ns() + 100000000ull);
+        sample_for_a_while();
     }
     if (sampler.cfg.stats_path[0])
         write_stats();
     return NULL;
 }
 
-int ps_sampler_start(int rate_hz)
+/* Wakes the thread from its wait. */
+static void wake_thread(void)
+{
+    if (armed())
+        ps_control_wake();
+    pthread_mutex_lock(&sampler.wake_lock);
+    pthread_cond_broadcast(&sampler.wake);
+    pthread_mutex_unlock(&sampler.wake_lock);
+}
+
+int ps_sampler_start_thread(void)
 {
     if (!sampler.setup_done)
         return -ENOENT;
-    if (rate_hz < 0 || rate_hz > PS_MAX_RATE)
-        return -EINVAL;
     if (atomic_load(&sampler.running))
         return 0;
-    if (rate_hz > 0)
-        atomic_store(&sampler.rate_hz, rate_hz);
     atomic_store(&sampler.stop, 0);
     atomic_store(&sampler.finished, 0);
 
@@ -592,14 +651,61 @@ int ps_sampler_start(int rate_hz)
     return 0;
 }
 
+int ps_sampler_start(int rate_hz)
+{
+    if (!sampler.setup_done)
+        return -ENOENT;
+    if (rate_hz < 0 || rate_hz > PS_MAX_RATE)
+        return -EINVAL;
+    if (atomic_load(&sampler.running)) {
+        /* Armed, the thread idles: switch sampling on.  Otherwise a
+         * running thread already samples, at the rate it has. */
+        if (armed() && !atomic_load(&sampler.active)) {
+            if (rate_hz > 0)
+                atomic_store(&sampler.rate_hz, rate_hz);
+            ps_sampler_set_active(1);
+        }
+        return 0;
+    }
+    if (rate_hz > 0)
+        atomic_store(&sampler.rate_hz, rate_hz);
+    atomic_store(&sampler.active, 1);
+    return ps_sampler_start_thread();
+}
+
+void ps_sampler_set_active(int on)
+{
+    atomic_store(&sampler.active, on);
+    wake_thread();
+}
+
+void ps_sampler_set_rate(int rate_hz)
+{
+    if (rate_hz >= 1 && rate_hz <= PS_MAX_RATE)
+        atomic_store(&sampler.rate_hz, rate_hz);
+}
+
+int ps_sampler_sampling(void)
+{
+    return ps_sampler_running() && atomic_load(&sampler.active);
+}
+
+int ps_sampler_ready(void)
+{
+    return atomic_load(&sampler.ready);
+}
+
+int ps_sampler_finished(void)
+{
+    return atomic_load(&sampler.finished);
+}
+
 void ps_sampler_stop(void)
 {
     if (!atomic_load(&sampler.running))
         return;
     atomic_store(&sampler.stop, 1);
-    pthread_mutex_lock(&sampler.wake_lock);
-    pthread_cond_broadcast(&sampler.wake);
-    pthread_mutex_unlock(&sampler.wake_lock);
+    wake_thread();
     /* On the sampler thread itself (a write it was asked for ends
      * profiling) the loop only learns it must end.  The thread still runs,
      * so it stays "running" until another thread joins it: marking it
@@ -619,11 +725,10 @@ void ps_sampler_stop(void)
 void ps_sampler_request_write(int wake)
 {
     atomic_store(&sampler.write_request, 1);
-    if (!wake)
-        return;
-    pthread_mutex_lock(&sampler.wake_lock);
-    pthread_cond_broadcast(&sampler.wake);
-    pthread_mutex_unlock(&sampler.wake_lock);
+    if (wake)
+        wake_thread();
+    else if (armed())
+        ps_control_wake();  /* one write(): async-signal-safe */
 }
 
 int ps_sampler_alive(void)
@@ -656,6 +761,8 @@ void ps_sampler_stats(struct ps_stats *st)
     st->errors_inconsistent = atomic_load(&sampler.errors_inconsistent);
     st->late_ticks = atomic_load(&sampler.late_ticks);
     st->sampler_cpu_ns = atomic_load(&sampler.cpu_ns);
+    st->truncated = atomic_load(&sampler.truncated);
+    st->rate_now_hz = atomic_load(&sampler.rate_hz);
     struct ps_profile_counts pc;
     ps_profile_counts(&pc);
     st->distinct_stacks = pc.distinct_stacks;
@@ -666,7 +773,7 @@ void ps_sampler_prepare_fork(void)
     sampler.forking_tid = ps_gettid();
 }
 
-void ps_sampler_child_after_fork(void)
+void ps_sampler_child_after_fork(int stop_sampling)
 {
     /* Only the forking thread exists here; the sampler thread does not.
      * The profile is already empty (ps_profile_child_after_fork). */
@@ -692,6 +799,9 @@ void ps_sampler_child_after_fork(void)
     atomic_store(&sampler.errors_inconsistent, 0);
     atomic_store(&sampler.late_ticks, 0);
     atomic_store(&sampler.cpu_ns, 0);
+    atomic_store(&sampler.truncated, 0);
+    if (stop_sampling)
+        atomic_store(&sampler.active, 0);
     if (sampler.setup_done && was_running)
-        ps_sampler_start(0);
+        ps_sampler_start_thread();
 }

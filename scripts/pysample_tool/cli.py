@@ -10,12 +10,12 @@
 
 import sys
 
-from . import convert, flamegraph, info, record, top
+from . import convert, dump, flamegraph, info, record, start, stop, top
 from .common import PROG, VERSION, ToolError
 from .options import Parser
 
 # In the order `pysample --help` lists them.
-COMMANDS = (record, flamegraph, top, convert, info)
+COMMANDS = (record, flamegraph, top, dump, start, stop, convert, info)
 
 
 def build_parser():

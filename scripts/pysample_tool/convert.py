@@ -11,6 +11,7 @@ from .collapsed import parse_collapsed
 from .common import ToolError, write_output
 from .flamegraph import render_flamegraph
 from .pprof import to_pprof
+from .quality import read_sidecar
 from .speedscope import to_speedscope
 
 
@@ -27,13 +28,20 @@ def add_options(parser):
     options.output(parser)
     options.rate(parser, help="the sampling rate the profile was taken at: adds time values (pprof: "
                               "cpu or wall nanoseconds; speedscope: milliseconds)")
-    parser.add_argument("--mode", choices=("cpu", "wall"), default="cpu",
-                        help="what the time values measure, with --rate (default: cpu)")
+    parser.add_argument("--mode", choices=("cpu", "wall"), default=None,
+                        help="what the time values measure, with --rate (default: the mode in the "
+                             "profile's .quality.json, else cpu)")
 
 
 def run(args):
     profile = parse_collapsed(args.file)
-    data = convert_bytes(profile, args.to, rate=args.rate, mode=args.mode)
+    quality = read_sidecar(args.file)
+    rate = args.rate
+    recorded = quality.get("requested_rate_hz", "")
+    if rate is None and recorded.isdigit():
+        rate = int(recorded) or None
+    mode = args.mode or quality.get("mode") or "cpu"
+    data = convert_bytes(profile, args.to, rate=rate, mode=mode, quality=quality)
     write_output(args.output, data, binary=is_binary(args.to))
     return 0
 
@@ -42,12 +50,16 @@ def is_binary(fmt):
     return fmt == "pprof"
 
 
-def convert_bytes(profile, fmt, rate=None, mode="cpu", title=None):
+def convert_bytes(profile, fmt, rate=None, mode="cpu", title=None, quality=None):
+    """quality: the profile's figures (quality.py), else those of the
+    sidecar beside profile.path, if any."""
+    if quality is None:
+        quality = read_sidecar(profile.path)
     if fmt == "speedscope":
-        return (json.dumps(to_speedscope(profile, rate), ensure_ascii=False, separators=(",", ":"))
+        return (json.dumps(to_speedscope(profile, rate, quality), ensure_ascii=False, separators=(",", ":"))
                 + "\n").encode("utf-8")
     if fmt == "pprof":
-        return to_pprof(profile, rate, mode, _file_mtime_ns(profile.path))
+        return to_pprof(profile, rate, mode, _file_mtime_ns(profile.path), quality)
     if fmt == "svg":
         return render_flamegraph(profile, title=title).encode("utf-8")
     if fmt == "collapsed":

@@ -27,6 +27,17 @@ def _rate(text):
     return value
 
 
+def seconds(text):
+    """A whole number of seconds, 1..86400."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a whole number of seconds, not %r" % text)
+    if not 1 <= value <= 86400:
+        raise argparse.ArgumentTypeError("must be between 1 and 86400 seconds, not %d" % value)
+    return value
+
+
 def profile_file(parser):
     """The collapsed profile a reading command reads: args.file."""
     parser.add_argument("file", metavar="FILE", help="a collapsed profile written by libpysample")

@@ -10,6 +10,7 @@ import os
 import time
 
 from .common import VERSION
+from .quality import comments
 
 def _varint(value):
     if value < 0:
@@ -65,7 +66,7 @@ class _Strings(object):
         return i
 
 
-def to_pprof(profile, rate=None, mode="cpu", mtime_ns=None):
+def to_pprof(profile, rate=None, mode="cpu", mtime_ns=None, quality=None):
     strings = _Strings()
     prof = _Message()
 
@@ -128,7 +129,9 @@ def to_pprof(profile, rate=None, mode="cpu", mtime_ns=None):
     else:
         prof.message(11, _Message().varint(1, strings("samples")).varint(2, strings("count")))
     prof.varint(12, period)
-    prof.packed(13, [comment])
+    # The quality figures (quality.py), one comment each: `go tool pprof
+    # -comments` lists them.
+    prof.packed(13, [comment] + [strings(c) for c in comments(quality or {})])
     if rate:
         prof.varint(14, strings(mode))
     # The string table goes last: every string is known by now.

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from . import options, sip
+from . import options, remote, sip
 from .collapsed import describe, parse_collapsed
 from .common import PROG, ToolError, write_output
 from .convert import convert_bytes, is_binary
@@ -47,11 +47,13 @@ _PRIVATE_NAME_RE = re.compile(r"^pysample-(\d+)(.*?)(?:\.txt)?$", re.S)
 NAME = "record"
 HELP = "run a command with the profiler preloaded"
 USAGE = ("%(prog)s [-o FILE] [--rate HZ] [--mode wall|cpu] [--async] [--format FORMAT] [--python PY] [-q] "
-         "[-- COMMAND [ARG...]]")
+         "[-- COMMAND [ARG...]]\n       %(prog)s --pid PID [-d SECONDS] [-o FILE] [--rate HZ] [--format FORMAT]")
 DESCRIPTION = ("Runs COMMAND with libpysample preloaded (LD_PRELOAD, or DYLD_INSERT_LIBRARIES on macOS), "
                "writes one profile per Python process and prints a summary to stderr. Exits with the exit "
                "status of COMMAND. Without COMMAND it profiles a small bundled demo program.  A COMMAND "
-               "whose first word ends in .py is run with --python.")
+               "whose first word ends in .py is run with --python.  With --pid, records the running process PID "
+               "instead, for --duration seconds: it must have been started with libpysample preloaded and "
+               "PYSAMPLE_ARM=1, and run as your user (docs/kubernetes.md).")
 EPILOG = ("The library is found through PYSAMPLE_LIB, else next to this script (source checkout: build/lib; "
           "build dir: <builddir>/lib; install: <prefix>/lib*). Other PYSAMPLE_* variables in the "
           "environment (e.g. PYSAMPLE_LINES=0, PYSAMPLE_MAX_DEPTH) reach the library unchanged.")
@@ -75,6 +77,10 @@ def add_options(parser):
                         help="interpreter for the demo and for a COMMAND that starts with a .py file "
                              "(default: %s)" % (sys.executable or "python3"))
     parser.add_argument("-q", "--quiet", action="store_true", help="print no summary")
+    remote.add_pid_option(parser, help="record this running process (started with PYSAMPLE_ARM=1) "
+                                       "instead of running COMMAND")
+    parser.add_argument("-d", "--duration", type=options.seconds, metavar="SECONDS", default=None,
+                        help="with --pid: how long to record (default: 10)")
     options.trailing_command(parser)
 
 
@@ -83,6 +89,14 @@ def add_options(parser):
 # ---------------------------------------------------------------------------
 
 def run(args):
+    if args.pid is not None:
+        if args.command_argv:
+            raise ToolError("--pid records a running process: give no COMMAND")
+        if args.mode is not None:
+            raise ToolError("--mode cannot change a running process's PYSAMPLE_MODE")
+        return record_pid(args)
+    if args.duration is not None:
+        raise ToolError("--duration goes with --pid (a COMMAND is recorded until it exits)")
     command = _command_to_run(args)
     library, places = find_library()
     if library is None:
@@ -366,3 +380,56 @@ def _shell_quote(text):
     if re.match(r"^[A-Za-z0-9_./=:,+-]+$", text):
         return text
     return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+# ---------------------------------------------------------------------------
+# A running, armed process (--pid)
+# ---------------------------------------------------------------------------
+
+def record_pid(args):
+    duration = args.duration if args.duration is not None else 10
+    if not args.quiet:
+        sys.stderr.write("%s: recording process %d for %d s...\n" % (PROG, args.pid, duration))
+    reply = remote.request(args.pid, "record", args.control_dir, duration=duration, rate=args.rate)
+    destination = save_remote_profile(args.pid, reply, args.output, args.format, args.quiet,
+                                      "recorded %d s of process %d" % (duration, args.pid))
+    return 0 if destination else 1
+
+
+def save_remote_profile(pid, reply, output, fmt, quiet, what):
+    """Writes the profile an armed process sent, in fmt, to output
+    (default pysample-<pid>.<ext>), with the quality figures beside it
+    (quality.py); prints a summary unless quiet.  Returns the path, or None
+    when there were no samples."""
+    from . import quality
+    data = reply.data or b""
+    meta = reply.meta
+    to_stdout = output == "-"
+    destination = "-" if to_stdout else os.path.abspath(
+        expand_template(output, pid, socket.gethostname(), int(time.time()))
+        if output else "pysample-%d%s" % (pid, EXTENSIONS[fmt]))
+    warning = remote.low_rate_warning(meta)
+    if not data.strip():
+        sys.stderr.write("%s: process %d: no samples (%s); nothing written\n"
+                         % (PROG, pid, remote.describe_quality(meta)))
+        return None
+    profile = parse_collapsed("process %d" % pid if to_stdout else destination, data=data)
+    rate = int(meta.get("requested_rate_hz") or DEFAULT_RATE)
+    mode = meta.get("mode") or "wall"
+    if fmt == "collapsed":
+        out = data
+    else:
+        out = convert_bytes(profile, fmt, rate=rate, mode=mode, title="pysample: process %d" % pid,
+                            quality=meta)
+    write_output(None if to_stdout else destination, out, binary=is_binary(fmt))
+    if fmt == "collapsed" and not to_stdout:
+        quality.write_sidecar(destination, meta, pid)
+    if not quiet:
+        sys.stderr.write("%s: %s: %s -> %s\n" % (PROG, what, describe(profile),
+                                                  "standard output" if to_stdout else destination))
+        sys.stderr.write("%s: quality: %s\n" % (PROG, remote.describe_quality(meta)))
+        sys.stderr.write("%s: top functions by self samples:\n" % PROG)
+        sys.stderr.write(format_top([profile], 10, indent="  "))
+    if warning:
+        sys.stderr.write(warning + "\n")
+    return destination

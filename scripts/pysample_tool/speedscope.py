@@ -8,11 +8,12 @@ import collections
 import os
 
 from .common import VERSION
+from .quality import typed
 
 SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 
 
-def to_speedscope(profile, rate=None):
+def to_speedscope(profile, rate=None, quality=None):
     frames = []
     frame_index = {}
 
@@ -60,5 +61,15 @@ def to_speedscope(profile, rate=None):
         "profiles": profiles,
         "name": os.path.basename(profile.path),
         "activeProfileIndex": busiest,
-        "exporter": "pysample %s" % VERSION,
+        "exporter": "pysample %s" % VERSION + _summary(quality),
+        # speedscope keeps no free-form metadata; it ignores keys it does
+        # not know, so the figures ride here for whoever reads the file.
+        "pysample": typed(quality or {}),
     }
+
+
+def _summary(quality):
+    if not quality or not quality.get("requested_rate_hz"):
+        return ""
+    return " (%s of %s Hz, %s samples)" % (quality.get("achieved_rate_hz", "?"),
+                                           quality["requested_rate_hz"], quality.get("samples", "?"))

@@ -4,10 +4,14 @@
 # SPDX-License-Identifier: MIT
 
 import collections
+import os
+import shutil
+import sys
+import time
 
-from . import options
+from . import options, remote
 from .collapsed import KIND_MARKER, Frame, describe, parse_collapsed
-from .common import percent, printable, write_output
+from .common import PROG, ToolError, percent, printable, write_output
 
 NO_FRAMES = Frame(KIND_MARKER, "[no Python frames]", None, None)
 
@@ -15,16 +19,31 @@ NO_FRAMES = Frame(KIND_MARKER, "[no Python frames]", None, None)
 NAME = "top"
 HELP = "table of the functions with the most samples"
 DESCRIPTION = ("Prints the functions (qualname and file, all lines together) with their self samples (in "
-               "the function itself) and total samples (in it or its callees), sorted by self samples.")
+               "the function itself) and total samples (in it or its callees), sorted by self samples. "
+               "With --pid instead of FILE: a live table of the running armed process PID (started with "
+               "PYSAMPLE_ARM=1), refreshed every second until Ctrl-C, headed by what the samples are worth.")
+USAGE = "%(prog)s FILE [-n N]\n       %(prog)s --pid PID [-n N] [--rate HZ] [--duration S]"
 
 
 def add_options(parser):
-    options.profile_file(parser)
-    parser.add_argument("-n", type=int, default=20, metavar="N",
-                        help="show N functions, 0 for all (default: 20)")
+    parser.add_argument("file", metavar="FILE", nargs="?", help="a collapsed profile written by libpysample")
+    parser.add_argument("-n", type=int, default=None, metavar="N",
+                        help="show N functions, 0 for all (default: 20; with --pid, what fits the terminal)")
+    remote.add_pid_option(parser, help="show the live table of this running armed process")
+    options.rate(parser, help="with --pid: samples per second (default: the process's PYSAMPLE_RATE)")
+    parser.add_argument("--duration", type=options.seconds, metavar="S",
+                        help="with --pid: stop after S seconds (default: until Ctrl-C)")
 
 
 def run(args):
+    if args.pid is not None:
+        if args.file is not None:
+            raise ToolError("give FILE or --pid, not both")
+        return run_live(args)
+    if args.file is None:
+        raise ToolError("give a profile FILE, or --pid PID for a running process")
+    if args.n is None:
+        args.n = 20
     profile = parse_collapsed(args.file)
     text = "%s: %s\n" % (args.file, describe(profile)) + format_top([profile], args.n)
     write_output(None, text.encode("utf-8"), binary=False)
@@ -65,3 +84,69 @@ def format_top(profiles, limit, indent=""):
     if len(rows) > len(shown):
         out.append("%s... %d more functions (use -n 0 to list all)" % (indent, len(rows) - len(shown)))
     return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# Live (--pid)
+# ---------------------------------------------------------------------------
+
+CLEAR = "\x1b[H\x1b[2J"
+
+
+def live_header(pid, meta):
+    """The first lines of the live table: what the samples are worth."""
+    first = "pysample top: process %d, Python %s, %s-clock, %s s" % (
+        pid, meta.get("python", "?"), meta.get("mode", "?"), meta.get("duration_s", "?"))
+    dropped = sum(int(meta.get(k, "0") or 0)
+                  for k in ("dropped_unreadable", "dropped_inconsistent", "dropped_other"))
+    second = "rate %s of %s Hz requested, %s samples, %d dropped, %s truncated" % (
+        meta.get("achieved_rate_hz", "?"), meta.get("requested_rate_hz", "?"), meta.get("samples", "?"),
+        dropped, meta.get("truncated_stacks", "0"))
+    if float(meta.get("budget_pct", "0") or 0):
+        second += ", CPU budget %s%%: %s Hz now, %s changes" % (
+            meta["budget_pct"], meta.get("rate_now_hz", "?"), meta.get("budget_adjustments", "0"))
+    return [first, second]
+
+
+def run_live(args):
+    conn = remote.Connection(args.pid, args.control_dir)
+    tty = sys.stdout.isatty()
+    end = time.monotonic() + args.duration if args.duration else None
+    try:
+        conn.send("top", rate=args.rate, interval=1000)
+        meta = {}
+        frames = 0
+        while end is None or time.monotonic() < end:
+            f = conn.frame()
+            if f is None:
+                if frames == 0:
+                    raise conn.closed_without_answer()
+                sys.stderr.write("%s: process %d closed the connection (it exited?)\n" % (PROG, args.pid))
+                return 1
+            kind, payload = f
+            frames += 1
+            if kind == "err":
+                raise ToolError("process %d: %s" % (args.pid, payload.decode("utf-8", "replace")))
+            if kind == "meta":
+                meta = remote.parse_meta(payload)
+                continue
+            if kind != "data":
+                continue
+            lines = live_header(args.pid, meta) + [""]
+            if payload.strip():
+                profile = parse_collapsed("process %d" % args.pid, data=payload)
+                limit = args.n
+                if limit is None:
+                    rows = shutil.get_terminal_size((80, 24)).lines if tty else 24
+                    limit = max(5, rows - len(lines) - 3)
+                lines.append(format_top([profile], limit).rstrip("\n"))
+            else:
+                lines.append("no samples yet")
+            text = "\n".join(lines) + "\n"
+            sys.stdout.write((CLEAR + text) if tty else (text + "\n"))
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        conn.close()
+    return 0

@@ -1,0 +1,81 @@
+/*
+ * quality.c - the profile's own quality figures (quality.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "quality.h"
+
+void ps_quality_between(struct ps_quality *q, const struct ps_stats *base,
+                        const struct ps_stats *now, uint64_t duration_ns)
+{
+    q->duration_ns = duration_ns;
+    q->d = *now;
+#define SUB(f) q->d.f = now->f >= base->f ? now->f - base->f : 0
+    SUB(ticks);
+    SUB(samples);
+    SUB(errors);
+    SUB(errors_unreadable);
+    SUB(errors_inconsistent);
+    SUB(late_ticks);
+    SUB(truncated);
+    SUB(budget_adjustments);
+#undef SUB
+    q->d.sampler_cpu_ns = now->sampler_cpu_ns - base->sampler_cpu_ns;
+}
+
+double ps_quality_achieved_hz(const struct ps_quality *q)
+{
+    if (q->duration_ns == 0)
+        return 0.0;
+    return (double)q->d.ticks * 1e9 / (double)q->duration_ns;
+}
+
+size_t ps_quality_format(const struct ps_quality *q, char *buf, size_t len)
+{
+    if (len == 0)
+        return 0;
+    unsigned v = q->hexversion;
+    uint64_t other = q->d.errors - q->d.errors_unreadable - q->d.errors_inconsistent;
+    if (q->d.errors < q->d.errors_unreadable + q->d.errors_inconsistent)
+        other = 0;
+    double secs = (double)q->duration_ns / 1e9;
+    int n = snprintf(buf, len,
+                     "how %s\n"
+                     "mode %s\n"
+                     "python %u.%u.%u%s\n"
+                     "requested_rate_hz %d\n"
+                     "achieved_rate_hz %.1f\n"
+                     "duration_s %.3f\n"
+                     "ticks %llu\n"
+                     "samples %llu\n"
+                     "late_ticks %llu\n"
+                     "dropped_unreadable %llu\n"
+                     "dropped_inconsistent %llu\n"
+                     "dropped_other %llu\n"
+                     "truncated_stacks %llu\n"
+                     "sampler_cpu_s %.3f\n"
+                     "budget_pct %.2f\n"
+                     "budget_adjustments %llu\n"
+                     "rate_now_hz %d\n",
+                     q->how, q->mode, (v >> 24) & 0xff, (v >> 16) & 0xff, (v >> 8) & 0xff,
+                     q->free_threaded ? "t" : "", q->requested_hz, ps_quality_achieved_hz(q), secs,
+                     (unsigned long long)q->d.ticks, (unsigned long long)q->d.samples,
+                     (unsigned long long)q->d.late_ticks,
+                     (unsigned long long)q->d.errors_unreadable,
+                     (unsigned long long)q->d.errors_inconsistent, (unsigned long long)other,
+                     (unsigned long long)q->d.truncated, (double)q->d.sampler_cpu_ns / 1e9,
+                     q->d.budget_pct, (unsigned long long)q->d.budget_adjustments,
+                     q->d.rate_now_hz);
+    if (n < 0)
+        return 0;
+    if ((size_t)n >= len) {
+        /* Cut at the last whole line that fits. */
+        size_t keep = len - 1;
+        while (keep > 0 && buf[keep - 1] != '\n')
+            keep--;
+        buf[keep] = '\0';
+        return keep;
+    }
+    return (size_t)n;
+}

@@ -1,0 +1,46 @@
+# dump.py - `pysample dump --pid PID`: the Python stack of every thread of a
+# running, armed process, once (like `py-spy dump`), innermost call first.
+#
+# SPDX-License-Identifier: MIT
+
+import sys
+
+from . import remote
+from .collapsed import parse_collapsed
+from .common import PROG, printable, write_output
+
+NAME = "dump"
+HELP = "print the current stacks of a running armed process"
+DESCRIPTION = ("Prints the Python stack of every thread of process PID as it is now, innermost call first. "
+               "PID must have been started with libpysample preloaded and PYSAMPLE_ARM=1 and run as your "
+               "user (docs/kubernetes.md). Threads that run no Python code are not shown.")
+
+
+def add_options(parser):
+    remote.add_pid_option(parser, required=True)
+
+
+def format_dump(pid, profile, meta):
+    out = ["Process %d: Python %s" % (pid, meta.get("python", "?"))]
+    for thread, frames, _count in sorted(profile.stacks, key=lambda s: s[0].sort_key()):
+        out.append("")
+        out.append("%s:" % printable(thread.label))
+        for frame in reversed(frames):
+            out.append("    %s" % printable(frame.label))
+    return "\n".join(out) + "\n"
+
+
+def run(args):
+    reply = remote.request(args.pid, "dump", args.control_dir)
+    data = reply.data or b""
+    if not data.strip():
+        write_output(None, ("Process %d: Python %s\n\nno thread is running Python code\n"
+                            % (args.pid, reply.meta.get("python", "?"))).encode("utf-8"), binary=False)
+        return 0
+    profile = parse_collapsed("process %d" % args.pid, data=data)
+    write_output(None, format_dump(args.pid, profile, reply.meta).encode("utf-8"), binary=False)
+    dropped = sum(int(reply.meta.get(k, "0") or 0)
+                  for k in ("dropped_unreadable", "dropped_inconsistent", "dropped_other"))
+    if dropped:
+        sys.stderr.write("%s: %d thread(s) could not be read consistently and are missing\n" % (PROG, dropped))
+    return 0

@@ -1,0 +1,254 @@
+"""Armed mode (issue #17): a process started with PYSAMPLE_ARM=1 runs
+unprofiled and answers `pysample record|dump|top|start|stop --pid` from
+another process of the same user; nobody else.  Every scenario runs the
+real tool against a real armed interpreter and asserts what the user sees.
+
+Samples are counted only after the tool says how many ticks it took (the
+quality figures), so a loaded machine gives fewer samples, not failures.
+"""
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import harness
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPTS = os.path.join(REPO, "scripts")
+_live = []
+
+
+def teardown(ctx):
+    while _live:
+        p = _live.pop()
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+class Armed(object):
+    """The armed program (programs/armed.py), started and read up to ready."""
+
+    def __init__(self, ctx, fork=False, env=None, preload=True):
+        self.dir = ctx.tmpdir()
+        self.stopfile = os.path.join(self.dir, "stop")
+        e = {"PYSAMPLE_ARM": "1"}
+        e.update(env or {})
+        args = [ctx.python, ctx.program("armed.py"), self.stopfile] + (["fork"] if fork else [])
+        self.proc = subprocess.Popen(args, env=ctx.env(e, preload), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        _live.append(self.proc)
+        self.child = None
+        self.pid = None
+        self.early = b""  # stdout read so far (unbuffered: select sees all of it)
+        deadline = time.monotonic() + 60
+        fd = self.proc.stdout.fileno()
+        while self.pid is None:
+            left = deadline - time.monotonic()
+            r, _, _ = select.select([fd], [], [], max(0.0, left))
+            chunk = os.read(fd, 4096) if r else b""
+            if not chunk:
+                self.proc.kill()
+                raise AssertionError("armed.py did not start: rc %s, stderr %s"
+                                     % (self.proc.wait(), self.proc.stderr.read()[-2000:]))
+            self.early += chunk
+            for line in self.early.decode().splitlines():
+                if line.startswith("child "):
+                    self.child = int(line.split()[1])
+                if line.startswith("ready "):
+                    self.pid = int(line.split()[1])
+
+    def finish(self):
+        """Tells the program to end: (exit status, stdout, stderr)."""
+        open(self.stopfile, "w").close()
+        out, err = self.proc.communicate(timeout=60)
+        return self.proc.returncode, (self.early + out).decode(), err.decode()
+
+
+def tool(ctx, *args, user=None, cwd=None, timeout=120):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSAMPLE_") and k != "LD_PRELOAD"}
+    env["PYTHONPATH"] = SCRIPTS
+    cmd = [sys.executable, "-m", "pysample_tool"] + list(args)
+    if user is not None:
+        cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups", "--"] + cmd
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd or "/")
+
+
+def check_tool(ctx, res, what):
+    ctx.check(res.returncode == 0, "%s failed with status %d" % (what, res.returncode),
+              "stdout:\n" + res.stdout[-2000:], "stderr:\n" + res.stderr[-2000:])
+
+
+def check_program_unchanged(ctx, armed, rc, out, err):
+    ctx.check(rc == 7, "armed program exited with %s, expected 7" % rc, err[-2000:])
+    ctx.check(out.strip().endswith("done 1"), "armed program's output changed: %r" % out[-300:])
+    ctx.check("pysample:" not in err and "Traceback" not in err and "Warning" not in err,
+              "armed program printed something", err[-2000:])
+
+
+def work_line(ctx):
+    return harness.program_lines(ctx.program("armed.py"), "work line")
+
+
+def test_record_pid(ctx):
+    a = Armed(ctx)
+    out = os.path.join(a.dir, "rec.%p.txt")
+    res = tool(ctx, "record", "--pid", str(a.pid), "-d", "2", "--rate", "200", "-o", out)
+    check_tool(ctx, res, "record --pid")
+    path = out.replace("%p", str(a.pid))
+    prof = harness.Profile(path)
+    quality = json.load(open(path + ".quality.json"))
+    ctx.check(quality["how"] == "armed record" and quality["requested_rate_hz"] == 200
+              and quality["mode"] == "wall", "quality figures: %r" % quality)
+    ctx.check(quality["python"].startswith("%d.%d." % ctx.version), "python %r" % quality["python"])
+    ctx.check(quality["samples"] == prof.total, "quality says %d samples, profile has %d"
+              % (quality["samples"], prof.total))
+    ctx.check(quality["ticks"] >= 20, "too few ticks in 2 s at 200 Hz: %r" % quality)
+    main = [s for s in prof.stacks if s.thread == "thread %d (MainThread)" % a.pid]
+    on_line = sum(s.count for s in main if s.frames and s.frames[-1].name == "armed_work"
+                  and s.frames[-1].line == work_line(ctx))
+    # The main thread computes on that line all the time; the rest is the
+    # loop's other lines and the os.path.exists call.
+    ctx.check(on_line >= quality["ticks"] * 0.5,
+              "armed_work:%d has %d of %d ticks" % (work_line(ctx), on_line, quality["ticks"]), prof.dump())
+    ctx.check(prof.with_frame("waiter_wait") > 0, "the waiter thread is missing", prof.dump())
+    ctx.check("quality: Python %d.%d" % ctx.version in res.stderr, "summary lacks quality", res.stderr)
+    check_program_unchanged(ctx, a, *a.finish())
+
+
+def test_dump_pid(ctx):
+    a = Armed(ctx)
+    res = tool(ctx, "dump", "--pid", str(a.pid))
+    check_tool(ctx, res, "dump --pid")
+    text = res.stdout
+    ctx.check(text.startswith("Process %d: Python %d.%d." % ((a.pid,) + ctx.version)), "header", text)
+    # Main thread: innermost first, so armed_work comes before <module>.
+    m = re.search(r"thread %d \(MainThread\):\n((?:    .*\n)+)" % a.pid, text)
+    ctx.check(m is not None, "no MainThread block", text)
+    frames = [l.strip() for l in m.group(1).splitlines()]
+    ctx.check(any(f.startswith("armed_work (") for f in frames[:2]) and frames[-1].startswith("<module> ("),
+              "main thread stack", text)
+    m = re.search(r"thread \d+ \(waiter\):\n((?:    .*\n)+)", text)
+    ctx.check(m is not None and "waiter_wait (" in m.group(1) and
+              ":%d)" % harness.program_lines(ctx.program("armed.py"), "waiter line") in m.group(1),
+              "waiter thread blocked in waiter_wait at its line", text)
+    check_program_unchanged(ctx, a, *a.finish())
+
+
+def test_start_stop_pid(ctx):
+    a = Armed(ctx)
+    res = tool(ctx, "start", "--pid", str(a.pid), "--rate", "200")
+    check_tool(ctx, res, "start --pid")
+    ctx.check("sampling at 200 Hz" in res.stderr, "start says", res.stderr)
+    # While started, a record is refused with a reason.
+    busy = tool(ctx, "record", "--pid", str(a.pid), "-d", "1")
+    ctx.check(busy.returncode != 0 and "busy: a `pysample start`" in busy.stderr, "busy", busy.stderr)
+    time.sleep(1.0)
+    out = os.path.join(a.dir, "ss.pb")
+    res = tool(ctx, "stop", "--pid", str(a.pid), "-o", out, "--format", "pprof")
+    check_tool(ctx, res, "stop --pid")
+    ctx.check(os.path.getsize(out) > 0 and "armed_work (" in res.stderr, "stop's profile", res.stderr)
+    again = tool(ctx, "stop", "--pid", str(a.pid))
+    ctx.check(again.returncode != 0 and "not started" in again.stderr, "second stop", again.stderr)
+    check_program_unchanged(ctx, a, *a.finish())
+
+
+def test_top_pid(ctx):
+    a = Armed(ctx)
+    res = tool(ctx, "top", "--pid", str(a.pid), "--duration", "3", "-n", "5")
+    check_tool(ctx, res, "top --pid")
+    frames = [f for f in res.stdout.split("\n\n\n") if f.strip()]
+    ctx.check(frames, "no table", res.stdout)
+    last = frames[-1].splitlines()
+    ctx.check(last[0].startswith("pysample top: process %d, Python %d.%d." % ((a.pid,) + ctx.version))
+              and "wall-clock" in last[0], "first line", frames[-1])
+    ctx.check(re.match(r"rate [0-9.]+ of 100 Hz requested, \d+ samples, 0 dropped, 0 truncated", last[1]),
+              "second line", frames[-1])
+    ctx.check(any(l.endswith("armed_work (%s)" % ctx.program("armed.py")) for l in last[3:]),
+              "armed_work in the table", frames[-1])
+    check_program_unchanged(ctx, a, *a.finish())
+
+
+def test_other_user_refused(ctx):
+    if os.geteuid() != 0:
+        ctx.skip("needs root to run the client as another user")
+    a = Armed(ctx)
+    res = tool(ctx, "dump", "--pid", str(a.pid), user=65534)
+    ctx.check(res.returncode != 0 and "accepts only its own user" in res.stderr,
+              "dump as uid 65534 must be refused", res.stdout, res.stderr)
+    rc, out, err = a.finish()
+    lines = [l for l in err.splitlines() if l.startswith("pysample:")]
+    ctx.check(len(lines) == 1 and "refused a control connection from uid 65534" in lines[0]
+              and "only uid 0 may profile this process" in lines[0], "one refusal line", err)
+    ctx.check(rc == 7 and out.strip().endswith("done 1"), "program unchanged", out, err)
+
+
+def test_fork_child_armed(ctx):
+    a = Armed(ctx, fork=True)
+    ctx.check(a.child is not None, "no child pid")
+    out = os.path.join(a.dir, "child.txt")
+    res = tool(ctx, "record", "--pid", str(a.child), "-d", "1", "-o", out)
+    check_tool(ctx, res, "record --pid <fork child>")
+    prof = harness.Profile(out)
+    ctx.check(prof.leaf_count("child_work") > 0 and prof.with_frame("armed_work") == 0,
+              "the child's profile is the child's", prof.dump())
+    ctx.check(all(s.thread.startswith("thread %d" % a.child) for s in prof.stacks), "child's threads",
+              prof.dump())
+    res = tool(ctx, "dump", "--pid", str(a.pid))
+    check_tool(ctx, res, "dump --pid <parent>")
+    ctx.check("armed_work (" in res.stdout, "parent still answers", res.stdout)
+    check_program_unchanged(ctx, a, *a.finish())
+
+
+def test_socket_directory_and_stale_cleanup(ctx):
+    d = ctx.tmpdir()
+    first = Armed(ctx, env={"PYSAMPLE_CONTROL_DIR": d})
+    name = "pysample.%d.%d.sock" % (os.geteuid(), first.pid)
+    ctx.check(os.listdir(d) == [name], "socket file", os.listdir(d))
+    first.proc.kill()  # no chance to clean up
+    first.proc.wait()
+    ctx.check(os.listdir(d) == [name], "a killed process leaves its socket", os.listdir(d))
+    second = Armed(ctx, env={"PYSAMPLE_CONTROL_DIR": d})
+    res = tool(ctx, "dump", "--pid", str(second.pid))  # finds the directory in its environment
+    check_tool(ctx, res, "dump --pid (directory)")
+    mine = "pysample.%d.%d.sock" % (os.geteuid(), second.pid)
+    ctx.check(os.listdir(d) == [mine], "stale socket removed", os.listdir(d))
+    check_program_unchanged(ctx, second, *second.finish())
+    ctx.check(os.listdir(d) == [], "socket removed at exit", os.listdir(d))
+
+
+def _voluntary_switches(pid, tid):
+    with open("/proc/%d/task/%d/status" % (pid, tid)) as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches for %d/%d" % (pid, tid))
+
+
+def test_idle_armed_process_sleeps(ctx):
+    if not sys.platform.startswith("linux"):
+        ctx.skip("reads /proc")
+    a = Armed(ctx)
+    res = tool(ctx, "dump", "--pid", str(a.pid))  # the sampler has served one request
+    check_tool(ctx, res, "dump --pid")
+    waiter = [l for l in res.stdout.splitlines() if "(waiter)" in l][0]
+    known = {a.pid, int(re.search(r"thread (\d+)", waiter).group(1))}
+    tids = [int(t) for t in os.listdir("/proc/%d/task" % a.pid)]
+    ours = [t for t in tids if t not in known]
+    ctx.check(len(ours) == 1, "one thread of the library", tids, known)
+    before = _voluntary_switches(a.pid, ours[0])
+    time.sleep(3.0)
+    woke = _voluntary_switches(a.pid, ours[0]) - before
+    ctx.check(woke <= 3, "the idle sampler thread woke %d times in 3 s" % woke)
+    check_program_unchanged(ctx, a, *a.finish())
+
+
+def test_arm_in_non_python_process_is_inert(ctx):
+    res = subprocess.run(["/bin/sh", "-c", "ls -l /proc/$$/fd | grep -c socket; ls /proc/$$/task | wc -l"],
+                         env=ctx.env({"PYSAMPLE_ARM": "1"}), capture_output=True, text=True, timeout=60)
+    ctx.check(res.stdout.split() == ["0", "1"] and res.stderr == "",
+              "a shell with PYSAMPLE_ARM=1: no socket, no thread, no output", res.stdout, res.stderr)
