@@ -1,5 +1,5 @@
 /*
- * asyncio_layout.c - asyncio's objects in CPython 3.9 to 3.13, as data.
+ * asyncio_layout.c - asyncio's objects in CPython 3.9 to 3.15, as data.
  *
  * TaskObj and FutureObj are private to Modules/_asynciomodule.c, so no
  * header and no _Py_DebugOffsets describe them before 3.14: the offsets
@@ -12,9 +12,13 @@
  *
  * 3.13 moved the Future's bit-fields to the end and the Task's pointers
  * behind its own, and its C tasks drop the instance dict pointer
- * (managed dict): its row differs most.  3.14 changed how tasks are found
- * (per-thread lists described by _asyncio's own _AsyncioDebug table) and
- * is not described here yet.
+ * (managed dict): its row differs most.
+ *
+ * 3.14 and 3.15 describe themselves: the Task's offsets are in _asyncio's
+ * _AsyncioDebug table (read by tasks.c), the generator's and the frame's in
+ * _Py_DebugOffsets.  Their rows hold only what those tables cannot say:
+ * what the frame states mean (3.15 renumbered them) and where a suspended
+ * await keeps the awaited object (3.15's SEND keeps two values).
  */
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +28,22 @@
 #define NO PS_NOFIELD
 
 static const struct ps_async_layout rows[] = {
+    /* 3.14 and 3.15: tasks in per-thread lists, the Task's offsets in
+     * _asyncio's _AsyncioDebug (tasks.c), the generator's in
+     * _Py_DebugOffsets (layout.h); what remains is what the frame states
+     * mean and where an await keeps what it awaits. */
+    {
+      .minor = 14, .tasks_kind = PS_ATASKS_THREAD_LISTS, .yf_kind = PS_YF_STACKPTR,
+      .gi_show_lo = -3, .gi_show_hi = -1, .gi_yf_lo = -1, .gi_yf_hi = -1, .yf_depth = 1,
+      .long_kind = PS_LONG_LV_TAG,
+    },
+    {
+      /* CREATED 0, SUSPENDED 1, SUSPENDED_YIELD_FROM 2 (and _LOCKED 3);
+       * SEND keeps two values: the awaited object is second from the top */
+      .minor = 15, .tasks_kind = PS_ATASKS_THREAD_LISTS, .yf_kind = PS_YF_STACKPTR,
+      .gi_show_lo = 0, .gi_show_hi = 3, .gi_yf_lo = 2, .gi_yf_hi = 3, .yf_depth = 2,
+      .long_kind = PS_LONG_LV_TAG,
+    },
     {
       .minor = 9, .tasks_kind = PS_ATASKS_ALL,
       /* loop, 7 pointers, state/log_tb/blocking, dict, weakreflist,
@@ -45,16 +65,17 @@ static const struct ps_async_layout rows[] = {
       .minor = 11, .tasks_kind = PS_ATASKS_ALL,
       /* cancelled_exc is one pointer now; frames are embedded in generators */
       .fut_loop = 16, .fut_state = 88, .task_fut_waiter = 128, .task_coro = 136, .task_name = 144,
-      .gi_frame = 80, .gi_frame_embedded = 1, .gi_frame_state = 75, .gi_created = -2,
-      .gi_suspended_yf = -1, .gi_qualname = 40,
+      .gi_frame = 80, .gi_frame_embedded = 1, .gi_frame_state = 75,
+      /* FRAME_CREATED -2, FRAME_SUSPENDED -1 (a yield and an await alike) */
+      .gi_show_lo = -2, .gi_show_hi = -1, .gi_yf_lo = -1, .gi_yf_hi = -1, .gi_qualname = 40,
       .yf_kind = PS_YF_IFRAME, .fr_stacktop = 64, .fr_valuestack = 72, .fr_state = NO,
       .long_kind = PS_LONG_OB_SIZE,
     },
     {
       .minor = 12, .tasks_kind = PS_ATASKS_SCHEDULED_EAGER,
       .fut_loop = 16, .fut_state = 88, .task_fut_waiter = 128, .task_coro = 136, .task_name = 144,
-      .gi_frame = 72, .gi_frame_embedded = 1, .gi_frame_state = 67, .gi_created = -2,
-      .gi_suspended_yf = -1, .gi_qualname = 32,
+      .gi_frame = 72, .gi_frame_embedded = 1, .gi_frame_state = 67,
+      .gi_show_lo = -2, .gi_show_hi = -1, .gi_yf_lo = -1, .gi_yf_hi = -1, .gi_qualname = 32,
       .yf_kind = PS_YF_IFRAME, .fr_stacktop = 64, .fr_valuestack = 72, .fr_state = NO,
       .long_kind = PS_LONG_LV_TAG,
     },
@@ -62,9 +83,10 @@ static const struct ps_async_layout rows[] = {
       .minor = 13, .tasks_kind = PS_ATASKS_SCHEDULED_EAGER,
       /* cancelled_exc before the state; bit-fields last; no dict pointer */
       .fut_loop = 16, .fut_state = 96, .task_fut_waiter = 112, .task_coro = 120, .task_name = 128,
-      .gi_frame = 72, .gi_frame_embedded = 1, .gi_frame_state = 67, .gi_created = -3,
-      /* 3.13 tells an await (FRAME_SUSPENDED_YIELD_FROM) from a yield */
-      .gi_suspended_yf = -1, .gi_qualname = 32,
+      .gi_frame = 72, .gi_frame_embedded = 1, .gi_frame_state = 67,
+      /* CREATED -3, SUSPENDED -2; 3.13 tells an await (SUSPENDED_YIELD_FROM
+       * -1) from a yield */
+      .gi_show_lo = -3, .gi_show_hi = -1, .gi_yf_lo = -1, .gi_yf_hi = -1, .gi_qualname = 32,
       .yf_kind = PS_YF_IFRAME, .fr_stacktop = 64, .fr_valuestack = 72, .fr_state = NO,
       .long_kind = PS_LONG_LV_TAG,
     },
@@ -82,17 +104,31 @@ int ps_async_layout(const struct ps_layout *L, struct ps_async_layout *A, char *
         return -1;
     }
     if (r == NULL) {
-        snprintf(why, whylen, "asyncio tasks are not attributed on Python 3.%d yet "
-                 "(supported: 3.9-3.13)", L->minor);
+        snprintf(why, whylen, "asyncio tasks are not attributed on Python 3.%d "
+                 "(supported: 3.9-3.15)", L->minor);
         return -1;
     }
-    if (L->inst_kind == PS_INST_NONE || L->is_modules == PS_NOFIELD || L->is_modules == 0) {
+    int objects = L->minor >= 14 ? L->objects_described && L->gen_iframe != PS_NOFIELD &&
+                                       L->fr_stackpointer != PS_NOFIELD
+                                 : L->inst_kind != PS_INST_NONE;
+    if (!objects || L->is_modules == PS_NOFIELD || L->is_modules == 0) {
         snprintf(why, whylen, "asyncio tasks are not attributed: this build's object "
                  "layout is not described");
         return -1;
     }
     *A = *r;
-    A->task_read = A->task_name + 8;
+    if (A->tasks_kind == PS_ATASKS_THREAD_LISTS) {
+        /* The generator from _Py_DebugOffsets; gi_qualname follows gi_name. */
+        A->gi_frame = L->gen_iframe;
+        A->gi_frame_embedded = 1;
+        A->gi_frame_state = L->gen_frame_state;
+        A->gi_qualname = L->gen_name + 8;
+        A->fr_stacktop = L->fr_stackpointer;
+        A->fr_valuestack = PS_NOFIELD;
+        A->fr_state = PS_NOFIELD;
+    } else {
+        A->task_read = A->task_name + 8;
+    }
     A->wrapped = 16;
     A->md_dict = 16;
     A->set_mask = 32;

@@ -18,14 +18,16 @@
 /* Where the set of all tasks is. */
 enum ps_atasks_kind {
     PS_ATASKS_ALL = 1,        /* 3.9-3.11: _asyncio._all_tasks, a WeakSet */
-    PS_ATASKS_SCHEDULED_EAGER /* 3.12/3.13: _scheduled_tasks (WeakSet) + _eager_tasks (set) */
+    PS_ATASKS_SCHEDULED_EAGER, /* 3.12/3.13: _scheduled_tasks (WeakSet) + _eager_tasks (set) */
+    PS_ATASKS_THREAD_LISTS,   /* 3.14+: per-thread linked lists, _AsyncioDebug */
 };
 
 /* How a suspended coroutine says what it awaits (CPython's _PyGen_yf). */
 enum ps_yf_kind {
     PS_YF_STACKTOP_PTR = 1,   /* 3.9: frame f_stacktop != NULL, awaited object at f_stacktop[-1] */
     PS_YF_STACKDEPTH,         /* 3.10: f_state SUSPENDED, f_valuestack[f_stackdepth - 1] */
-    PS_YF_IFRAME,             /* 3.11+: gi_frame_state says suspended, localsplus[stacktop - 1] */
+    PS_YF_IFRAME,             /* 3.11-3.13: gi_frame_state says suspended, localsplus[stacktop - 1] */
+    PS_YF_STACKPTR,           /* 3.14+: stackpointer[-yf_depth], a tagged _PyStackRef */
 };
 
 /* Integers (task names on 3.12+, a loop's _thread_id). */
@@ -39,13 +41,17 @@ struct ps_async_layout {
     enum ps_atasks_kind tasks_kind;
     /* FutureObj / TaskObj (_asynciomodule.c) */
     uint32_t fut_loop, fut_state, task_fut_waiter, task_coro, task_name;
+    /* 3.14+, from _AsyncioDebug (tasks.c fills them) */
+    uint32_t task_awaited_by, task_awaited_by_is_set, task_node;
+    uint32_t ts_running_task, ts_tasks_head, ts_impl_size;
     uint32_t task_read;         /* bytes to snapshot from a task */
     /* generators and coroutines (PyGenObject and its relatives) */
     uint32_t gi_frame;          /* 3.9/3.10: PyFrameObject*; 3.11+: the embedded frame */
     int gi_frame_embedded;
     uint32_t gi_frame_state;    /* int8, 3.11+ */
-    int8_t gi_created;          /* FRAME_CREATED: not started */
-    int8_t gi_suspended_yf;     /* the state of a generator suspended in an await */
+    int8_t gi_show_lo, gi_show_hi;  /* frame states whose frame is shown (created, suspended) */
+    int8_t gi_yf_lo, gi_yf_hi;      /* states of a generator suspended in an await */
+    uint8_t yf_depth;           /* 3.14+: the awaited object at stackpointer[-yf_depth] */
     uint32_t gi_qualname;
     enum ps_yf_kind yf_kind;
     uint32_t fr_stacktop;       /* 3.9 f_stacktop ptr, 3.10 f_stackdepth int, 3.11+ stacktop int */

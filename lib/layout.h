@@ -145,6 +145,13 @@ struct ps_layout {
     uint32_t dict_values;        /* PyDictObject ma_values */
     uint32_t values_items;       /* PyDictValues: offset of values[] (3.13: 8) */
     uint32_t values_valid;       /* PyDictValues: uint8 valid flag, 3.13 */
+
+    /* 3.14+, from the block, for the asyncio task walk (tasks.c);
+     * PS_NOFIELD before.  objects_described: the type and dict fields
+     * above are set even though thread names are not (inst_kind NONE). */
+    uint32_t fr_stackpointer;    /* _PyStackRef* top of the value stack */
+    uint32_t gen_name, gen_iframe, gen_frame_state;
+    int objects_described;
 };
 
 /* ---- the offsets both layout sources fill (layout_fields.c) --------------- */

@@ -40,6 +40,7 @@ enum {
     DO_BY_SIZE, DO_UN_SIZE, DO_UN_ASCII_SIZE, DO_UN_COMPACT_SIZE,
     DO_FR_LOCALSPLUS, DO_TP_NAME, DO_TP_FLAGS, DO_DICT_SIZE, DO_DICT_MA_KEYS,
     DO_DICT_MA_VALUES,
+    DO_FR_STACKPOINTER, DO_GEN_SIZE, DO_GEN_NAME, DO_GEN_IFRAME, DO_GEN_FRAME_STATE,
     DO_COUNT
 };
 
@@ -99,6 +100,12 @@ static const uint16_t positions[DO_COUNT][NVERSIONS] = {
     [DO_UN_ASCII_SIZE] =      {  560,  640,  736 },
     /* 3.15: compactunicodeobject_size */
     [DO_UN_COMPACT_SIZE] =    {    0,    0,  744 },
+    /* 3.14+: for the asyncio task walk (tasks.c) */
+    [DO_FR_STACKPOINTER] =    {    0,  296,  360 },
+    [DO_GEN_SIZE] =           {    0,  664,  792 },
+    [DO_GEN_NAME] =           {    0,  672,  800 },
+    [DO_GEN_IFRAME] =         {    0,  680,  808 },
+    [DO_GEN_FRAME_STATE] =    {    0,  688,  816 },
 };
 
 /*
@@ -279,6 +286,51 @@ static void names_layout(const uint8_t *dbg, int v, int ft, uint32_t fr_size,
     l->values_valid = 3;
 }
 
+/*
+ * 3.14+: what the asyncio task walk (tasks.c) reads beyond frames: the
+ * generator's name, embedded frame and state, a frame's stack pointer, and
+ * (where thread names did not already) the type and dict fields the block
+ * gives.  tp_base is not in the block: 256 in GIL builds, checked like the
+ * names' constants by tp_name and tp_flags holding their known values.
+ * Free-threaded builds get no type and dict fields (tasks.c refuses them).
+ */
+static void objects_layout(struct check *c, const uint8_t *dbg, int v, int ft,
+                           uint32_t fr_size, struct ps_layout *l)
+{
+    l->fr_stackpointer = PS_NOFIELD;
+    l->gen_name = l->gen_iframe = l->gen_frame_state = PS_NOFIELD;
+    if (positions[DO_GEN_SIZE][v] == 0)
+        return;
+    uint32_t gen = get_size(c, positions[DO_GEN_SIZE][v], "PyGenObject", 32, 4096);
+    if (c->bad)
+        return;
+    l->fr_stackpointer = get_off(c, positions[DO_FR_STACKPOINTER][v], fr_size, 8,
+                                 "frame.stackpointer");
+    l->gen_name = get_off(c, positions[DO_GEN_NAME][v], gen, 8, "gen.gi_name");
+    l->gen_iframe = get_off(c, positions[DO_GEN_IFRAME][v], gen, 8, "gen.gi_iframe");
+    l->gen_frame_state = get_off(c, positions[DO_GEN_FRAME_STATE][v], gen, 1,
+                                 "gen.gi_frame_state");
+    if (ft || l->inst_kind != PS_INST_NONE)
+        return;
+    uint64_t dict_size = get64(dbg, positions[DO_DICT_SIZE][v]);
+    uint64_t keys = get64(dbg, positions[DO_DICT_MA_KEYS][v]);
+    uint64_t values = get64(dbg, positions[DO_DICT_MA_VALUES][v]);
+    if (get64(dbg, positions[DO_TP_NAME][v]) != 24 ||
+        get64(dbg, positions[DO_TP_FLAGS][v]) != 168 || dict_size > 256 ||
+        keys + 8 > dict_size || values + 8 > dict_size)
+        return;
+    l->tp_name = 24;
+    l->tp_flags = 168;
+    l->tp_base = 256;
+    l->dk_kind = PS_DK_LOG2;
+    ps_dict_keys_layout(l);
+    l->dict_keys = (uint32_t)keys;
+    l->dict_values = (uint32_t)values;
+    l->values_items = 8;
+    l->values_valid = 3;
+    l->objects_described = 1;
+}
+
 /* The members of expect[] must hold their type-given values. */
 static int layout_matches(const uint8_t *dbg, int v, int ft, const char *ver, char *why,
                           size_t whylen)
@@ -416,6 +468,10 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     l->st_ready_bit = 0xff;
     if (!c.bad)
         names_layout(dbg, v, (int)ft, sizes[PS_S_FRAME], l);
+    if (!c.bad)
+        objects_layout(&c, dbg, v, (int)ft, sizes[PS_S_FRAME], l);
+    else
+        l->fr_stackpointer = l->gen_name = l->gen_iframe = l->gen_frame_state = PS_NOFIELD;
     if (c.bad) {
         /* Prefix the version: the user has to know which build said this. */
         char detail[256];

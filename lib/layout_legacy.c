@@ -179,6 +179,8 @@ enum ps_layout_status ps_layout_legacy(int minor, uint32_t hexversion,
     l->st_ascii_bit = 6;
     l->st_ready_bit = kinds.st_ready_bit[v];
     names_layout(minor, l);
+    l->fr_stackpointer = PS_NOFIELD;
+    l->gen_name = l->gen_iframe = l->gen_frame_state = PS_NOFIELD;
     (void)why;
     (void)whylen;
     return PS_LAYOUT_OK;

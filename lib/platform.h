@@ -134,4 +134,16 @@ int ps_signal_from_fault(const siginfo_t *si);
 /* The C library's _exit, bypassing our interposer. */
 _Noreturn void ps_real_exit(int status);
 
+/* --- loaded images -------------------------------------------------------- */
+
+/*
+ * Where the section named section of a loaded image is in memory: the image
+ * is the file path (as mapped) or, path NULL, the image that contains the
+ * address inside.  CPython 3.14+ describes asyncio's objects in such a
+ * section (".AsyncioDebug"; tasks.c).  Reads the file and the process's
+ * map, takes no lock: callable from the sampler thread.  0, or -1.
+ */
+int ps_image_section(const char *path, uintptr_t inside, const char *section, uintptr_t *addr,
+                     size_t *size);
+
 #endif

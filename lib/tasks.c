@@ -18,7 +18,14 @@
  * Without _asyncio (asyncio's pure-Python fallback) tasks are plain Python
  * objects: refused with one note.
  *
- * Which task awaits which.  A suspended task's fut_waiter is the future it
+ * 3.14+ keeps no task set: every native task is on a linked list of the
+ * thread that created it (_PyThreadStateImpl.asyncio_tasks_head, through
+ * TaskObj.task_node), and each thread state holds its running task.  The
+ * offsets come from _asyncio's _AsyncioDebug table (debug_table()), and a
+ * task records who awaits it (task_awaited_by: a task or a set), which
+ * replaces the fut_waiter/gather/TaskGroup reading below.
+ *
+ * Which task awaits which (3.9-3.13).  A suspended task's fut_waiter is the future it
  * waits on: another task (await task), or gather's _GatheringFuture whose
  * _children lists the tasks.  A task in `async with TaskGroup()` waits on a
  * plain future inside TaskGroup.__aexit__, whose first local is the group
@@ -45,6 +52,7 @@
 #include "memread.h"
 #include "message.h"
 #include "pyobj.h"
+#include "platform.h"
 #include "pystr.h"
 #include "tasks.h"
 
@@ -60,6 +68,8 @@ struct ps_task {
     uintptr_t addr, loop, coro, waiter, name;
     uintptr_t coro_frame;    /* the coroutine's own frame, 0 if unknown */
     uintptr_t tg;            /* a TaskGroup its chain waits in, or 0 */
+    uintptr_t awaited_by;    /* 3.14+: the task (or set of them) awaiting it */
+    uint8_t awaited_by_is_set;
     int32_t parent;          /* the task awaiting this one, or -1 */
     int32_t loop_ix;         /* in loops[], or -1 */
     uint32_t fr_at, nfr;     /* its suspended frames (root first) in fr[] */
@@ -117,7 +127,8 @@ struct ps_tasks *ps_tasks_new(const struct ps_python *py)
     char why[160];
     struct ps_async_layout A;
     if (ps_async_layout(&py->L, &A, why, sizeof why) != 0 || py->dict_type == 0 ||
-        py->set_type == 0 || py->str_type == 0 || py->weakref_type == 0 || py->coro_type == 0) {
+        py->set_type == 0 || py->str_type == 0 || py->coro_type == 0 ||
+        (py->L.minor <= 13 && py->weakref_type == 0)) {
         if (py->dict_type == 0 || py->set_type == 0)
             snprintf(why, sizeof why, "asyncio tasks are not attributed: builtin types not found");
         ps_say("PYSAMPLE_ASYNC: %s; sampling threads only", why);
@@ -162,6 +173,64 @@ static uintptr_t weakset_data(const struct ps_python *py, uintptr_t ws)
     return data;
 }
 
+/*
+ * 3.14+: _asyncio's own description (_AsyncioDebug, "_Py_AsyncioDebug" in
+ * 3.15), in the section ".AsyncioDebug" of the extension module's file
+ * (its __file__) or, built in, of the image holding _PyRuntime:
+ *   asyncio_task_object   size, task_name, task_awaited_by, task_is_task,
+ *                         task_awaited_by_is_set, task_coro, task_node
+ *   asyncio_interpreter   size, asyncio_tasks_head
+ *   asyncio_thread_state  size, running_loop, running_task, tasks_head
+ * The Task's other fields are placed by their C declaration relative to
+ * these (FutureObj_HEAD: ..., awaited_by, state, is_task, awaited_by_is_set;
+ * TaskObj: ..., fut_waiter, coro, name, context, node): those relations
+ * are checked, so a build laid out otherwise is refused, not misread.
+ */
+static int debug_table(struct ps_tasks *T, uintptr_t mod_dict)
+{
+    const struct ps_python *py = &T->py;
+    char file[4096];
+    const char *path = NULL;
+    uintptr_t f, addr;
+    size_t size;
+    uint64_t v[13];
+    if (ps_dict_get(py, mod_dict, "__file__", &f) == 0 && ps_obj_type(py, f) == py->str_type &&
+        ps_str_read(&py->L, f, file, sizeof file) > 0)
+        path = file;
+    if (ps_image_section(path, py->runtime, ".AsyncioDebug", &addr, &size) != 0 ||
+        size < sizeof v || ps_read(v, addr, sizeof v) != 0) {
+        ps_say("PYSAMPLE_ASYNC: asyncio's _AsyncioDebug table was not found; "
+               "tasks are not attributed, sampling threads only");
+        T->state = 2;
+        return -1;
+    }
+    struct ps_async_layout *A = &T->A;
+    uint64_t tsize = v[0], name = v[1], awaited = v[2], is_task = v[3], is_set = v[4],
+             coro = v[5], node = v[6], ts_size = v[9], running = v[11], head = v[12];
+    if (tsize < 64 || tsize > 1024 || name + 8 > tsize || node + 16 > tsize ||
+        awaited != 16 + 10 * 8 || is_task != awaited + 12 || is_set != is_task + 1 ||
+        coro != name - 8 || node != name + 16 || ts_size < 256 || ts_size > (1u << 20) ||
+        running + 8 > ts_size || head + 16 > ts_size) {
+        ps_say("PYSAMPLE_ASYNC: asyncio's _AsyncioDebug table does not describe the Task "
+               "this version of libpysample knows; tasks are not attributed");
+        T->state = 2;
+        return -1;
+    }
+    A->fut_loop = 16;
+    A->fut_state = (uint32_t)awaited + 8;
+    A->task_awaited_by = (uint32_t)awaited;
+    A->task_awaited_by_is_set = (uint32_t)is_set;
+    A->task_fut_waiter = (uint32_t)coro - 8;
+    A->task_coro = (uint32_t)coro;
+    A->task_name = (uint32_t)name;
+    A->task_node = (uint32_t)node;
+    A->task_read = (uint32_t)node + 16;
+    A->ts_running_task = (uint32_t)running;
+    A->ts_tasks_head = (uint32_t)head;
+    A->ts_impl_size = (uint32_t)ts_size;
+    return 0;
+}
+
 static void search(struct ps_tasks *T, uintptr_t interp, uint64_t now)
 {
     const struct ps_python *py = &T->py;
@@ -187,6 +256,14 @@ static void search(struct ps_tasks *T, uintptr_t interp, uint64_t now)
     if (ps_dict_get(py, d, "Future", &v) != 0 || !ps_type_named(py, v, "_asyncio.Future"))
         return;
     T->future_type = v;
+    if (T->A.tasks_kind == PS_ATASKS_THREAD_LISTS) {
+        /* the running task is in each thread state: no _current_tasks */
+        if (debug_table(T, d) == 0) {
+            T->interp = interp;
+            T->state = 1;
+        }
+        return;
+    }
     if (ps_dict_get(py, d, "_current_tasks", &v) != 0 || ps_obj_type(py, v) != py->dict_type)
         return;
     T->current = v;
@@ -230,6 +307,10 @@ static int read_task(struct ps_tasks *T, uintptr_t addr, struct ps_task *t)
     t->name = ps_ptr_at(snap, A->task_name);
     t->parent = -1;
     t->loop_ix = -1;
+    if (A->tasks_kind == PS_ATASKS_THREAD_LISTS) {
+        t->awaited_by = ps_ptr_at(snap, A->task_awaited_by);
+        t->awaited_by_is_set = snap[A->task_awaited_by_is_set];
+    }
     if (!ps_obj_ok(t->loop) || !ps_obj_ok(t->coro))
         return -1;
     return 0;
@@ -358,11 +439,21 @@ static int gen_frame(struct ps_tasks *T, uintptr_t g, uintptr_t *frame, uintptr_
         int32_t top;
         if (ps_read(&st, g + A->gi_frame_state, 1) != 0)
             return -1;
-        if (st >= 0)
+        if (st < A->gi_show_lo || st > A->gi_show_hi)
             return 0;  /* executing (its frames are on a thread's stack) or done */
         *frame = g + A->gi_frame;
-        if (st != A->gi_suspended_yf)
+        if (st < A->gi_yf_lo || st > A->gi_yf_hi)
             return 0;
+        if (A->yf_kind == PS_YF_STACKPTR) {
+            uintptr_t sp, ref;
+            if (ps_read_ptr(*frame + A->fr_stacktop, &sp) != 0)
+                return -1;
+            if (sp <= *frame || sp - *frame > (1u << 20) || (sp & 7) ||
+                ps_read_ptr(sp - 8 * (uintptr_t)A->yf_depth, &ref) != 0)
+                return 0;
+            *yf = ref & ~T->py.L.code_tag_mask;  /* a _PyStackRef: tag bits off */
+            return 0;
+        }
         if (ps_read(&top, *frame + A->fr_stacktop, sizeof top) != 0)
             return -1;
         if (top >= 1 && top < 100000)
@@ -500,6 +591,94 @@ static void link_children(struct ps_tasks *T, int i)
     }
 }
 
+/* 3.14+: the tasks of each thread of interp, from its list; each thread
+ * with tasks is one entry of loops[] (its running task from the thread
+ * state).  Tasks of threads that exited (the interpreter's list) are not
+ * running anywhere and are left out. */
+static void collect_thread_lists(struct ps_tasks *T, uintptr_t interp)
+{
+    const struct ps_python *py = &T->py;
+    const struct ps_async_layout *A = &T->A;
+    uintptr_t ts;
+    int budget = 4 * PS_TASKS_MAX;   /* links followed, torn lists included */
+    if (ps_read_ptr(interp + py->L.is_threads_head, &ts) != 0)
+        return;
+    for (int nts = 0; ts != 0 && nts < 4096 && T->n < PS_TASKS_MAX; nts++) {
+        uintptr_t next, pth, running, node;
+        if (ps_read_ptr(ts + py->L.ts_next, &next) != 0 ||
+            ps_read_ptr(ts + py->L.ts_thread_id, &pth) != 0 ||
+            ps_read_ptr(ts + A->ts_running_task, &running) != 0 ||
+            ps_read_ptr(ts + A->ts_tasks_head, &node) != 0)
+            return;
+        uintptr_t head = ts + A->ts_tasks_head;
+        int ix = -1;
+        while (node != head && node != 0 && budget-- > 0 && T->n < PS_TASKS_MAX) {
+            uintptr_t nn;
+            if ((node & 7) || ps_read_ptr(node, &nn) != 0)
+                break;
+            if (read_task(T, node - A->task_node, &T->t[T->n]) == 0) {
+                if (ix < 0 && T->nloops < PS_TASKS_LOOPS) {
+                    ix = T->nloops++;
+                    T->loops[ix].loop = ts;
+                    T->loops[ix].thread = (unsigned long)pth;
+                    T->loops[ix].running = running;
+                }
+                T->t[T->n].loop_ix = ix;
+                T->n++;
+            }
+            node = nn;
+        }
+        if (node != head)
+            T->skipped += 1;  /* more tasks than we read: at least one */
+        ts = next;
+    }
+}
+
+/* 3.14+: asyncio records who awaits a task (await, gather, TaskGroup,
+ * shield) in the task's awaited_by: a task, or a set of them. */
+static void link_awaited_by(struct ps_tasks *T, int i)
+{
+    struct ps_task *t = &T->t[i];
+    uintptr_t items[8];
+    int n = 0;
+    if (t->awaited_by == 0)
+        return;
+    if (t->awaited_by_is_set) {
+        uint64_t cursor = 0;
+        int64_t used;
+        n = ps_set_keys(&T->py, t->awaited_by, items, 8, &cursor, &used);
+    } else {
+        items[0] = t->awaited_by;
+        n = 1;
+    }
+    for (int k = 0; k < n; k++) {
+        int p = find_task(T, items[k]);
+        if (p >= 0 && p != i) {
+            t->parent = p;
+            T->t[p].has_child = 1;
+            return;
+        }
+    }
+}
+
+/* Each attributed task's suspended coroutine chain, into fr[]. */
+static void chains(struct ps_tasks *T, struct ps_codecache *cc, struct ps_symtab *tab, int lines)
+{
+    size_t cap = (size_t)PS_TASKS_MAX * PS_TASKS_CORO_DEPTH;
+    for (int i = 0; i < T->n; i++) {
+        struct ps_task *t = &T->t[i];
+        if (t->loop_ix < 0 || T->loops[t->loop_ix].thread == 0)
+            continue;
+        int max = PS_TASKS_CORO_DEPTH;
+        if (cap - T->nfr < (size_t)max)
+            break;
+        t->fr_at = (uint32_t)T->nfr;
+        t->nfr = (uint32_t)coro_chain(T, cc, tab, lines, t->coro, T->fr + T->nfr, max,
+                                      &t->coro_frame, &t->tg);
+        T->nfr += t->nfr;
+    }
+}
+
 /* --- the tick ----------------------------------------------------------------- */
 
 void ps_tasks_clear(struct ps_tasks *T)
@@ -526,6 +705,14 @@ void ps_tasks_tick(struct ps_tasks *T, struct ps_codecache *cc, struct ps_symtab
     if (interp != T->interp)
         return;
 
+    if (T->A.tasks_kind == PS_ATASKS_THREAD_LISTS) {
+        collect_thread_lists(T, interp);
+        sort_tasks(T);
+        chains(T, cc, tab, lines);
+        for (int i = 0; i < T->n; i++)
+            link_awaited_by(T, i);
+        return;
+    }
     /* The tasks: the eager ones first (few, and running now), then the
      * scheduled ones from where the last tick stopped. */
     int64_t used = 0, total = 0, seen = 0;
@@ -553,19 +740,7 @@ void ps_tasks_tick(struct ps_tasks *T, struct ps_codecache *cc, struct ps_symtab
         T->t[i].loop_ix = loop_index(T, T->t[i].loop);
     ps_dict_each(&T->py, T->current, 64, current_each, T);
 
-    size_t cap = (size_t)PS_TASKS_MAX * PS_TASKS_CORO_DEPTH;
-    for (int i = 0; i < T->n; i++) {
-        struct ps_task *t = &T->t[i];
-        if (t->loop_ix < 0 || T->loops[t->loop_ix].thread == 0)
-            continue;
-        int max = PS_TASKS_CORO_DEPTH;
-        if (cap - T->nfr < (size_t)max)
-            break;
-        t->fr_at = (uint32_t)T->nfr;
-        t->nfr = (uint32_t)coro_chain(T, cc, tab, lines, t->coro, T->fr + T->nfr, max,
-                                      &t->coro_frame, &t->tg);
-        T->nfr += t->nfr;
-    }
+    chains(T, cc, tab, lines);
     for (int i = 0; i < T->n; i++)
         if (T->t[i].loop_ix >= 0 && T->loops[T->t[i].loop_ix].thread != 0)
             link_children(T, i);

@@ -19,3 +19,16 @@ int ps_parent_profiles_to(const char *tmpl)
     (void)tmpl;
     return 0;
 }
+
+/* CPython 3.14+ describes asyncio in __DATA,AsyncioDebug: not read on macOS
+ * yet (getsectiondata on the image would be the way); tasks.c refuses. */
+int ps_image_section(const char *path, uintptr_t inside, const char *section, uintptr_t *addr,
+                     size_t *size)
+{
+    (void)path;
+    (void)inside;
+    (void)section;
+    (void)addr;
+    (void)size;
+    return -1;
+}

@@ -16,17 +16,17 @@ MARK = re.compile(r'^\[task (.*) "(.*)"\]$')
 
 
 def supported(ctx):
-    """3.9-3.13 GIL builds attribute tasks; the others say why not."""
+    """3.9-3.15 GIL builds attribute tasks; the others say why not."""
     import subprocess
     ft = subprocess.run([ctx.python, "-c", "import sysconfig; "
                          "print(sysconfig.get_config_var('Py_GIL_DISABLED') or 0)"],
                         capture_output=True, text=True).stdout.strip()
-    return (3, 9) <= ctx.version <= (3, 13) and ft in ("0", "None", "")
+    return (3, 9) <= ctx.version <= (3, 15) and ft in ("0", "None", "")
 
 
 def run(ctx, scenario, env=None, rc=0):
     if not supported(ctx):
-        ctx.skip("asyncio tasks are attributed on 3.9-3.13 GIL builds")
+        ctx.skip("asyncio tasks are attributed on 3.9-3.15 GIL builds")
     e = dict(ASYNC)
     e.update(env or {})
     res = ctx.run([ctx.program("async_tasks.py"), scenario], env=e, timeout=180)
@@ -231,7 +231,7 @@ def test_refused_where_not_described(ctx):
 
 def test_pure_python_asyncio_refused(ctx):
     if not supported(ctx):
-        ctx.skip("asyncio tasks are attributed on 3.9-3.13 GIL builds")
+        ctx.skip("asyncio tasks are attributed on 3.9-3.15 GIL builds")
     e = dict(ASYNC)
     res = ctx.run([ctx.program("async_tasks.py"), "pure_python"], env=e, timeout=120)
     ctx.check(res.rc == 0, "exit status %s" % res.rc, res.stderr)
