@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "config.h"
 
 extern char **environ;
@@ -158,6 +159,15 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
         else
             strcpy(c->control_dir, s);
     }
+
+    s = get("PYSAMPLE_CPU_BUDGET", ctx);
+    if (s != NULL && *s != '\0' && ps_budget_parse(s, &c->cpu_budget) != 0) {
+        c->cpu_budget = 0;
+        warnf(warn, ctx, "%s='%.64s' is not %s", "PYSAMPLE_CPU_BUDGET", s,
+              "a share of one core from 0.01% to 100%, such as 1%; no budget");
+    }
+    c->max_threads_per_tick = get_int(get, ctx, warn, "PYSAMPLE_MAX_THREADS_PER_TICK", 0, 1000000, 0,
+                                      "a thread count from 1 to 1000000, or 0 for all");
 
     /* Not a user setting (test/bench/ reads it): an unusable path is
      * ignored without a word. */

@@ -29,6 +29,8 @@ struct ps_config {
     char stats_path[1024]; /* PYSAMPLE_STATS (sampler.c): "" = none; a measuring aid */
     int arm;              /* PYSAMPLE_ARM: answer `pysample ... --pid` (control.c) */
     char control_dir[256]; /* PYSAMPLE_CONTROL_DIR: socket directory; "" = abstract name */
+    double cpu_budget;    /* PYSAMPLE_CPU_BUDGET as a share of one core; 0 = none */
+    int max_threads_per_tick; /* PYSAMPLE_MAX_THREADS_PER_TICK; 0 = all */
 };
 
 /*

@@ -40,10 +40,15 @@ size_t ps_quality_format(const struct ps_quality *q, char *buf, size_t len)
     if (q->d.errors < q->d.errors_unreadable + q->d.errors_inconsistent)
         other = 0;
     double secs = (double)q->duration_ns / 1e9;
+    /* 3.9-3.12 are known by their minor version only (layout tables per
+     * minor): "3.11", not a made-up "3.11.0". */
+    char micro[16] = "";
+    if (v >= 0x030D0000)
+        snprintf(micro, sizeof micro, ".%u", (v >> 8) & 0xff);
     int n = snprintf(buf, len,
                      "how %s\n"
                      "mode %s\n"
-                     "python %u.%u.%u%s\n"
+                     "python %u.%u%s%s\n"
                      "requested_rate_hz %d\n"
                      "achieved_rate_hz %.1f\n"
                      "duration_s %.3f\n"
@@ -58,7 +63,7 @@ size_t ps_quality_format(const struct ps_quality *q, char *buf, size_t len)
                      "budget_pct %.2f\n"
                      "budget_adjustments %llu\n"
                      "rate_now_hz %d\n",
-                     q->how, q->mode, (v >> 24) & 0xff, (v >> 16) & 0xff, (v >> 8) & 0xff,
+                     q->how, q->mode, (v >> 24) & 0xff, (v >> 16) & 0xff, micro,
                      q->free_threaded ? "t" : "", q->requested_hz, ps_quality_achieved_hz(q), secs,
                      (unsigned long long)q->d.ticks, (unsigned long long)q->d.samples,
                      (unsigned long long)q->d.late_ticks,

@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "control.h"
 #include "frames.h"
 #include "memread.h"
@@ -94,7 +95,14 @@ static struct {
     int control;                /* armed: waits are control.c's poll */
     int tick_all;               /* this tick ignores PYSAMPLE_MODE (dump) */
     _Atomic int stop;           /* asks it to leave */
-    _Atomic int rate_hz;
+    _Atomic int rate_hz;        /* the rate ticks are at now ... */
+    _Atomic int requested_hz;   /* ... and the one asked for (budget.h) */
+    struct ps_budget budget;    /* owned by the sampler thread */
+    _Atomic uint64_t budget_adjustments;
+    /* PYSAMPLE_MAX_THREADS_PER_TICK (pick_threads): the sampler thread's */
+    unsigned threads_seen;      /* thread states in the previous tick */
+    unsigned rotate;            /* the first of this tick's subset */
+    uint64_t rng;               /* xorshift64 state for the weights */
     _Atomic int finished;       /* runtime finalizing: nothing more to read */
     _Atomic int write_request;  /* serve the writer at the next chance */
 
@@ -136,6 +144,7 @@ int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
     sampler.pid = getpid();
     sampler.control = cfg->arm;
     atomic_store(&sampler.rate_hz, cfg->rate_hz);
+    atomic_store(&sampler.requested_hz, cfg->rate_hz);
     wake_init();
     if (ps_profile_setup((size_t)cfg->max_stacks) != 0)
         return -1;
@@ -231,7 +240,7 @@ static uint32_t interp_frame(struct ps_profile *p, uintptr_t interp)
 /* Samples one thread state (snapshot ts) into p, which the caller holds,
  * for an interpreter whose root frame is interp_func (PS_ID_NONE: none). */
 static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint64_t now,
-                          uint32_t interp_func)
+                          uint32_t interp_func, uint64_t weight)
 {
     const struct ps_layout *L = &sampler.py.L;
     long tid = -1;
@@ -319,11 +328,11 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
     }
     uint32_t label = thread_label(p, ti, now, boot);
     if (label == PS_ID_NONE ||
-        ps_stacktab_add(&p->tab, label, sampler.rooted, (uint32_t)d, 1) != 0) {
+        ps_stacktab_add(&p->tab, label, sampler.rooted, (uint32_t)d, weight) != 0) {
         atomic_fetch_add(&sampler.errors, 1);
         return;
     }
-    atomic_fetch_add(&sampler.samples, 1);
+    atomic_fetch_add(&sampler.samples, weight);
     /* Wall mode: every other task of this thread's loops counts where it
      * waits, as if it were a thread of its own. */
     if (tasks_here && sampler.cfg.mode == PS_MODE_WALL) {
@@ -331,6 +340,36 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
                                       sampler.rooted, truncated ? d_root - 1 : d_root, room);
         atomic_fetch_add(&sampler.samples, (uint64_t)k);
     }
+}
+
+/*
+ * PYSAMPLE_MAX_THREADS_PER_TICK=k with more than k threads: each tick
+ * walks k of them, a window that rotates by k every tick, so every thread
+ * is walked once every ceil(T/k) ticks, in turn, whatever its place in the
+ * interpreter's list.  Each walked stack then stands for the T/k ticks of
+ * that thread that were not walked: it is counted T/k times, rounded to a
+ * whole count at random (floor(T/k), plus one with probability frac(T/k)),
+ * so that the expected count of every stack is what sampling every thread
+ * every tick would give: the profile is unbiased, its totals right on
+ * average, and only its variance grows.  T is the number of thread states
+ * of the previous tick (the list is walked once; the tick after the count
+ * changed is weighted by the old one).  Returns the weight of the thread
+ * at position idx of this tick, or 0 to skip it.
+ */
+static uint64_t pick_thread(unsigned idx)
+{
+    unsigned k = (unsigned)sampler.cfg.max_threads_per_tick, t = sampler.threads_seen;
+    if (k == 0 || t <= k || sampler.tick_all)
+        return 1;
+    if ((idx % t + t - sampler.rotate % t) % t >= k)
+        return 0;
+    uint64_t whole = t / k, rest = t % k;
+    uint64_t x = sampler.rng ? sampler.rng : 0x9e3779b97f4a7c15ull;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    sampler.rng = x;
+    return whole + ((x % k) < rest ? 1 : 0);
 }
 
 void ps_sampler_tick(void)
@@ -352,6 +391,7 @@ void ps_sampler_tick(void)
     uintptr_t tsp, interp = 0;
     uint32_t interp_func = PS_ID_NONE;
     int tasks_done = 0;
+    unsigned idx = 0;
     if (sampler.tasks != NULL)
         ps_tasks_clear(sampler.tasks);
     while ((tsp = ps_tstates_next(&it, ts)) != 0) {
@@ -367,7 +407,13 @@ void ps_sampler_tick(void)
                 tasks_done = 1;
             }
         }
-        sample_thread(p, tsp, ts, now, interp_func);
+        uint64_t weight = pick_thread(idx++);
+        if (weight != 0)
+            sample_thread(p, tsp, ts, now, interp_func, weight);
+    }
+    if (sampler.cfg.max_threads_per_tick > 0 && !sampler.tick_all) {
+        sampler.rotate = idx ? (sampler.rotate + (unsigned)sampler.cfg.max_threads_per_tick) % idx : 0;
+        sampler.threads_seen = idx;
     }
     ps_mem_batch_end(batch);
     ps_profile_unlock();
@@ -503,15 +549,45 @@ static void serve_writes(void)
 }
 
 /*
+ * PYSAMPLE_CPU_BUDGET, after a tick: a new requested rate restarts the
+ * budget from it; at the end of a window the rate follows what the ticks
+ * cost (budget.h).  The CPU clock is read once a window.
+ */
+static void apply_budget(uint64_t now)
+{
+    struct ps_budget *b = &sampler.budget;
+    ps_budget_tick(b);
+    int want = atomic_load(&sampler.requested_hz);
+    if (want != b->max_hz) {
+        ps_budget_start(b, b->share, want, now, ps_self_cpu_ns());
+        atomic_store(&sampler.rate_hz, want);
+        return;
+    }
+    if (!ps_budget_due(b, now))
+        return;
+    uint64_t before = b->adjustments;
+    int r = ps_budget_update(b, now, ps_self_cpu_ns());
+    if (b->adjustments != before)
+        atomic_fetch_add(&sampler.budget_adjustments, b->adjustments - before);
+    atomic_store(&sampler.rate_hz, r);
+}
+
+/*
  * Ticks at the current rate until sampling is switched off, the runtime
  * finalizes or the thread is asked to stop.  The rate is read each tick,
  * so a change (a control session, the CPU budget) takes effect at once.
  */
 static void sample_for_a_while(void)
 {
+    uint64_t began = ps_now_ns();
+    double share = sampler.cfg.cpu_budget;
+    if (share > 0) {
+        int want = atomic_load(&sampler.requested_hz);
+        ps_budget_start(&sampler.budget, share, want, began, ps_self_cpu_ns());
+        atomic_store(&sampler.rate_hz, want);
+    }
     int rate = atomic_load(&sampler.rate_hz);
     uint64_t interval = 1000000000ull / (uint64_t)rate;
-    uint64_t began = ps_now_ns();
     uint64_t next = began + interval;
     uint64_t cpu_at = began;
 
@@ -529,6 +605,8 @@ static void sample_for_a_while(void)
         uint64_t now = ps_now_ns();
         if (woke)
             sampler.tick_hist[late_bucket(now - woke)]++;
+        if (share > 0)
+            apply_budget(now);
         if (atomic_load(&sampler.rate_hz) != rate) {
             rate = atomic_load(&sampler.rate_hz);
             interval = 1000000000ull / (uint64_t)rate;
@@ -662,13 +740,13 @@ int ps_sampler_start(int rate_hz)
          * running thread already samples, at the rate it has. */
         if (armed() && !atomic_load(&sampler.active)) {
             if (rate_hz > 0)
-                atomic_store(&sampler.rate_hz, rate_hz);
+                ps_sampler_set_rate(rate_hz);
             ps_sampler_set_active(1);
         }
         return 0;
     }
     if (rate_hz > 0)
-        atomic_store(&sampler.rate_hz, rate_hz);
+        ps_sampler_set_rate(rate_hz);
     atomic_store(&sampler.active, 1);
     return ps_sampler_start_thread();
 }
@@ -681,8 +759,10 @@ void ps_sampler_set_active(int on)
 
 void ps_sampler_set_rate(int rate_hz)
 {
-    if (rate_hz >= 1 && rate_hz <= PS_MAX_RATE)
+    if (rate_hz >= 1 && rate_hz <= PS_MAX_RATE) {
+        atomic_store(&sampler.requested_hz, rate_hz);
         atomic_store(&sampler.rate_hz, rate_hz);
+    }
 }
 
 int ps_sampler_sampling(void)
@@ -763,6 +843,9 @@ void ps_sampler_stats(struct ps_stats *st)
     st->sampler_cpu_ns = atomic_load(&sampler.cpu_ns);
     st->truncated = atomic_load(&sampler.truncated);
     st->rate_now_hz = atomic_load(&sampler.rate_hz);
+    st->requested_hz = atomic_load(&sampler.requested_hz);
+    st->budget_pct = sampler.cfg.cpu_budget * 100.0;
+    st->budget_adjustments = atomic_load(&sampler.budget_adjustments);
     struct ps_profile_counts pc;
     ps_profile_counts(&pc);
     st->distinct_stacks = pc.distinct_stacks;
@@ -800,6 +883,7 @@ void ps_sampler_child_after_fork(int stop_sampling)
     atomic_store(&sampler.late_ticks, 0);
     atomic_store(&sampler.cpu_ns, 0);
     atomic_store(&sampler.truncated, 0);
+    atomic_store(&sampler.budget_adjustments, 0);
     if (stop_sampling)
         atomic_store(&sampler.active, 0);
     if (sampler.setup_done && was_running)

@@ -24,6 +24,7 @@ struct ps_stats {
     uint64_t budget_adjustments;  /* rate changes made by PYSAMPLE_CPU_BUDGET */
     double budget_pct;            /* that budget, % of one core; 0: none */
     int rate_now_hz;              /* the rate the thread ticks at now */
+    int requested_hz;             /* the rate asked for (PYSAMPLE_RATE, a session) */
 };
 
 /* Prepares the profile and the thread's buffers for py and cfg.  0 or -1

@@ -33,12 +33,14 @@ def teardown(ctx):
 class Armed(object):
     """The armed program (programs/armed.py), started and read up to ready."""
 
-    def __init__(self, ctx, fork=False, env=None, preload=True):
+    def __init__(self, ctx, fork=False, env=None, preload=True, pin=None):
         self.dir = ctx.tmpdir()
         self.stopfile = os.path.join(self.dir, "stop")
         e = {"PYSAMPLE_ARM": "1"}
         e.update(env or {})
         args = [ctx.python, ctx.program("armed.py"), self.stopfile] + (["fork"] if fork else [])
+        if pin is not None:
+            args = ["taskset", "-c", pin] + args
         self.proc = subprocess.Popen(args, env=ctx.env(e, preload), stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         _live.append(self.proc)
@@ -104,7 +106,7 @@ def test_record_pid(ctx):
     quality = json.load(open(path + ".quality.json"))
     ctx.check(quality["how"] == "armed record" and quality["requested_rate_hz"] == 200
               and quality["mode"] == "wall", "quality figures: %r" % quality)
-    ctx.check(quality["python"].startswith("%d.%d." % ctx.version), "python %r" % quality["python"])
+    ctx.check(re.match(r"^%d\.%d(\.\d+)?t?$" % ctx.version, quality["python"]), "python %r" % quality["python"])
     ctx.check(quality["samples"] == prof.total, "quality says %d samples, profile has %d"
               % (quality["samples"], prof.total))
     ctx.check(quality["ticks"] >= 20, "too few ticks in 2 s at 200 Hz: %r" % quality)
@@ -125,7 +127,7 @@ def test_dump_pid(ctx):
     res = tool(ctx, "dump", "--pid", str(a.pid))
     check_tool(ctx, res, "dump --pid")
     text = res.stdout
-    ctx.check(text.startswith("Process %d: Python %d.%d." % ((a.pid,) + ctx.version)), "header", text)
+    ctx.check(re.match(r"Process %d: Python %d\.%d(\.\d+)?t?\n" % ((a.pid,) + ctx.version), text), "header", text)
     # Main thread: innermost first, so armed_work comes before <module>.
     m = re.search(r"thread %d \(MainThread\):\n((?:    .*\n)+)" % a.pid, text)
     ctx.check(m is not None, "no MainThread block", text)
@@ -164,7 +166,7 @@ def test_top_pid(ctx):
     frames = [f for f in res.stdout.split("\n\n\n") if f.strip()]
     ctx.check(frames, "no table", res.stdout)
     last = frames[-1].splitlines()
-    ctx.check(last[0].startswith("pysample top: process %d, Python %d.%d." % ((a.pid,) + ctx.version))
+    ctx.check(re.match(r"pysample top: process %d, Python %d\.%d(\.\d+)?t?, " % ((a.pid,) + ctx.version), last[0])
               and "wall-clock" in last[0], "first line", frames[-1])
     ctx.check(re.match(r"rate [0-9.]+ of 100 Hz requested, \d+ samples, 0 dropped, 0 truncated", last[1]),
               "second line", frames[-1])
@@ -252,3 +254,96 @@ def test_arm_in_non_python_process_is_inert(ctx):
                          env=ctx.env({"PYSAMPLE_ARM": "1"}), capture_output=True, text=True, timeout=60)
     ctx.check(res.stdout.split() == ["0", "1"] and res.stderr == "",
               "a shell with PYSAMPLE_ARM=1: no socket, no thread, no output", res.stdout, res.stderr)
+
+
+def _schedstat_ns(pid, tid=None):
+    tids = [tid] if tid else [int(t) for t in os.listdir("/proc/%d/task" % pid)]
+    total = 0
+    for t in tids:
+        with open("/proc/%d/task/%d/schedstat" % (pid, t)) as f:
+            total += int(f.read().split()[0])
+    return total
+
+
+def _remote():
+    if SCRIPTS not in sys.path:
+        sys.path.insert(0, SCRIPTS)
+    from pysample_tool import remote
+    return remote
+
+
+def _library_tid(a):
+    """The library's thread of armed.py: neither the main thread nor the
+    waiter (named in a dump)."""
+    res = tool(None, "dump", "--pid", str(a.pid))
+    waiter = [l for l in res.stdout.splitlines() if "(waiter)" in l]
+    known = {a.pid} | {int(re.search(r"thread (\d+)", l).group(1)) for l in waiter}
+    ours = [int(t) for t in os.listdir("/proc/%d/task" % a.pid) if int(t) not in known]
+    return ours[0] if len(ours) == 1 else None
+
+
+def _budget_session(ctx, budget, rate, seconds):
+    """start..stop of armed.py pinned to CPU 0 with PYSAMPLE_CPU_BUDGET:
+    (quality, sampler CPU ns, process CPU ns, wall ns) over the session."""
+    if not sys.platform.startswith("linux") or not os.path.exists("/usr/bin/taskset"):
+        ctx.skip("needs taskset and /proc")
+    a = Armed(ctx, env={"PYSAMPLE_CPU_BUDGET": budget}, pin="0")
+    tid = _library_tid(a)
+    ctx.check(tid is not None, "cannot tell the library's thread")
+    remote = _remote()
+    remote.request(a.pid, "start", rate=rate)
+    s0, p0, w0 = _schedstat_ns(a.pid, tid), _schedstat_ns(a.pid), time.monotonic_ns()
+    time.sleep(seconds)
+    s1, p1, w1 = _schedstat_ns(a.pid, tid), _schedstat_ns(a.pid), time.monotonic_ns()
+    reply = remote.request(a.pid, "stop")
+    rc, out, err = a.finish()
+    check_program_unchanged(ctx, a, rc, out, err)
+    return reply.meta, s1 - s0, p1 - p0, w1 - w0
+
+
+def test_cpu_budget_holds_at_10khz(ctx):
+    meta, sampler, process, wall = _budget_session(ctx, "1%", 10000, 4.0)
+    share_core = 100.0 * sampler / wall
+    share_process = 100.0 * sampler / process
+    info = "sampler %.3f%% of one core, %.3f%% of the process's CPU (process got %.0f%% of a core); %r" % (
+        share_core, share_process, 100.0 * process / wall, meta)
+    # The budget is a share of one core; on a machine where the pinned
+    # program has its core, that is the share of the process's CPU too.
+    ctx.check(share_core <= 1.2, "over budget: " + info)
+    if process >= 0.9 * wall:
+        ctx.check(share_process <= 1.2, "over budget: " + info)
+    ctx.check(meta["budget_pct"] == "1.00" and int(meta["budget_adjustments"]) >= 1
+              and int(meta["rate_now_hz"]) < 10000, "the budget lowered the rate: " + info)
+    achieved = float(meta["achieved_rate_hz"])
+    ctx.check(0 < achieved < 9000 and int(meta["requested_rate_hz"]) == 10000,
+              "achieved rate reported: " + info)
+    print("    budget 1%% at 10 kHz: %s" % info.split(";")[0], flush=True)
+
+
+def test_generous_budget_keeps_rate(ctx):
+    meta, sampler, process, wall = _budget_session(ctx, "50%", 1000, 2.0)
+    ctx.check(int(meta["budget_adjustments"]) == 0 and int(meta["rate_now_hz"]) == 1000,
+              "a 50%% budget must keep 1000 Hz: %r" % meta)
+
+
+def test_max_threads_per_tick_unbiased(ctx):
+    stats = os.path.join(ctx.tmpdir(), "stats")
+    res = ctx.run([ctx.program("threads4.py")], env={"PYSAMPLE_RATE": "200",
+                                                     "PYSAMPLE_MAX_THREADS_PER_TICK": "2",
+                                                     "PYSAMPLE_STATS": stats})
+    ctx.check_clean_run(res)
+    p = res.profile()
+    counts = {}
+    for line in res.stdout.splitlines():
+        fname, tid = line.split()
+        counts[fname] = p.count_where(lambda s, tid=tid: s.thread.split()[1] == tid)
+    mean = sum(counts.values()) / float(len(counts))
+    # Each worker lived (nearly) the whole run: its expected count is the
+    # number of ticks, whichever 2 of the 5 threads a tick walked.
+    st = dict(l.split(" ", 1) for l in open(stats).read().splitlines())
+    ticks = int(st["ticks"])
+    for fname, n in counts.items():
+        ctx.check(abs(n - mean) <= 0.2 * mean, "%s: %d samples, the workers' mean %.0f" % (fname, n, mean),
+                  counts)
+        ctx.check(0.75 * ticks <= n <= 1.1 * ticks, "%s: %d samples for %d ticks" % (fname, n, ticks), counts)
+    ctx.check(int(st["samples"]) == p.total, "stats and profile agree", st, p.total)

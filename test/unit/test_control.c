@@ -127,7 +127,7 @@ static void test_quality(void)
     now.rate_now_hz = 80;
     now.budget_pct = 1.0;
     now.budget_adjustments = 5;
-    struct ps_quality q = { .how = "armed record", .mode = "cpu", .hexversion = 0x030c01f0,
+    struct ps_quality q = { .how = "armed record", .mode = "cpu", .hexversion = 0x030d01f0,
                             .requested_hz = 100 };
     ps_quality_between(&q, &base, &now, 2000000000ull);
     char buf[1024];
@@ -135,7 +135,7 @@ static void test_quality(void)
     CHECK(n == strlen(buf));
     CHECK(strstr(buf, "how armed record\n") != NULL);
     CHECK(strstr(buf, "mode cpu\n") != NULL);
-    CHECK(strstr(buf, "python 3.12.1\n") != NULL);
+    CHECK(strstr(buf, "python 3.13.1\n") != NULL);
     CHECK(strstr(buf, "requested_rate_hz 100\n") != NULL);
     CHECK(strstr(buf, "achieved_rate_hz 100.0\n") != NULL);   /* 200 ticks in 2 s */
     CHECK(strstr(buf, "ticks 200\n") != NULL);
