@@ -126,6 +126,19 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
             warnf(warn, ctx, "%s='%.64s' is not 0 or 1%s; using 0", "PYSAMPLE_ASYNC", s, "");
     }
 
+    /* Native frames (docs/native.md): off unless asked for. */
+    c->native = 0;
+    s = get("PYSAMPLE_NATIVE", ctx);
+    if (s != NULL && s[0] != '\0') {
+        if (strcmp(s, "1") == 0 || strcmp(s, "yes") == 0 || strcmp(s, "true") == 0)
+            c->native = 1;
+        else if (strcmp(s, "all") == 0)
+            c->native = 2;
+        else if (strcmp(s, "0") != 0 && strcmp(s, "no") != 0 && strcmp(s, "false") != 0)
+            warnf(warn, ctx, "%s='%.64s' is not 0, 1 or all%s; using 0", "PYSAMPLE_NATIVE", s,
+                  "");
+    }
+
     c->file_mode = PS_DEFAULT_FILE_MODE;
     s = get("PYSAMPLE_FILE_MODE", ctx);
     if (s != NULL) {

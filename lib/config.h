@@ -22,6 +22,7 @@ struct ps_config {
     enum ps_mode mode;
     int lines;            /* 0: aggregate per function */
     int async_tasks;      /* PYSAMPLE_ASYNC: attribute samples to asyncio tasks (tasks.h) */
+    int native;           /* PYSAMPLE_NATIVE: 0 off, 1 on, 2 all (native.h) */
     int max_depth;
     int flush_interval_s; /* 0: only at exit */
     int max_stacks;

@@ -129,9 +129,34 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symta
     return ps_walk_ex(py, cc, syms, lines, frame, out, NULL, max, truncated, boot);
 }
 
+/* Marks frame i as the first one its evaluation-loop call ran. */
+static void mark_entry(uint8_t *entry, int i)
+{
+    if (entry != NULL && i >= 0)
+        entry[i] = 1;
+}
+
+static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+                int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
+                int max, int *truncated, uintptr_t *boot);
+
 int ps_walk_ex(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
                int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, int max,
                int *truncated, uintptr_t *boot)
+{
+    return walk(py, cc, syms, lines, frame, out, addrs, NULL, max, truncated, boot);
+}
+
+int ps_walk_entries(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+                    int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
+                    int max, int *truncated, uintptr_t *boot)
+{
+    return walk(py, cc, syms, lines, frame, out, addrs, entry, max, truncated, boot);
+}
+
+static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+                int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
+                int max, int *truncated, uintptr_t *boot)
 {
     const struct ps_layout *L = &py->L;
     uint8_t fr[512];
@@ -188,10 +213,23 @@ int ps_walk_ex(const struct ps_python *py, struct ps_codecache *cc, struct ps_sy
             }
             if (addrs != NULL)
                 addrs[n] = frame;
+            /* Native stacks (native.c): which frame each evaluation-loop
+             * call began with.  3.9/3.10 run each frame in a call of its
+             * own; 3.11 flags it (is_entry). */
+            if (entry != NULL)
+                entry[n] = L->frame_kind == PS_FRAMES_OBJECT ||
+                           (L->fr_is_entry != PS_NOFIELD && fr[L->fr_is_entry] != 0);
             out[n++] = one;
+        } else if (native) {
+            /* 3.12+: a C-stack shim starts every evaluation-loop call, so
+             * the Python frame just before it was that call's first. */
+            mark_entry(entry, n - 1);
         }
         frame = back;
     }
+    /* The outermost frame began the outermost call. */
+    if (frame == 0)
+        mark_entry(entry, n - 1);
     return n;
 }
 

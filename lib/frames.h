@@ -49,6 +49,16 @@ int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_
                  int lines, uintptr_t frame, uint64_t *out, int *taskgroup);
 
 /*
+ * ps_walk_ex, and for native stacks (native.h) entry[i] = 1 when frame i is
+ * the first frame its evaluation-loop call ran (3.9/3.10: every frame;
+ * 3.11: its is_entry flag; 3.12+: the frame before a C-stack shim).  The
+ * outermost frame is always one.  entry may be NULL.
+ */
+int ps_walk_entries(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+                    int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
+                    int max, int *truncated, uintptr_t *boot);
+
+/*
  * How a frame chain is followed, by the walk below and by the macOS copy of
  * a suspended thread (lib/darwin/suspend.c), which must copy exactly what
  * the walk may read.

@@ -84,6 +84,7 @@ struct ps_layout {
     uint32_t fr_code;
     uint32_t fr_pos;             /* f_lasti (int) or prev_instr/instr_ptr */
     uint32_t fr_owner;           /* signed char; PS_NOFIELD before 3.12 */
+    uint32_t fr_is_entry;        /* bool, 3.11 only: first frame of its eval call */
     uint32_t fr_tlbc_index;      /* int32, 3.14t thread-local bytecode */
     int owner_first_native;      /* owner >= this is not a Python frame */
     uintptr_t code_tag_mask;     /* low bits tagging f_executable (3.14+) */
@@ -169,7 +170,7 @@ enum ps_field {
     PS_F_IS_NEXT, PS_F_IS_THREADS_HEAD, PS_F_IS_ID, PS_F_IS_MODULES,
     PS_F_TS_NEXT, PS_F_TS_INTERP, PS_F_TS_FRAME, PS_F_TS_THREAD_ID, PS_F_TS_NATIVE_ID,
     PS_F_TS_CFRAME, PS_F_CF_CURRENT_FRAME,
-    PS_F_FR_BACK, PS_F_FR_CODE, PS_F_FR_POS, PS_F_FR_OWNER, PS_F_FR_TLBC_INDEX,
+    PS_F_FR_BACK, PS_F_FR_CODE, PS_F_FR_POS, PS_F_FR_OWNER, PS_F_FR_TLBC_INDEX, PS_F_FR_IS_ENTRY,
     PS_F_OB_TYPE,
     PS_F_CO_FILENAME, PS_F_CO_NAME, PS_F_CO_QUALNAME, PS_F_CO_LINETABLE, PS_F_CO_FIRSTLINENO,
     PS_F_CO_NUNITS, PS_F_CO_CODE_ADAPTIVE, PS_F_CO_TLBC,

@@ -72,6 +72,7 @@ static const uint16_t positions[DO_COUNT][NVERSIONS] = {
     [DO_FR_LOCALSPLUS] =      {  256,  280,  344 },
     [PS_F_FR_OWNER] =         {  264,  288,  352 },
     [PS_F_FR_TLBC_INDEX] =    {    0,  304,  368 },
+    [PS_F_FR_IS_ENTRY] =      {    0,    0,    0 },  /* 3.11 only */
     /* 3.14: co_tlbc */
     [DO_CO_SIZE] =            {  272,  312,  376 },
     [PS_F_CO_FILENAME] =      {  280,  320,  384 },

@@ -50,6 +50,8 @@
 #include "control.h"
 #include "frames.h"
 #include "memread.h"
+#include "message.h"
+#include "native.h"
 #include "platform.h"
 #include "profile.h"
 #include "sampler.h"
@@ -84,9 +86,13 @@ static struct {
     pthread_mutex_t join_lock;  /* one thread joins the sampler thread */
     struct tid_info tids[PS_TIDCACHE];  /* under the profile's lock */
     uint64_t *scratch;          /* max_depth + 1 frames */
-    uint64_t *rooted;
+    uint64_t *rooted;           /* max_depth + PS_NATIVE_MAX + a few */
     uintptr_t *addrs;           /* the frames' addresses (asyncio tasks) */
     struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
+    /* native stacks (PYSAMPLE_NATIVE, native.h) */
+    uint8_t *entry;             /* per scratch frame: first of its eval call */
+    struct ps_pyframe *pyframes;
+    uintptr_t pcs[PS_NATIVE_MAX];
 
     pthread_t thread;
     _Atomic int running;        /* thread exists */
@@ -149,13 +155,15 @@ int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
     if (ps_profile_setup((size_t)cfg->max_stacks) != 0)
         return -1;
     sampler.scratch = malloc(((size_t)cfg->max_depth + 2) * sizeof *sampler.scratch);
-    sampler.rooted = malloc(((size_t)cfg->max_depth + 2) * sizeof *sampler.rooted);
+    sampler.rooted = malloc(((size_t)cfg->max_depth + PS_NATIVE_MAX + 8) * sizeof *sampler.rooted);
     if (sampler.scratch == NULL || sampler.rooted == NULL)
         return -1;
     if (cfg->async_tasks) {
         /* Task stacks are the thread's, plus a marker and the suspended
          * frames of each awaiting task: room for those too. */
         size_t room = (size_t)cfg->max_depth + 2 + PS_TASKS_CHAIN * (PS_TASKS_CORO_DEPTH + 1);
+        if (room < (size_t)cfg->max_depth + PS_NATIVE_MAX + 8)
+            room = (size_t)cfg->max_depth + PS_NATIVE_MAX + 8;
         uint64_t *r = realloc(sampler.rooted, room * sizeof *r);
         if (r == NULL)
             return -1;
@@ -164,6 +172,17 @@ int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
         if (sampler.addrs == NULL)
             return -1;
         sampler.tasks = ps_tasks_new(py);  /* NULL: a note said why */
+    }
+    if (cfg->native) {
+        char why[256];
+        sampler.entry = calloc((size_t)cfg->max_depth + 2, 1);
+        sampler.pyframes = malloc(((size_t)cfg->max_depth + 2) * sizeof *sampler.pyframes);
+        if (sampler.entry == NULL || sampler.pyframes == NULL)
+            return -1;
+        if (ps_native_platform_init(why, sizeof why) != 0) {
+            ps_say("PYSAMPLE_NATIVE: %s; sampling Python frames only", why);
+            sampler.cfg.native = 0;
+        }
     }
     sampler.setup_done = 1;
     return 0;
@@ -271,24 +290,57 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
 
     int n = 0, truncated = 0;
     uintptr_t boot = 0;
+    const int native = sampler.cfg.native;
+    int cap = PS_CAPTURE_FAILED, npcs = 0, ntrunc = 0, native_ok = 0;
     for (int tries = 0; tries < PS_WALK_TRIES; tries++) {
         uintptr_t frame;
         ps_thread_copy_end();
+        /* Native stacks: the registers first (a running thread is held
+         * in our handler from here to the release), unwound at once; the
+         * thread state is read again so that the Python walk describes
+         * the same moment. */
+        if (native) {
+            struct ps_regs regs;
+            npcs = 0;
+            ntrunc = 0;
+            native_ok = 0;
+            cap = ps_native_capture(tid, &regs);
+            if (cap >= 0)
+                npcs = ps_unwind(&regs, sampler.pcs, PS_NATIVE_MAX, &ntrunc);
+        }
         /* A failed walk means the thread moved on under us: start again
          * from a fresh copy of its thread state. */
-        if (tries > 0 && ps_read(ts, tsp, L->ts_read) != 0)
+        if ((tries > 0 || cap >= 0) && ps_read(ts, tsp, L->ts_read) != 0) {
+            if (cap >= 0)
+                ps_native_release();
             break;
+        }
         /* macOS: suspend the thread, copy its state and frame chain,
          * resume it; the walk below reads that copy (platform.h).  Linux
          * walks the running thread: nothing happens here. */
-        if (ps_thread_copy_begin(&sampler.py, tid, tsp, ts, sampler.cfg.max_depth) != 0)
+        if (ps_thread_copy_begin(&sampler.py, tid, tsp, ts, sampler.cfg.max_depth) != 0) {
+            if (cap >= 0)
+                ps_native_release();
             break;
+        }
         if (ps_thread_top_frame(&sampler.py, ts, &frame) != 0) {
+            if (cap >= 0)
+                ps_native_release();
             n = PS_WALK_UNREADABLE;
             continue;
         }
-        n = ps_walk_ex(&sampler.py, &p->cc, &p->syms, sampler.cfg.lines, frame, sampler.scratch,
-                       sampler.addrs, sampler.cfg.max_depth, &truncated, &boot);
+        if (native) {
+            memset(sampler.entry, 0, (size_t)sampler.cfg.max_depth + 2);
+            n = ps_walk_entries(&sampler.py, &p->cc, &p->syms, sampler.cfg.lines, frame,
+                                sampler.scratch, sampler.addrs, sampler.entry,
+                                sampler.cfg.max_depth, &truncated, &boot);
+        } else {
+            n = ps_walk_ex(&sampler.py, &p->cc, &p->syms, sampler.cfg.lines, frame,
+                           sampler.scratch, sampler.addrs, sampler.cfg.max_depth, &truncated,
+                           &boot);
+        }
+        if (cap >= 0)
+            native_ok = ps_native_release() == 0;
         if (n >= 0)
             break;
     }
@@ -322,6 +374,17 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
                                           sampler.addrs, n, sampler.rooted, d, room);
     if (spliced >= 0) {
         d = spliced;
+    } else if (native) {
+        /* The native frames, with the Python ones in place of the
+         * evaluation loop's (native.c). */
+        for (int i = 0; i < n; i++) {
+            sampler.pyframes[i].frame = sampler.scratch[i];
+            sampler.pyframes[i].entry = sampler.entry[i];
+        }
+        d += ps_native_merge(&p->syms, (enum ps_native_mode)native, sampler.pyframes, n,
+                             sampler.pcs, native_ok ? npcs : 0, ntrunc,
+                             cap >= 0 && !native_ok ? "[native: unavailable]" : NULL,
+                             sampler.rooted + d, sampler.cfg.max_depth + PS_NATIVE_MAX + 6 - d);
     } else {
         for (int i = n - 1; i >= 0; i--)
             sampler.rooted[d++] = sampler.scratch[i];
@@ -382,6 +445,11 @@ void ps_sampler_tick(void)
         atomic_store(&sampler.finished, 1);
         return;
     }
+    /* Loaded objects for native stacks: here, before the profile's lock
+     * and before any thread is held (dl_iterate_phdr takes the loader's
+     * lock, which a held thread could own). */
+    if (sampler.cfg.native && ps_objs_refresh(sampler.py.runtime))
+        ps_native_objects_changed();
     struct ps_tstate_iter it;
     if (ps_tstates_begin(&it, &sampler.py) != 0)
         return;
@@ -493,7 +561,7 @@ static uint64_t late_percentile(const uint64_t *hist, double q)
 
 static void write_stats(void)
 {
-    char path[1100], buf[1024];
+    char path[1100], buf[2048];
     const char *p = strstr(sampler.cfg.stats_path, "%p");
     if (p != NULL)
         snprintf(path, sizeof path, "%.*s%ld%s", (int)(p - sampler.cfg.stats_path),
@@ -532,6 +600,18 @@ static void write_stats(void)
                      ps_mem_mode_name());
     if (n <= 0 || (size_t)n >= sizeof buf)
         return;
+    if (sampler.cfg.native) {
+        struct ps_native_counts nc;
+        ps_native_counts(&nc);
+        int m = snprintf(buf + n, sizeof buf - (size_t)n,
+                         "native_blocked %llu\nnative_held %llu\nnative_failed %llu\n"
+                         "native_lost %llu\nnative_restarted %llu\nnative_eintr_left %llu\n",
+                         (unsigned long long)nc.blocked, (unsigned long long)nc.held,
+                         (unsigned long long)nc.failed, (unsigned long long)nc.lost,
+                         (unsigned long long)nc.restarted, (unsigned long long)nc.eintr_left);
+        if (m > 0 && (size_t)m < sizeof buf - (size_t)n)
+            n += m;
+    }
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return;
@@ -875,6 +955,8 @@ void ps_sampler_child_after_fork(int stop_sampling)
             (PS_FORKERS - 1) * sizeof sampler.forker_tids[0]);
     sampler.forker_tids[0] = sampler.forking_tid != sampler.pid ? sampler.forking_tid : 0;
     memset(sampler.tids, 0, sizeof sampler.tids);
+    if (sampler.cfg.native)
+        ps_native_after_fork();
     atomic_store(&sampler.ticks, 0);
     atomic_store(&sampler.samples, 0);
     atomic_store(&sampler.errors, 0);

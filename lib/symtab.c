@@ -322,4 +322,5 @@ void ps_symtab_clear(struct ps_symtab *s)
     strtab_empty(s->funcs);
     strtab_empty(s->labels);
     add_reserved(s);
+    s->clears++;
 }

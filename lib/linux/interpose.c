@@ -67,6 +67,7 @@
 
 #include "../lifecycle.h"
 #include "../memread.h"
+#include "../native.h"
 #include "../platform.h"
 #include "linux.h"
 
@@ -191,6 +192,11 @@ PS_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
      * into its view (memread.c), not into the kernel. */
     if (sig == SIGSEGV || sig == SIGBUS)
         return ps_mem_fault_sigaction(sig, act, old);
+    /* The signal of native stacks (regs.c), while ours is installed: the
+     * program's action goes into its view. */
+    int nrc = ps_native_sigaction(sig, act, old);
+    if (nrc != -2)
+        return nrc;
     struct managed *m = managed(sig);
     if (m == NULL || !atomic_load(&signals_on))
         return ps_real_sigaction(sig, act, old);
@@ -215,6 +221,13 @@ PS_EXPORT sighandler_t signal(int sig, sighandler_t handler)
     /* SIGSEGV/SIGBUS: while ours is in front, the program's handler goes
      * into its view (memread.c), as for sigaction() above. */
     int fault = (sig == SIGSEGV || sig == SIGBUS) && handler != SIG_ERR;
+    if (!fault && handler != SIG_ERR) {
+        struct sigaction act, old;
+        bsd_action(sig, handler, &act);
+        int nrc = ps_native_sigaction(sig, &act, &old);
+        if (nrc == 0)
+            return old.sa_handler;
+    }
     struct managed *m = fault ? NULL : managed(sig);
     if (!fault && (m == NULL || !atomic_load(&signals_on)))
         return ps_real_signal(sig, handler);

@@ -1,0 +1,155 @@
+/*
+ * native.h - mixed native and Python stacks (issue #15, docs/native.md).
+ *
+ * Three parts, called in this order by the sampler for each thread while
+ * PYSAMPLE_NATIVE is on:
+ *
+ *   capture   the thread's registers (platform: lib/linux/regs.c): a thread
+ *             blocked in a system call from /proc, a running one from a
+ *             signal whose handler holds it still until released;
+ *   unwind    the register set into return addresses (unwind.c: DWARF CFI
+ *             from the in-memory .eh_frame_hdr, frame pointers where there
+ *             is no CFI), every load through ps_read();
+ *   merge     the native frames with the Python walk (native.c): each
+ *             evaluation-loop frame stands for the Python frames it runs.
+ *
+ * The loaded objects and their symbols (lib/linux/elfsyms.c) are refreshed
+ * by the sampler thread before each tick, outside any hold: looking an
+ * address up in them during a hold takes no lock and allocates nothing.
+ */
+#ifndef PS_NATIVE_H
+#define PS_NATIVE_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ps_symtab;
+
+enum ps_native_mode { PS_NATIVE_OFF = 0, PS_NATIVE_ON, PS_NATIVE_ALL };
+
+/* Native frames kept per sample (innermost ones: the leaf is what counts). */
+#define PS_NATIVE_MAX 512
+
+/* --- registers ------------------------------------------------------------ */
+
+/* DWARF register numbers of the architecture; r[] holds what is known. */
+#if defined(__x86_64__)
+#define PS_REG_N 17
+#define PS_REG_FP 6   /* rbp */
+#define PS_REG_SP 7   /* rsp */
+#define PS_REG_PC 16  /* return address column */
+#elif defined(__aarch64__)
+#define PS_REG_N 33
+#define PS_REG_FP 29  /* x29 */
+#define PS_REG_SP 31
+#define PS_REG_PC 32  /* not a DWARF number here: our slot for pc */
+#else
+#define PS_REG_N 3
+#define PS_REG_FP 0
+#define PS_REG_SP 1
+#define PS_REG_PC 2
+#endif
+
+struct ps_regs {
+    uint64_t r[PS_REG_N];
+    uint64_t valid;         /* bit i: r[i] is known */
+};
+
+static inline void ps_regs_set(struct ps_regs *rs, int i, uint64_t v)
+{
+    rs->r[i] = v;
+    rs->valid |= 1ull << i;
+}
+
+static inline int ps_regs_has(const struct ps_regs *rs, int i)
+{
+    return (rs->valid >> i) & 1;
+}
+
+/* How a capture went (platform: regs.c). */
+enum ps_capture {
+    PS_CAPTURE_FAILED = -1,  /* no registers: the sample has no native part */
+    PS_CAPTURE_BLOCKED = 0,  /* the thread sleeps in a system call: sp and pc */
+    PS_CAPTURE_HELD = 1,     /* the thread was stopped by our signal: all registers */
+};
+
+/*
+ * Platform side.  ps_native_platform_init installs what capture needs
+ * (Linux: the SIGURG handler); it returns 0, or -1 with why filled.
+ * ps_native_capture gets tid's registers; the thread may be held until
+ * ps_native_release, which returns 0 if what was read meanwhile is
+ * consistent (the thread stayed held, or stayed in the same system call),
+ * -1 if not.  ps_native_sigaction is the sigaction() interposer's hook for
+ * the signal we use: -2 if that signal is not ours (the caller goes on),
+ * else what sigaction() returns.  Counters for PYSAMPLE_STATS.
+ */
+int ps_native_platform_init(char *why, size_t whylen);
+int ps_native_capture(long tid, struct ps_regs *regs);
+int ps_native_release(void);
+int ps_native_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+void ps_native_after_fork(void);
+
+struct ps_native_counts {
+    uint64_t blocked, held, failed, lost;   /* captures by outcome */
+    uint64_t restarted;     /* system calls our signal interrupted, restarted */
+    uint64_t eintr_left;    /* ... that could not be restarted (docs/native.md) */
+};
+void ps_native_counts(struct ps_native_counts *c);
+
+/* --- loaded objects and symbols (lib/linux/elfsyms.c) ------------------- */
+
+struct ps_obj;
+
+/* Re-reads the list of loaded objects if it changed (cheap otherwise).
+ * interp is an address inside the interpreter (&_PyRuntime): its object
+ * is marked as the interpreter's own.  Sampler thread, outside holds. */
+int ps_objs_refresh(uintptr_t interp);   /* 1 if the list changed */
+/* The object whose code contains pc, or NULL.  No lock, no allocation. */
+const struct ps_obj *ps_objs_find(uintptr_t pc);
+/* Its .eh_frame_hdr in memory, or 0. */
+uintptr_t ps_obj_eh_frame_hdr(const struct ps_obj *o);
+int ps_obj_is_interp(const struct ps_obj *o);
+/* Its file's base name. */
+const char *ps_obj_name(const struct ps_obj *o);
+/* Offset of pc from the object's load address. */
+uintptr_t ps_obj_offset(const struct ps_obj *o, uintptr_t pc);
+/* The function containing pc, or NULL; loads the object's symbols the first
+ * time (file I/O and malloc: never during a hold). */
+const char *ps_obj_symbol(const struct ps_obj *o, uintptr_t pc);
+void ps_objs_free(void);
+
+/* --- unwinding (unwind.c) ------------------------------------------------- */
+
+/*
+ * Unwinds regs into pcs[0..] (innermost first; pcs[0] is the interrupted
+ * pc, the others return addresses).  Returns the count; *truncated is set
+ * if the walk stopped for any reason other than reaching the root (an
+ * unknown rule, no unwind information, an unreadable or implausible
+ * frame, or max).  Reads only through ps_read; allocates nothing.
+ */
+int ps_unwind(const struct ps_regs *regs, uintptr_t *pcs, int max, int *truncated);
+
+/* --- merging (native.c) --------------------------------------------------- */
+
+/* One Python frame of the walk (innermost first) and whether it is the
+ * first frame its evaluation-loop call ran (the outermost of its group). */
+struct ps_pyframe {
+    uint64_t frame;
+    int entry;
+};
+
+/*
+ * Writes the merged stack, root first, into out (room for cap frames) and
+ * returns its depth.  py: the Python walk, innermost first; pcs: the
+ * unwind, innermost first (npcs 0 and have_native 0: no native part, for
+ * which a marker says why).
+ */
+/* The loaded objects changed: cached names are stale. */
+void ps_native_objects_changed(void);
+
+int ps_native_merge(struct ps_symtab *t, enum ps_native_mode mode,
+                    const struct ps_pyframe *py, int npy, const uintptr_t *pcs, int npcs,
+                    int native_truncated, const char *no_native_why, uint64_t *out, int cap);
+
+#endif

@@ -1,0 +1,618 @@
+/*
+ * unwind.c - a thread's registers into its chain of return addresses.
+ *
+ * x86-64: DWARF call frame information, found the way the C runtime finds
+ * it for exceptions: the object containing pc (elfsyms.c) has a
+ * .eh_frame_hdr mapped in memory, whose sorted table gives the FDE by
+ * binary search; the FDE's CIE and instructions are run up to pc and give
+ * the CFA and where the caller's registers were saved.  Only the rules that
+ * gcc and clang emit for ordinary code are followed (def_cfa with offsets,
+ * offset/val_offset/register/same/undefined, remember/restore_state).
+ * Anything else (def_cfa_expression in PLT stubs and signal trampolines,
+ * expression rules, 64-bit DWARF, a CFA register whose value is unknown)
+ * stops the walk, which is then reported truncated; it is never guessed.
+ * An object with no unwind information for pc falls back to the frame
+ * pointer chain, as do architectures other than x86-64 (compiled and
+ * walked by frame pointers only: aarch64).
+ *
+ * The walk reads memory of a thread that may be running (a blocked thread
+ * can wake up): every load goes through ps_read(), every step must move
+ * the stack pointer up, and every return address must lie inside a loaded
+ * object's code.  The root is where the CFI marks the return address
+ * undefined (_start, clone/clone3 thread starts) or a frame pointer or
+ * return address of 0.
+ *
+ * No allocation, no lock: it runs while a thread is held in our handler.
+ */
+#include <string.h>
+
+#include "memread.h"
+#include "native.h"
+
+/* A stack frame larger than this between two return addresses is taken as
+ * a wrong step (the thread stacks here are at most a few MiB; one frame
+ * of more than 16 MiB is no real frame). */
+#define PS_MAX_FRAME (16u << 20)
+
+/* ---- frame pointers ------------------------------------------------------ */
+
+/* One step along the frame-pointer chain: [fp] the caller's fp, [fp + 8]
+ * the return address.  1 on success, 0 at the root, -1 if implausible. */
+static int fp_step(struct ps_regs *rs)
+{
+    if (!ps_regs_has(rs, PS_REG_FP))
+        return -1;
+    uint64_t fp = rs->r[PS_REG_FP], sp = rs->r[PS_REG_SP];
+    if (fp == 0)
+        return 0;
+    if ((fp & 7) != 0 || fp < sp || fp - sp > PS_MAX_FRAME)
+        return -1;
+    uint64_t pair[2];
+    if (ps_read(pair, (uintptr_t)fp, sizeof pair) != 0)
+        return -1;
+    if (pair[1] == 0)
+        return 0;
+    ps_regs_set(rs, PS_REG_FP, pair[0]);
+    ps_regs_set(rs, PS_REG_SP, fp + 16);
+    ps_regs_set(rs, PS_REG_PC, pair[1]);
+    return 1;
+}
+
+#if defined(__x86_64__)
+
+/* ---- DWARF CFI ----------------------------------------------------------- */
+
+#define DW_EH_PE_omit 0xff
+#define DW_EH_PE_absptr 0x00
+#define DW_EH_PE_uleb128 0x01
+#define DW_EH_PE_udata2 0x02
+#define DW_EH_PE_udata4 0x03
+#define DW_EH_PE_udata8 0x04
+#define DW_EH_PE_sleb128 0x09
+#define DW_EH_PE_sdata2 0x0a
+#define DW_EH_PE_sdata4 0x0b
+#define DW_EH_PE_sdata8 0x0c
+#define DW_EH_PE_pcrel 0x10
+#define DW_EH_PE_datarel 0x30
+#define DW_EH_PE_indirect 0x80
+
+#define PS_CFI_MAX 4096   /* bytes of one CIE or FDE we copy */
+#define PS_CFI_STATES 8   /* remember_state depth */
+
+enum rule { R_SAME = 0, R_UNDEF, R_OFFSET, R_VAL_OFFSET, R_REG, R_UNKNOWN };
+
+struct cfi_row {
+    int cfa_reg;
+    int64_t cfa_off;
+    int cfa_unknown;        /* def_cfa_expression */
+    uint8_t rule[PS_REG_N];
+    int64_t arg[PS_REG_N];
+};
+
+/* A cursor over one copied record; a read past its end sets bad. */
+struct cur {
+    const uint8_t *p, *end;
+    uintptr_t addr_of_start; /* where buf[0] lives in the target, for pcrel */
+    const uint8_t *start;
+    int bad;
+};
+
+static uint64_t rd_u(struct cur *c, size_t n)
+{
+    uint64_t v = 0;
+    if ((size_t)(c->end - c->p) < n) {
+        c->bad = 1;
+        c->p = c->end;
+        return 0;
+    }
+    memcpy(&v, c->p, n);   /* little-endian */
+    c->p += n;
+    return v;
+}
+
+static uint64_t rd_uleb(struct cur *c)
+{
+    uint64_t v = 0;
+    unsigned shift = 0;
+    while (c->p < c->end) {
+        uint8_t b = *c->p++;
+        if (shift < 64)
+            v |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+        if (!(b & 0x80))
+            return v;
+    }
+    c->bad = 1;
+    return 0;
+}
+
+static int64_t rd_sleb(struct cur *c)
+{
+    int64_t v = 0;
+    unsigned shift = 0;
+    uint8_t b = 0x80;
+    while (c->p < c->end) {
+        b = *c->p++;
+        if (shift < 64)
+            v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
+        shift += 7;
+        if (!(b & 0x80))
+            break;
+    }
+    if (b & 0x80) {
+        c->bad = 1;
+        return 0;
+    }
+    if (shift < 64 && (b & 0x40))
+        v |= -(int64_t)((uint64_t)1 << shift);
+    return v;
+}
+
+/* A pointer in encoding enc; datarel is relative to data_base. */
+static uint64_t rd_enc(struct cur *c, uint8_t enc, uintptr_t data_base)
+{
+    if (enc == DW_EH_PE_omit)
+        return 0;
+    uintptr_t here = c->addr_of_start + (uintptr_t)(c->p - c->start);
+    uint64_t v;
+    switch (enc & 0x0f) {
+    case DW_EH_PE_absptr: v = rd_u(c, 8); break;
+    case DW_EH_PE_uleb128: v = rd_uleb(c); break;
+    case DW_EH_PE_udata2: v = rd_u(c, 2); break;
+    case DW_EH_PE_udata4: v = rd_u(c, 4); break;
+    case DW_EH_PE_udata8: v = rd_u(c, 8); break;
+    case DW_EH_PE_sleb128: v = (uint64_t)rd_sleb(c); break;
+    case DW_EH_PE_sdata2: v = (uint64_t)(int64_t)(int16_t)rd_u(c, 2); break;
+    case DW_EH_PE_sdata4: v = (uint64_t)(int64_t)(int32_t)rd_u(c, 4); break;
+    case DW_EH_PE_sdata8: v = rd_u(c, 8); break;
+    default: c->bad = 1; return 0;
+    }
+    switch (enc & 0x70) {
+    case 0: break;
+    case DW_EH_PE_pcrel: v += here; break;
+    case DW_EH_PE_datarel: v += data_base; break;
+    default: c->bad = 1; return 0;   /* textrel, funcrel: not emitted for x86-64 */
+    }
+    if (enc & DW_EH_PE_indirect)
+        c->bad = 1;   /* only in personality pointers, which we skip over */
+    return v;
+}
+
+/* Copies the CIE or FDE record at addr (length word included) into buf. */
+static int read_record(uintptr_t addr, uint8_t *buf, size_t *len)
+{
+    uint32_t l32;
+    if (ps_read(&l32, addr, 4) != 0 || l32 == 0 || l32 == 0xffffffffu)
+        return -1;   /* a terminator, or 64-bit DWARF (not emitted for .eh_frame) */
+    if ((size_t)l32 + 4 > PS_CFI_MAX || ps_read(buf, addr, (size_t)l32 + 4) != 0)
+        return -1;
+    *len = (size_t)l32 + 4;
+    return 0;
+}
+
+/*
+ * Finds the FDE covering pc through the binary search table of the
+ * .eh_frame_hdr at hdr.  Only the table encoding every toolchain emits
+ * (datarel|sdata4 pairs, sorted) is read.  Returns the FDE's address.
+ */
+static uintptr_t find_fde(uintptr_t hdr, uintptr_t pc)
+{
+    uint8_t h[4];
+    if (ps_read(h, hdr, 4) != 0 || h[0] != 1 || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
+        return 0;
+    uint8_t rest[16];
+    if (ps_read(rest, hdr + 4, sizeof rest) != 0)
+        return 0;
+    struct cur c = { rest, rest + sizeof rest, hdr + 4, rest, 0 };
+    (void)rd_enc(&c, h[1], hdr);                /* eh_frame_ptr */
+    uint64_t count = rd_enc(&c, h[2], hdr);
+    if (c.bad || count == 0 || count > (1u << 24))
+        return 0;
+    uintptr_t table = hdr + 4 + (uintptr_t)(c.p - c.start);
+    /* Last entry whose initial location is <= pc. */
+    uint64_t lo = 0, hi = count;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int32_t loc;
+        if (ps_read(&loc, table + mid * 8, 4) != 0)
+            return 0;
+        if ((uintptr_t)((intptr_t)hdr + loc) <= pc)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    int32_t e[2];
+    if (ps_read(e, table + lo * 8, 8) != 0 || (uintptr_t)((intptr_t)hdr + e[0]) > pc)
+        return 0;
+    return (uintptr_t)((intptr_t)hdr + e[1]);
+}
+
+struct cie {
+    uint64_t code_align;
+    int64_t data_align;
+    int ra_reg;
+    uint8_t fde_enc;
+    int has_aug_data;
+    int signal_frame;
+    const uint8_t *insns, *insns_end;
+};
+
+static int parse_cie(const uint8_t *buf, size_t len, uintptr_t addr, struct cie *ci)
+{
+    struct cur c = { buf + 8, buf + len, addr, buf, 0 };   /* past length and id */
+    memset(ci, 0, sizeof *ci);
+    ci->fde_enc = DW_EH_PE_absptr;
+    uint8_t version = (uint8_t)rd_u(&c, 1);
+    if (version != 1 && version != 3)
+        return -1;
+    const char *aug = (const char *)c.p;
+    const uint8_t *nul = memchr(c.p, 0, (size_t)(c.end - c.p));
+    if (nul == NULL)
+        return -1;
+    c.p = nul + 1;
+    if (aug[0] != '\0' && aug[0] != 'z')
+        return -1;   /* "eh" and other ancient forms */
+    ci->code_align = rd_uleb(&c);
+    ci->data_align = rd_sleb(&c);
+    ci->ra_reg = version == 1 ? (int)rd_u(&c, 1) : (int)rd_uleb(&c);
+    if (aug[0] == 'z') {
+        uint64_t alen = rd_uleb(&c);
+        const uint8_t *aend = c.p + alen;
+        if (c.bad || alen > (uint64_t)(c.end - c.p))
+            return -1;
+        ci->has_aug_data = 1;
+        for (const char *a = aug + 1; *a; a++) {
+            if (*a == 'R') {
+                ci->fde_enc = (uint8_t)rd_u(&c, 1);
+            } else if (*a == 'L') {
+                (void)rd_u(&c, 1);
+            } else if (*a == 'P') {
+                uint8_t penc = (uint8_t)rd_u(&c, 1);
+                struct cur pc = c;
+                (void)rd_enc(&pc, (uint8_t)(penc & ~DW_EH_PE_indirect), 0);
+                c.p = pc.p;
+            } else if (*a == 'S') {
+                ci->signal_frame = 1;
+            } else if (*a == 'B') {
+                /* aarch64 pointer-authentication key: no data */
+            } else {
+                break;   /* unknown letter: the length lets us skip the rest */
+            }
+        }
+        c.p = aend;
+    }
+    if (c.bad || ci->ra_reg != PS_REG_PC || ci->code_align == 0)
+        return -1;
+    ci->insns = c.p;
+    ci->insns_end = c.end;
+    return 0;
+}
+
+/* Runs CFA instructions [p, end) while the location is <= target. */
+static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, uintptr_t loc,
+                   uintptr_t target, struct cfi_row *row, const struct cfi_row *initial,
+                   uintptr_t rec_addr, const uint8_t *rec_start)
+{
+    struct cfi_row stack[PS_CFI_STATES];
+    int depth = 0;
+    struct cur c = { p, end, rec_addr, rec_start, 0 };
+
+#define REG_OK(r) ((uint64_t)(r) < (uint64_t)PS_REG_N)
+    while (c.p < c.end && !c.bad) {
+        uint8_t op = *c.p++;
+        uint8_t hi = op & 0xc0, lo = op & 0x3f;
+        uint64_t reg, delta;
+        if (hi == 0x40) {               /* advance_loc */
+            loc += lo * ci->code_align;
+            if (loc > target)
+                return 0;
+            continue;
+        }
+        if (hi == 0x80) {               /* offset */
+            int64_t off = (int64_t)rd_uleb(&c) * ci->data_align;
+            if (REG_OK(lo)) {
+                row->rule[lo] = R_OFFSET;
+                row->arg[lo] = off;
+            }
+            continue;
+        }
+        if (hi == 0xc0) {               /* restore */
+            if (REG_OK(lo)) {
+                row->rule[lo] = initial ? initial->rule[lo] : R_SAME;
+                row->arg[lo] = initial ? initial->arg[lo] : 0;
+            }
+            continue;
+        }
+        switch (op) {
+        case 0x00:                      /* nop */
+            break;
+        case 0x01:                      /* set_loc */
+            loc = (uintptr_t)rd_enc(&c, ci->fde_enc, 0);
+            if (loc > target)
+                return 0;
+            break;
+        case 0x02: delta = rd_u(&c, 1); goto advance;
+        case 0x03: delta = rd_u(&c, 2); goto advance;
+        case 0x04: delta = rd_u(&c, 4);
+        advance:
+            loc += delta * ci->code_align;
+            if (loc > target)
+                return 0;
+            break;
+        case 0x05:                      /* offset_extended */
+            reg = rd_uleb(&c);
+            delta = rd_uleb(&c);
+            if (REG_OK(reg)) {
+                row->rule[reg] = R_OFFSET;
+                row->arg[reg] = (int64_t)delta * ci->data_align;
+            }
+            break;
+        case 0x06:                      /* restore_extended */
+            reg = rd_uleb(&c);
+            if (REG_OK(reg)) {
+                row->rule[reg] = initial ? initial->rule[reg] : R_SAME;
+                row->arg[reg] = initial ? initial->arg[reg] : 0;
+            }
+            break;
+        case 0x07:                      /* undefined */
+            reg = rd_uleb(&c);
+            if (REG_OK(reg))
+                row->rule[reg] = R_UNDEF;
+            break;
+        case 0x08:                      /* same_value */
+            reg = rd_uleb(&c);
+            if (REG_OK(reg))
+                row->rule[reg] = R_SAME;
+            break;
+        case 0x09: {                    /* register */
+            reg = rd_uleb(&c);
+            uint64_t r2 = rd_uleb(&c);
+            if (REG_OK(reg)) {
+                row->rule[reg] = REG_OK(r2) ? R_REG : R_UNKNOWN;
+                row->arg[reg] = (int64_t)r2;
+            }
+            break;
+        }
+        case 0x0a:                      /* remember_state */
+            if (depth == PS_CFI_STATES)
+                return -1;
+            stack[depth++] = *row;
+            break;
+        case 0x0b:                      /* restore_state: keeps the CFA? no: all */
+            if (depth == 0)
+                return -1;
+            *row = stack[--depth];
+            break;
+        case 0x0c:                      /* def_cfa */
+            row->cfa_reg = (int)rd_uleb(&c);
+            row->cfa_off = (int64_t)rd_uleb(&c);
+            row->cfa_unknown = 0;
+            break;
+        case 0x0d:                      /* def_cfa_register */
+            row->cfa_reg = (int)rd_uleb(&c);
+            row->cfa_unknown = 0;
+            break;
+        case 0x0e:                      /* def_cfa_offset */
+            row->cfa_off = (int64_t)rd_uleb(&c);
+            break;
+        case 0x0f: {                    /* def_cfa_expression */
+            uint64_t n = rd_uleb(&c);
+            if (n > (uint64_t)(c.end - c.p))
+                return -1;
+            c.p += n;
+            row->cfa_unknown = 1;
+            break;
+        }
+        case 0x10:                      /* expression */
+        case 0x16: {                    /* val_expression */
+            reg = rd_uleb(&c);
+            uint64_t n = rd_uleb(&c);
+            if (n > (uint64_t)(c.end - c.p))
+                return -1;
+            c.p += n;
+            if (REG_OK(reg))
+                row->rule[reg] = R_UNKNOWN;
+            break;
+        }
+        case 0x11:                      /* offset_extended_sf */
+            reg = rd_uleb(&c);
+            {
+                int64_t off = rd_sleb(&c) * ci->data_align;
+                if (REG_OK(reg)) {
+                    row->rule[reg] = R_OFFSET;
+                    row->arg[reg] = off;
+                }
+            }
+            break;
+        case 0x12:                      /* def_cfa_sf */
+            row->cfa_reg = (int)rd_uleb(&c);
+            row->cfa_off = rd_sleb(&c) * ci->data_align;
+            row->cfa_unknown = 0;
+            break;
+        case 0x13:                      /* def_cfa_offset_sf */
+            row->cfa_off = rd_sleb(&c) * ci->data_align;
+            break;
+        case 0x14:                      /* val_offset */
+            reg = rd_uleb(&c);
+            delta = rd_uleb(&c);
+            if (REG_OK(reg)) {
+                row->rule[reg] = R_VAL_OFFSET;
+                row->arg[reg] = (int64_t)delta * ci->data_align;
+            }
+            break;
+        case 0x15:                      /* val_offset_sf */
+            reg = rd_uleb(&c);
+            {
+                int64_t off = rd_sleb(&c) * ci->data_align;
+                if (REG_OK(reg)) {
+                    row->rule[reg] = R_VAL_OFFSET;
+                    row->arg[reg] = off;
+                }
+            }
+            break;
+        case 0x2e:                      /* GNU_args_size */
+            (void)rd_uleb(&c);
+            break;
+        case 0x2f:                      /* GNU_negative_offset_extended */
+            reg = rd_uleb(&c);
+            delta = rd_uleb(&c);
+            if (REG_OK(reg)) {
+                row->rule[reg] = R_OFFSET;
+                row->arg[reg] = -(int64_t)delta * ci->data_align;
+            }
+            break;
+        default:
+            return -1;                  /* an opcode we do not know: stop */
+        }
+    }
+#undef REG_OK
+    return c.bad ? -1 : 0;
+}
+
+/*
+ * The CFI row for pc (lookup: pc, or pc - 1 for a return address, which
+ * may lie just past a call at the very end of a function).  Returns 0,
+ * -1 if there is no usable CFI (fall back to frame pointers), -2 if there
+ * is CFI we do not follow (stop).
+ */
+static int cfi_row_for(uintptr_t hdr, uintptr_t lookup, struct cfi_row *row, int *signal_frame)
+{
+    uint8_t fde[PS_CFI_MAX], cie_buf[PS_CFI_MAX];
+    size_t flen, clen;
+    uintptr_t fde_addr = find_fde(hdr, lookup);
+    if (fde_addr == 0 || read_record(fde_addr, fde, &flen) != 0)
+        return -1;
+    uint32_t cie_off;
+    memcpy(&cie_off, fde + 4, 4);
+    if (cie_off == 0)
+        return -1;   /* it is a CIE: the table pointed at the wrong record */
+    uintptr_t cie_addr = fde_addr + 4 - cie_off;
+    struct cie ci;
+    if (read_record(cie_addr, cie_buf, &clen) != 0 || parse_cie(cie_buf, clen, cie_addr, &ci) != 0)
+        return -2;
+    struct cur c = { fde + 8, fde + flen, fde_addr, fde, 0 };
+    uintptr_t start = (uintptr_t)rd_enc(&c, ci.fde_enc, 0);
+    uintptr_t range = (uintptr_t)rd_enc(&c, (uint8_t)(ci.fde_enc & 0x0f), 0);
+    if (ci.has_aug_data) {
+        uint64_t alen = rd_uleb(&c);
+        if (alen > (uint64_t)(c.end - c.p))
+            return -2;
+        c.p += alen;
+    }
+    if (c.bad || lookup < start || lookup - start >= range)
+        return -1;   /* a gap between FDEs: no CFI for this pc */
+
+    memset(row, 0, sizeof *row);   /* every rule R_SAME */
+    row->cfa_reg = -1;
+    if (run_cfi(&ci, ci.insns, ci.insns_end, 0, UINTPTR_MAX, row, NULL, cie_addr, cie_buf) != 0)
+        return -2;
+    struct cfi_row initial = *row;
+    if (run_cfi(&ci, c.p, c.end, start, lookup, row, &initial, fde_addr, fde) != 0)
+        return -2;
+    if (row->cfa_unknown || row->cfa_reg < 0 || row->cfa_reg >= PS_REG_N)
+        return -2;
+    *signal_frame = ci.signal_frame;
+    return 0;
+}
+
+/* One CFI step.  1 on success, 0 at the root, -1 to stop (truncated), -3
+ * when there is no CFI for pc (the caller tries frame pointers). */
+static int cfi_step(struct ps_regs *rs, int first)
+{
+    uintptr_t pc = rs->r[PS_REG_PC];
+    const struct ps_obj *o = ps_objs_find(first ? pc : pc - 1);
+    if (o == NULL)
+        return -1;
+    uintptr_t hdr = ps_obj_eh_frame_hdr(o);
+    if (hdr == 0)
+        return -3;
+    struct cfi_row row;
+    int sigframe = 0;
+    int rc = cfi_row_for(hdr, first ? pc : pc - 1, &row, &sigframe);
+    if (rc == -1)
+        return -3;
+    if (rc != 0 || sigframe)
+        return -1;
+    if (!ps_regs_has(rs, row.cfa_reg))
+        return -1;
+    uint64_t cfa = rs->r[row.cfa_reg] + (uint64_t)row.cfa_off;
+    struct ps_regs next = { .valid = 0 };
+    for (int i = 0; i < PS_REG_N; i++) {
+        switch (row.rule[i]) {
+        case R_SAME:
+            if (ps_regs_has(rs, i))
+                ps_regs_set(&next, i, rs->r[i]);
+            break;
+        case R_OFFSET: {
+            uint64_t v;
+            if (ps_read(&v, (uintptr_t)(cfa + (uint64_t)row.arg[i]), 8) != 0)
+                return -1;
+            ps_regs_set(&next, i, v);
+            break;
+        }
+        case R_VAL_OFFSET:
+            ps_regs_set(&next, i, cfa + (uint64_t)row.arg[i]);
+            break;
+        case R_REG:
+            if (ps_regs_has(rs, (int)row.arg[i]))
+                ps_regs_set(&next, i, rs->r[row.arg[i]]);
+            break;
+        case R_UNDEF:
+        case R_UNKNOWN:
+        default:
+            break;
+        }
+    }
+    if (row.rule[PS_REG_PC] == R_UNDEF)
+        return 0;   /* the outermost frame */
+    if (!ps_regs_has(&next, PS_REG_PC))
+        return -1;
+    if (next.r[PS_REG_PC] == 0)
+        return 0;
+    ps_regs_set(&next, PS_REG_SP, cfa);
+    if (cfa <= rs->r[PS_REG_SP] || cfa - rs->r[PS_REG_SP] > PS_MAX_FRAME)
+        return -1;
+    *rs = next;
+    return 1;
+}
+
+#endif /* __x86_64__ */
+
+int ps_unwind(const struct ps_regs *regs, uintptr_t *pcs, int max, int *truncated)
+{
+    struct ps_regs rs = *regs;
+    int n = 0;
+    *truncated = 0;
+    if (!ps_regs_has(&rs, PS_REG_PC) || !ps_regs_has(&rs, PS_REG_SP)) {
+        *truncated = 1;
+        return 0;
+    }
+    for (;;) {
+        if (n >= max) {
+            *truncated = 1;
+            return n;
+        }
+        pcs[n++] = (uintptr_t)rs.r[PS_REG_PC];
+        uint64_t old_sp = rs.r[PS_REG_SP];
+        int rc;
+#if defined(__x86_64__)
+        rc = cfi_step(&rs, n == 1);
+        if (rc == -3)
+            rc = fp_step(&rs);
+#else
+        rc = fp_step(&rs);
+#endif
+        if (rc == 0)
+            return n;
+        if (rc < 0) {
+            *truncated = 1;
+            return n;
+        }
+        /* A return address outside every object's code, or a stack that
+         * did not move up: not a frame. */
+        if (rs.r[PS_REG_SP] <= old_sp || ps_objs_find((uintptr_t)rs.r[PS_REG_PC] - 1) == NULL) {
+            *truncated = 1;
+            return n;
+        }
+    }
+}

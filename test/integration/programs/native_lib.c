@@ -1,0 +1,150 @@
+/*
+ * native_lib.c - a C library for the native-stack tests (test_native.py),
+ * loaded with ctypes.  Built twice by test/meson.build: with frame
+ * pointers and without (-fomit-frame-pointer), so the unwinder is tested
+ * on both kinds of code.
+ *
+ *   c_outer -> c_middle -> c_leaf      spin for a given time
+ *   c_call_back(cb, n)                 C calling back into Python
+ *   c_loop_*(seconds, each_ms, &eintr) a blocking call in a loop that does
+ *                                      not retry on EINTR: counts them
+ *
+ * The chain's functions are noinline and do work after each call, so that
+ * no optimisation turns a call into a jump and hides a frame.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <semaphore.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+volatile uint64_t native_lib_sink;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+NOINLINE uint64_t c_leaf(double seconds)
+{
+    double end = now_s() + seconds;
+    uint64_t x = 0;
+    while (now_s() < end)
+        for (int i = 0; i < 20000; i++)
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+    native_lib_sink += x;
+    return x;
+}
+
+NOINLINE uint64_t c_middle(double seconds)
+{
+    uint64_t r = c_leaf(seconds);
+    native_lib_sink += r;
+    return r + 1;
+}
+
+NOINLINE uint64_t c_outer(double seconds)
+{
+    uint64_t r = c_middle(seconds);
+    native_lib_sink += r;
+    return r + 1;
+}
+
+typedef int (*callback)(int);
+
+NOINLINE int c_call_back(callback cb, int n)
+{
+    int r = cb(n);
+    native_lib_sink += (uint64_t)r;
+    return r + 1;
+}
+
+/* ---- blocking calls that report EINTR instead of retrying ---------------- */
+
+static struct timespec ms_ts(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    return ts;
+}
+
+#define LOOP(...)                                               \
+    double end = now_s() + seconds;                             \
+    long calls = 0;                                             \
+    while (now_s() < end) {                                     \
+        int rc;                                                 \
+        __VA_ARGS__;                                                 \
+        calls++;                                                \
+        if (rc < 0 && errno == EINTR)                           \
+            (*eintr)++;                                         \
+    }                                                           \
+    return calls;
+
+NOINLINE long c_loop_select(double seconds, int each_ms, int *eintr)
+{
+    LOOP({
+        struct timeval tv = { 0, each_ms * 1000 };
+        rc = select(0, NULL, NULL, NULL, &tv);
+    })
+}
+
+NOINLINE long c_loop_poll(double seconds, int each_ms, int *eintr)
+{
+    LOOP({ rc = poll(NULL, 0, each_ms); })
+}
+
+NOINLINE long c_loop_epoll(double seconds, int each_ms, int *eintr)
+{
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev;
+    LOOP({ rc = epoll_wait(ep, &ev, 1, each_ms); })
+}
+
+NOINLINE long c_loop_nanosleep(double seconds, int each_ms, int *eintr)
+{
+    LOOP({
+        struct timespec ts = ms_ts(each_ms);
+        rc = nanosleep(&ts, NULL);
+    })
+}
+
+NOINLINE long c_loop_sem(double seconds, int each_ms, int *eintr)
+{
+    sem_t sem;
+    sem_init(&sem, 0, 0);
+    LOOP({
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += each_ms * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        rc = sem_timedwait(&sem, &ts);
+    })
+}
+
+NOINLINE long c_loop_futex(double seconds, int each_ms, int *eintr)
+{
+    static int word;
+    LOOP({
+        struct timespec ts = ms_ts(each_ms);
+        rc = (int)syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+    })
+}
+
+/* read() on a pipe that a writer feeds every few milliseconds. */
+NOINLINE long c_loop_read(double seconds, int fd, int *eintr)
+{
+    char b;
+    LOOP({ rc = (int)read(fd, &b, 1); })
+}
