@@ -91,7 +91,9 @@ int ps_native_sigaction(int sig, const struct sigaction *act, struct sigaction *
 void ps_native_after_fork(void);
 
 struct ps_native_counts {
-    uint64_t blocked, held, failed, lost;   /* captures by outcome */
+    uint64_t blocked, held, failed;   /* captures by outcome */
+    uint64_t lost;          /* the signal was not answered in time */
+    uint64_t gone;          /* the handler stopped waiting before we looked */
     uint64_t restarted;     /* system calls our signal interrupted, restarted */
     uint64_t eintr_left;    /* ... that could not be restarted (docs/native.md) */
 };

@@ -605,9 +605,9 @@ static void write_stats(void)
         ps_native_counts(&nc);
         int m = snprintf(buf + n, sizeof buf - (size_t)n,
                          "native_blocked %llu\nnative_held %llu\nnative_failed %llu\n"
-                         "native_lost %llu\nnative_restarted %llu\nnative_eintr_left %llu\n",
+                         "native_lost %llu\nnative_gone %llu\nnative_restarted %llu\nnative_eintr_left %llu\n",
                          (unsigned long long)nc.blocked, (unsigned long long)nc.held,
-                         (unsigned long long)nc.failed, (unsigned long long)nc.lost,
+                         (unsigned long long)nc.failed, (unsigned long long)nc.lost, (unsigned long long)nc.gone,
                          (unsigned long long)nc.restarted, (unsigned long long)nc.eintr_left);
         if (m > 0 && (size_t)m < sizeof buf - (size_t)n)
             n += m;

@@ -24,7 +24,7 @@
  *             that is not moving.  The sampler waits for the handler at
  *             most PS_SENT_NS; a thread that does not answer (it blocks the
  *             signal, or is not scheduled) is sampled without native frames
- *             and not signalled again for a second.
+ *             and, after three misses in a row, not signalled for 250 ms.
  *
  * Why SIGURG: its default action is to ignore it, so a request still in
  * flight when our handler is gone (exec, a program that replaced it behind
@@ -74,8 +74,8 @@
 #include "../platform.h"
 
 #define PS_NATIVE_SIG SIGURG
-#define PS_SENT_NS 5000000ull     /* how long the sampler waits for the handler */
-#define PS_HOLD_NS 1000000ull     /* how long the handler waits for the sampler */
+#define PS_SENT_NS 10000000ull    /* how long the sampler waits for the handler */
+#define PS_HOLD_NS 5000000ull     /* how long the handler waits for the sampler */
 #define PS_COOKIE 0x5a000000u
 #define PS_QUIET 16               /* threads not signalled again for a while */
 
@@ -93,13 +93,13 @@ static struct {
     long cur_tid;
     char blocked_line[256];
 
-    struct { long tid; uint64_t until; } quiet[PS_QUIET];
+    struct { long tid; int misses; uint64_t until; } quiet[PS_QUIET];
 
     /* the program's view of SIGURG */
     struct sigaction view[2];
     _Atomic int view_idx;
 
-    _Atomic uint64_t n_blocked, n_held, n_failed, n_lost, n_restarted, n_eintr_left;
+    _Atomic uint64_t n_blocked, n_held, n_failed, n_lost, n_gone, n_restarted, n_eintr_left;
 } N;
 
 /* ---- the handler ----------------------------------------------------------- */
@@ -298,10 +298,12 @@ static void on_sig(int sig, siginfo_t *si, void *ucv)
     if (!program_handles)
         fix_eintr(uc);   /* without us, this signal would not have run a handler */
     if (ours) {
-        uint32_t seq = (uint32_t)si->si_value.sival_int & 0x00ffffffu;
+        /* Any of our signals serves the request pending for this thread:
+         * one sent for an earlier request that timed out may still have
+         * been pending when the current one was sent, and SIGURG does not
+         * queue, so that earlier one is all this thread will get. */
         uint32_t sent = ST_SENT;
-        if (seq == (atomic_load(&N.seq) & 0x00ffffffu) &&
-            atomic_load(&N.tid) == (long)syscall(SYS_gettid) &&
+        if (atomic_load(&N.tid) == (long)syscall(SYS_gettid) &&
             atomic_compare_exchange_strong(&N.state, &sent, ST_COPYING)) {
             copy_regs(uc, &N.regs);
             atomic_store(&N.state, ST_HELD);
@@ -393,14 +395,37 @@ static int quiet(long tid, uint64_t now)
     return 0;
 }
 
-static void make_quiet(long tid, uint64_t now)
+/* A thread that did not answer: one that blocks the signal never will
+ * (and one pending signal is all it can have: SIGURG does not queue), so
+ * after PS_MISSES misses in a row it is left alone for 250 ms.  A
+ * thread that was merely not scheduled in time answers the next one. */
+#define PS_MISSES 3
+static void missed(long tid, uint64_t now)
 {
-    int slot = 0;
-    for (int i = 0; i < PS_QUIET; i++)
-        if (N.quiet[i].until < N.quiet[slot].until)
+    int slot = -1, oldest = 0;
+    for (int i = 0; i < PS_QUIET; i++) {
+        if (N.quiet[i].tid == tid)
             slot = i;
-    N.quiet[slot].tid = tid;
-    N.quiet[slot].until = now + 1000000000ull;
+        if (N.quiet[i].until < N.quiet[oldest].until)
+            oldest = i;
+    }
+    if (slot < 0) {
+        slot = oldest;
+        N.quiet[slot].tid = tid;
+        N.quiet[slot].misses = 0;
+        N.quiet[slot].until = 0;
+    }
+    if (++N.quiet[slot].misses >= PS_MISSES) {
+        N.quiet[slot].misses = 0;
+        N.quiet[slot].until = now + 250000000ull;
+    }
+}
+
+static void answered(long tid)
+{
+    for (int i = 0; i < PS_QUIET; i++)
+        if (N.quiet[i].tid == tid)
+            N.quiet[i].misses = 0;
 }
 
 static int capture_blocked(long tid, const char *line, struct ps_regs *regs)
@@ -472,23 +497,30 @@ int ps_native_capture(long tid, struct ps_regs *regs)
         if (st == ST_HELD)
             break;
         uint64_t t = ps_now_ns();
-        if (st == ST_SENT && t >= deadline) {
+        if (st == ST_COPYING) {
+            sched_yield();   /* the handler is between two stores */
+            continue;
+        }
+        if (st != ST_SENT) {
+            /* ST_GONE: the handler ran and gave up waiting before we saw
+             * it (this thread was descheduled that long). */
+            atomic_fetch_add(&N.n_gone, 1);
+            return PS_CAPTURE_FAILED;
+        }
+        if (t >= deadline) {
             uint32_t s = ST_SENT;
             if (atomic_compare_exchange_strong(&N.state, &s, ST_IDLE)) {
-                make_quiet(tid, t);
+                missed(tid, t);
                 atomic_fetch_add(&N.n_lost, 1);
                 return PS_CAPTURE_FAILED;
             }
             continue;   /* the handler took it just now */
         }
-        if (st == ST_COPYING) {
-            sched_yield();
-            continue;
-        }
-        uint64_t left = deadline > t ? deadline - t : 1000;
+        uint64_t left = deadline - t;
         struct timespec ts = { (time_t)(left / 1000000000ull), (long)(left % 1000000000ull) };
-        futex(&N.state, FUTEX_WAIT_PRIVATE, st, &ts);
+        futex(&N.state, FUTEX_WAIT_PRIVATE, ST_SENT, &ts);
     }
+    answered(tid);
     *regs = N.regs;
     N.cur_tid = tid;
     N.how = PS_CAPTURE_HELD;
@@ -525,6 +557,7 @@ void ps_native_after_fork(void)
     atomic_store(&N.n_held, 0);
     atomic_store(&N.n_failed, 0);
     atomic_store(&N.n_lost, 0);
+    atomic_store(&N.n_gone, 0);
     atomic_store(&N.n_restarted, 0);
     atomic_store(&N.n_eintr_left, 0);
 }
@@ -535,6 +568,7 @@ void ps_native_counts(struct ps_native_counts *c)
     c->held = atomic_load(&N.n_held);
     c->failed = atomic_load(&N.n_failed);
     c->lost = atomic_load(&N.n_lost);
+    c->gone = atomic_load(&N.n_gone);
     c->restarted = atomic_load(&N.n_restarted);
     c->eintr_left = atomic_load(&N.n_eintr_left);
 }

@@ -1,0 +1,81 @@
+"""Threads that sit in one blocking call each for long stretches (from C,
+native_lib.c, which counts EINTR instead of retrying), a thread waiting on
+a threading.Lock, and two threads contending for the GIL; for the
+native-stack tests.  Prints "<name> <calls> <eintr>" per C loop.
+Argument: the library."""
+import ctypes
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sampled  # noqa: E402
+
+lib = ctypes.CDLL(sys.argv[1])
+LOOPS = ["select", "poll", "epoll", "nanosleep", "sem", "futex"]
+results = {}
+EACH_MS = 400
+
+
+def run_loop(name, secs):
+    fn = getattr(lib, "c_loop_" + name)
+    fn.restype = ctypes.c_long
+    fn.argtypes = [ctypes.c_double, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+    eintr = ctypes.c_int(0)
+    results[name] = (fn(secs, EACH_MS, ctypes.byref(eintr)), eintr.value)
+
+
+def reader(fd, secs):
+    fn = lib.c_loop_read
+    fn.restype = ctypes.c_long
+    fn.argtypes = [ctypes.c_double, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+    eintr = ctypes.c_int(0)
+    results["read"] = (fn(secs, fd, ctypes.byref(eintr)), eintr.value)
+
+
+def lock_waiter(lock, stop):
+    while not stop.is_set():
+        lock.acquire(timeout=0.5)  # @lock-wait
+
+
+def gil_spinner(stop):
+    x = 0
+    while not stop.is_set():
+        x += 1  # @gil-spin
+
+
+def main():
+    secs = 1.5
+    until = sampled.Until(secs, 300)
+    stop = threading.Event()
+    lock = threading.Lock()
+    lock.acquire()
+    rfd, wfd = os.pipe()
+    threads = [threading.Thread(target=run_loop, args=(n, secs), name="loop-" + n)
+               for n in LOOPS]
+    threads.append(threading.Thread(target=reader, args=(rfd, secs), name="loop-read"))
+    others = [threading.Thread(target=lock_waiter, args=(lock, stop), name="lock-waiter")]
+    others += [threading.Thread(target=gil_spinner, args=(stop,), name="gil-%d" % i)
+               for i in range(2)]
+    for t in threads + others:
+        t.start()
+    # The reader gets a byte every half second; the loops end after secs.
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        time.sleep(0.5)
+        os.write(wfd, b"x")
+    os.write(wfd, b"x" * 64)
+    for t in threads:
+        t.join()
+    while until.more():
+        time.sleep(0.05)
+    stop.set()
+    for t in others:
+        t.join()
+    for name in LOOPS + ["read"]:
+        calls, eintr = results[name]
+        print(name, calls, eintr)
+
+
+main()

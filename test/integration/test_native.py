@@ -1,0 +1,243 @@
+"""Issue 15: mixed native and Python stacks (PYSAMPLE_NATIVE, docs/native.md).
+
+Every test runs under each interpreter, against a C library built twice by
+the test suite (test/meson.build): with frame pointers and without.  The
+machine may be loaded: assertions are made on samples only once a program
+has been sampled often enough (programs/sampled.py), and on proportions of
+the samples that have a native part at all (a thread that does not answer
+the signal in time is sampled without one, which says so)."""
+import os
+import sys
+
+from harness import program_lines
+
+LIBS = ("fp", "nofp")
+
+
+def native_lib(ctx, kind):
+    path = os.environ.get("PYSAMPLE_TEST_NATIVE_LIB_" + kind.upper())
+    if not path or not os.path.exists(path):
+        ctx.skip("native test library (%s) not built" % kind)
+    return path
+
+
+def needs_native(ctx):
+    import platform
+    if not sys.platform.startswith("linux") or platform.machine() != "x86_64":
+        ctx.skip("native stacks are x86-64 Linux only so far")
+
+
+
+def run_native(ctx, args, rate="200", extra=None):
+    outdir = ctx.tmpdir()
+    env = {"PYSAMPLE_NATIVE": "1", "PYSAMPLE_RATE": rate,
+           "PYSAMPLE_STATS": os.path.join(outdir, "stats.%p")}
+    env.update(extra or {})
+    res = ctx.run(args, env=env, outdir=outdir)
+    res.files = [f for f in res.files if not f.startswith("stats")]
+    res.stats = stats_of(outdir)
+    return res
+
+
+def stats_of(outdir):
+    out = {}
+    for f in os.listdir(outdir):
+        if f.startswith("stats"):
+            with open(os.path.join(outdir, f)) as fh:
+                for line in fh:
+                    k, _, v = line.partition(" ")
+                    out[k] = v.strip()
+    return out
+
+
+def tail_names(s, n):
+    return [f.name for f in s.frames[-n:]]
+
+
+def native_part(p):
+    """Samples that have a native part (no [native: unavailable])."""
+    return [s for s in p.stacks if not any(f.name == "[native: unavailable]" for f in s.frames)]
+
+
+def check_chain(ctx, kind, scenario, want_py):
+    """want_py: [(name, marker)] of the Python frames that must come, in
+    this order, before c_outer;c_middle;c_leaf."""
+    needs_native(ctx)
+    lib = native_lib(ctx, kind)
+    prog = ctx.program("native_chain.py")
+    res = run_native(ctx, [prog, lib, scenario])
+    ctx.check_clean_run(res)
+    ctx.check(res.stdout == "done\n", "program output changed: %r" % res.stdout)
+    p = res.profile()
+    libname = os.path.basename(lib)
+    lines = [(n, program_lines(prog, m)) for n, m in want_py]
+
+    def good(s):
+        if tail_names(s, 3) != ["c_outer", "c_middle", "c_leaf"]:
+            return False
+        if any(f.file != libname for f in s.frames[-3:]):
+            return False
+        # The wanted Python frames, in order, each with its line; no Python
+        # frame of the program after the last of them.
+        pos = 0
+        for f in s.frames:
+            if pos < len(lines) and f.name == lines[pos][0] and f.file == prog \
+                    and f.line == lines[pos][1]:
+                pos += 1
+            elif pos == len(lines) and f.file == prog:
+                return False
+        return pos == len(lines)
+    in_leaf = [s for s in native_part(p) if any(f.name == "c_leaf" for f in s.frames)
+               or any(f.name == lines[-1][0] and f.file == prog for f in s.frames)]
+    total = sum(s.count for s in in_leaf)
+    hits = sum(s.count for s in in_leaf if good(s))
+    ctx.check(hits >= 20 and hits >= 0.8 * total,
+              "%s/%s: %d of %d samples read ...;%s;c_outer;c_middle;c_leaf"
+              % (kind, scenario, hits, total, ";".join("%s (%s:%d)" % (n, prog, l)
+                                                        for n, l in lines)),
+              res.stats, p.dump())
+
+
+def test_chain_with_frame_pointers(ctx):
+    check_chain(ctx, "fp", "chain", [("py_caller", "@call-c-outer")])
+
+
+def test_chain_without_frame_pointers(ctx):
+    check_chain(ctx, "nofp", "chain", [("py_caller", "@call-c-outer")])
+
+
+def test_reentry_keeps_order(ctx):
+    for kind in LIBS:
+        check_chain(ctx, kind, "reentry", [("py_outer", "@outer-calls-back"),
+                                           ("py_inner", "@inner-calls-c")])
+
+
+# Where each loop's thread must be: a frame of these names after c_loop_<x>.
+BLOCKING = {
+    "select": {"select", "__select"},
+    "poll": {"poll", "__poll"},
+    "epoll": {"epoll_wait"},
+    "nanosleep": {"nanosleep", "__nanosleep", "clock_nanosleep", "__clock_nanosleep"},
+    # sem_timedwait jumps to a static function of the C library, which
+    # has no .symtab here: any frame of the C library.
+    "sem": {"sem_timedwait", "sem_clockwait", "@libc"},
+    "futex": set(),  # the system call is made inline: c_loop_futex is the leaf
+    "read": {"read", "__read", "__libc_read"},
+}
+
+
+def test_blocked_threads_show_their_call_and_see_no_eintr(ctx):
+    needs_native(ctx)
+    lib = native_lib(ctx, "nofp")
+    prog = ctx.program("native_blocked.py")
+    res = run_native(ctx, [prog, lib], rate="1000")
+    ctx.check_clean_run(res)
+    counts = {}
+    for line in res.stdout.split("\n"):
+        if line:
+            name, calls, eintr = line.split()
+            counts[name] = (int(calls), int(eintr))
+    ctx.check(set(counts) == set(BLOCKING), "program output: %r" % res.stdout)
+    for name, (calls, eintr) in counts.items():
+        ctx.check(calls > 0 and eintr == 0, "%s: %d calls, %d EINTR" % (name, calls, eintr),
+                  res.stats)
+    p = res.profile()
+    for name, want in BLOCKING.items():
+        fn = "c_loop_" + name
+
+        def shows(s):
+            names = s.names()
+            if fn not in names:
+                return False
+            after = s.frames[names.index(fn) + 1:]
+            if not want:
+                return not after
+            return any(f.name in want or ("@libc" in want and (f.file or f.name).startswith("libc"))
+                       for f in after)
+        with_fn = p.count_where(lambda s: fn in s.names())
+        ctx.check(with_fn >= 10 and p.count_where(shows) >= 0.8 * with_fn,
+                  "%s: %d of %d samples end in one of %s" % (fn, p.count_where(shows), with_fn,
+                                                              sorted(want) or "[leaf]"),
+                  p.dump(40))
+    # The threading.Lock waiter: under the Python acquire() line, the
+    # interpreter's lock wait.
+    line = program_lines(prog, "@lock-wait")
+    waits = [s for s in p.stacks if any(f.name == "lock_waiter" and f.line == line
+                                        for f in s.frames)]
+    ok = sum(s.count for s in waits if any(f.name == "PyThread_acquire_lock_timed"
+                                           for f in s.frames))
+    ctx.check(ok >= 10 and ok >= 0.8 * sum(s.count for s in waits),
+              "lock waiter: %d of %d samples show PyThread_acquire_lock_timed"
+              % (ok, sum(s.count for s in waits)), p.dump(40))
+    # Two spinners contend for the GIL: one of them is often waiting.
+    gil = p.count_where(lambda s: s.thread.endswith("(gil-0)") or s.thread.endswith("(gil-1)"))
+    waiting = p.count_where(lambda s: (s.thread.endswith("(gil-0)") or
+                                       s.thread.endswith("(gil-1)")) and
+                            any(f.name in ("take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread")
+                                for f in s.frames))
+    ctx.check(gil >= 20 and waiting >= 5,
+              "GIL contention: %d of %d samples of the spinners show take_gil" % (waiting, gil),
+              p.dump(40))
+
+
+def test_running_threads_restart_interrupted_calls(ctx):
+    """Threads go from running to blocked every millisecond while the
+    sampler signals the running ones at 1 kHz: a call that starts just as
+    our signal lands must not return EINTR."""
+    needs_native(ctx)
+    lib = native_lib(ctx, "nofp")
+    res = run_native(ctx, [ctx.program("native_eintr.py"), lib, "1.0"], rate="1000")
+    ctx.check_clean_run(res)
+    lines = [l.split() for l in res.stdout.split("\n") if l]
+    ctx.check(len(lines) == 7, "program output: %r" % res.stdout)
+    for name, calls, eintr in lines:
+        ctx.check(int(calls) > 0 and int(eintr) == 0,
+                  "%s: %s calls, %s EINTR" % (name, calls, eintr), res.stats)
+    ctx.check(int(res.stats.get("native_held", "0")) >= 50,
+              "the signal path was hardly used", res.stats)
+    ctx.check(int(res.stats.get("native_eintr_left", "1")) == 0,
+              "calls left with EINTR", res.stats)
+
+
+def test_churn_under_fast_native_sampling(ctx):
+    needs_native(ctx)
+    lib = native_lib(ctx, "nofp")
+    scratch = ctx.tmpdir()
+    for _ in range(ctx.stress):
+        res = run_native(ctx, [ctx.program("native_churn.py"), lib, scratch], rate="5000")
+        ctx.check_clean_run(res)
+        ctx.check(res.stdout == "done\n", "program output changed: %r" % res.stdout)
+        p = res.profile()
+        ctx.check(p.total > 0 and p.with_frame("c_outer") > 0,
+                  "no native frames of the loaded copies", res.stats, p.dump())
+
+
+def test_off_installs_nothing(ctx):
+    """Without PYSAMPLE_NATIVE no signal handler is installed; with it, the
+    program still sees SIGURG at its default."""
+    needs_native(ctx)
+    code = ("import signal\n"
+            "caught = [l for l in open('/proc/self/status') if l.startswith('SigCgt')][0]\n"
+            "print(int(caught.split()[1], 16) >> (signal.SIGURG - 1) & 1, "
+            "signal.getsignal(signal.SIGURG) == signal.SIG_DFL)\n")
+    res = ctx.run(["-c", code])
+    ctx.check_clean_run(res)
+    ctx.check(res.stdout == "0 True\n", "without PYSAMPLE_NATIVE: %r" % res.stdout)
+    res = ctx.run(["-c", code], env={"PYSAMPLE_NATIVE": "1"})
+    ctx.check_clean_run(res)
+    ctx.check(res.stdout == "1 True\n", "with PYSAMPLE_NATIVE=1: %r" % res.stdout)
+
+
+def test_all_shows_interpreter_frames(ctx):
+    needs_native(ctx)
+    lib = native_lib(ctx, "nofp")
+    prog = ctx.program("native_chain.py")
+    res = run_native(ctx, [prog, lib, "chain"], extra={"PYSAMPLE_NATIVE": "all"})
+    ctx.check_clean_run(res)
+    p = res.profile()
+    # With all, the interpreter's start-up (Py_RunMain / Py_BytesMain /
+    # main) sits below the Python frames.
+    ctx.check(p.count_where(lambda s: any(f.name in ("Py_RunMain", "Py_BytesMain", "main")
+                                          for f in s.frames) and
+                            any(f.name == "c_leaf" for f in s.frames)) >= 10,
+              "PYSAMPLE_NATIVE=all: no start-up frames", p.dump())
