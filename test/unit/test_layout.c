@@ -181,6 +181,7 @@ static const uint32_t wants[PS_F_COUNT][NWANT] = {
     WANT(PS_F_TS_CFRAME, NO, NO, NO, NO),
     WANT(PS_F_CF_CURRENT_FRAME, NO, NO, NO, NO),
     WANT(PS_F_FR_TLBC_INDEX, NO, NO, 72, 72),
+    WANT(PS_F_FR_IS_ENTRY, NO, NO, NO, NO),
     WANT(PS_F_CO_FIRSTLINENO, 68, 68, 84, 84),
     WANT(PS_F_CO_TLBC, NO, NO, 224, 224),
 };
@@ -279,6 +280,10 @@ int main(void)
                                   : minor == 10 ? PS_LT_LINETABLE310 : PS_LT_LOCATIONS);
         CHECK_EQ_INT(l.co_qualname == PS_NOFIELD, minor <= 10);
         CHECK_EQ_INT(l.fr_owner == PS_NOFIELD, minor <= 11);  /* shims from 3.12 */
+        /* 3.11 marks a call's first frame (offsetof(_PyInterpreterFrame,
+         * is_entry) in 3.11.7's pycore_frame.h), inside the snapshot */
+        CHECK_EQ_INT(l.fr_is_entry, minor == 11 ? 68 : PS_NOFIELD);
+        CHECK(l.fr_is_entry == PS_NOFIELD || l.fr_read >= l.fr_is_entry + 1);
     }
     CHECK_EQ_INT(ps_layout_legacy(8, 0x030812F0u, &l, why, sizeof why), PS_LAYOUT_UNSUPPORTED);
     CHECK(strstr(why, "3.8") != NULL);
