@@ -327,6 +327,10 @@ static void on_sig(int sig, siginfo_t *si, void *ucv)
 int ps_native_platform_init(char *why, size_t whylen)
 {
 #if !defined(__x86_64__)
+    /* The registers would come (copy_regs), but a system call our signal
+     * interrupts cannot be restarted here yet (fix_eintr): refuse rather
+     * than let the program see an EINTR. */
+    (void)on_sig;
     snprintf(why, whylen, "native stacks are only supported on x86-64 Linux so far");
     return -1;
 #else
