@@ -72,7 +72,7 @@ def test_running_and_waiting_share(ctx):
     slp = [s for s in p.stacks if last_task(s) == "sleeper"]
     ncomp = sum(s.count for s in comp)
     nslp = sum(s.count for s in slp)
-    ctx.check(ncomp >= 100 and nslp >= 100, "too few task samples: computer %d, sleeper %d"
+    ctx.check(ncomp >= 300 and nslp >= 300, "too few task samples: computer %d, sleeper %d"
               % (ncomp, nslp), p.dump())
     # The running task: the loop's frames, then its markers, then its code.
     running = sum(s.count for s in comp

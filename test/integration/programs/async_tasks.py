@@ -42,7 +42,7 @@ async def sleeper(until, stats):
     t0 = time.perf_counter()
     while not until.done:
         t = time.perf_counter()
-        burn(0.005)
+        burn(0.1)  # the computer waits meanwhile: ~25 % of its life
         stats["sleeper_busy"] += time.perf_counter() - t
         t = time.perf_counter()
         await asyncio.sleep(0.3)  # @sleeper-sleep
@@ -52,7 +52,9 @@ async def sleeper(until, stats):
 
 async def share():
     stats = {"computer_busy": 0.0, "sleeper_busy": 0.0, "sleeper_sleep": 0.0}
-    until = sampled.Until(0.9, 150)
+    # 400 ticks: each task gets ~400 samples, so a share is known to about
+    # +-2.5 points (one standard deviation), well inside the test's +-8.
+    until = sampled.Until(1.5, 400)
     a = asyncio.create_task(computer(until, stats), name="computer")
     b = asyncio.create_task(sleeper(until, stats), name="sleeper")
     await asyncio.gather(a, b)
