@@ -405,9 +405,10 @@ static void at_exit(void)
     finish();
 }
 
-void ps_lifecycle_process_exit(void)
+_Noreturn void ps_lifecycle_exit(int status)
 {
     finish();
+    ps_real_exit(status);
 }
 
 /*

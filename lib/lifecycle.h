@@ -54,8 +54,9 @@ const struct ps_python *ps_lifecycle_python(void);
  */
 int ps_lifecycle_owner(void);
 
-/* The process is ending without atexit (_exit): write the profile now. */
-void ps_lifecycle_process_exit(void);
+/* The program calls _exit() or _Exit(): the process ends without atexit,
+ * so the profile is written now; then the C library's _exit. */
+_Noreturn void ps_lifecycle_exit(int status);
 
 /* The image is about to be replaced (exec*): write what it has, if any. */
 void ps_lifecycle_before_exec(void);

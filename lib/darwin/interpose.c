@@ -39,14 +39,12 @@ static int ps_sigaction(int sig, const struct sigaction *act, struct sigaction *
 
 static _Noreturn void ps__exit(int status)
 {
-    ps_lifecycle_process_exit();
-    ps_real_exit(status);
+    ps_lifecycle_exit(status);
 }
 
 static _Noreturn void ps__Exit(int status)
 {
-    ps_lifecycle_process_exit();
-    ps_real_exit(status);
+    ps_lifecycle_exit(status);
 }
 
 struct ps_interpose {

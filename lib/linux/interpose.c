@@ -269,14 +269,12 @@ PS_EXPORT int raise(int sig)
 
 PS_EXPORT _Noreturn void _exit(int status)
 {
-    ps_lifecycle_process_exit();
-    ps_real_exit(status);
+    ps_lifecycle_exit(status);
 }
 
 PS_EXPORT _Noreturn void _Exit(int status)
 {
-    ps_lifecycle_process_exit();
-    ps_real_exit(status);
+    ps_lifecycle_exit(status);
 }
 
 PS_EXPORT int execve(const char *path, char *const argv[], char *const envp[])

@@ -30,64 +30,58 @@ typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 typedef int (*kill_fn)(pid_t, int);
 typedef int (*raise_fn)(int);
 
-static sigaction_fn real_sigaction_p;
-static exit_fn real_exit_p;
-static signal_fn real_signal_p;
-static fopen_fn real_fopen_p, real_fopen64_p;
-static fclose_fn real_fclose_p;
-static execve_fn real_execve_p, real_execvpe_p;
-static execv_fn real_execv_p, real_execvp_p;
-static fexecve_fn real_fexecve_p;
-static kill_fn real_kill_p;
-static raise_fn real_raise_p;
+/* The C library's functions we call past our own stand-ins: an index and
+ * the name, line for line in the same order. */
+enum real {
+    R_SIGACTION, R_SIGNAL, R_EXIT, R_FOPEN, R_FOPEN64, R_FCLOSE, R_EXECVE,
+    R_EXECVPE, R_EXECV, R_EXECVP, R_FEXECVE, R_KILL, R_RAISE, R_COUNT
+};
+static const char *const real_names[] = {
+    "sigaction", "signal", "_exit", "fopen", "fopen64", "fclose", "execve",
+    "execvpe", "execv", "execvp", "fexecve", "kill", "raise",
+};
+_Static_assert(sizeof real_names / sizeof real_names[0] == R_COUNT, "a name per function");
 
-#define LOOKUP(var, type, name)                          \
-    do {                                                 \
-        if ((var) == NULL)                               \
-            (var) = (type)dlsym(RTLD_NEXT, (name));      \
-    } while (0)
+static void *reals[R_COUNT];
 
 void ps_interpose_init(void)
 {
-    LOOKUP(real_sigaction_p, sigaction_fn, "sigaction");
-    LOOKUP(real_signal_p, signal_fn, "signal");
-    LOOKUP(real_exit_p, exit_fn, "_exit");
-    LOOKUP(real_fopen_p, fopen_fn, "fopen");
-    LOOKUP(real_fopen64_p, fopen_fn, "fopen64");
-    LOOKUP(real_fclose_p, fclose_fn, "fclose");
-    LOOKUP(real_execve_p, execve_fn, "execve");
-    LOOKUP(real_execvpe_p, execve_fn, "execvpe");
-    LOOKUP(real_execv_p, execv_fn, "execv");
-    LOOKUP(real_execvp_p, execv_fn, "execvp");
-    LOOKUP(real_fexecve_p, fexecve_fn, "fexecve");
-    LOOKUP(real_kill_p, kill_fn, "kill");
-    LOOKUP(real_raise_p, raise_fn, "raise");
+    for (int i = 0; i < R_COUNT; i++)
+        if (reals[i] == NULL)
+            reals[i] = dlsym(RTLD_NEXT, real_names[i]);
 }
 
-/* Resolves lazily for a call that comes before our constructor. */
-#define REAL(var)                    \
-    do {                             \
-        if ((var) == NULL)           \
-            ps_interpose_init();     \
-    } while (0)
+/* The C library's function i (resolved now if the call comes before our
+ * constructor), or NULL if it has none. */
+static void *real(enum real i)
+{
+    if (reals[i] == NULL)
+        ps_interpose_init();
+    return reals[i];
+}
+
+/* ENOSYS, as a missing function would give. */
+static int missing(void)
+{
+    errno = ENOSYS;
+    return -1;
+}
 
 int ps_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-    REAL(real_sigaction_p);
-    return real_sigaction_p(sig, act, old);
+    return ((sigaction_fn)real(R_SIGACTION))(sig, act, old);
 }
 
 sighandler_t ps_real_signal(int sig, sighandler_t handler)
 {
-    REAL(real_signal_p);
-    return real_signal_p(sig, handler);
+    return ((signal_fn)real(R_SIGNAL))(sig, handler);
 }
 
 _Noreturn void ps_real_exit(int status)
 {
-    REAL(real_exit_p);
-    if (real_exit_p != NULL)
-        real_exit_p(status);
+    exit_fn f = (exit_fn)real(R_EXIT);
+    if (f != NULL)
+        f(status);
     syscall(SYS_exit_group, status);
     for (;;)
         ;
@@ -95,8 +89,9 @@ _Noreturn void ps_real_exit(int status)
 
 FILE *ps_real_fopen(const char *path, const char *mode, int large)
 {
-    REAL(real_fopen_p);
-    fopen_fn f = large && real_fopen64_p != NULL ? real_fopen64_p : real_fopen_p;
+    fopen_fn f = (fopen_fn)real(R_FOPEN);
+    if (large && real(R_FOPEN64) != NULL)
+        f = (fopen_fn)real(R_FOPEN64);
     if (f == NULL) {
         errno = ENOSYS;
         return NULL;
@@ -106,58 +101,44 @@ FILE *ps_real_fopen(const char *path, const char *mode, int large)
 
 int ps_real_fclose(FILE *f)
 {
-    REAL(real_fclose_p);
-    return real_fclose_p(f);
+    return ((fclose_fn)real(R_FCLOSE))(f);
 }
 
 int ps_real_execve(const char *path, char *const argv[], char *const envp[])
 {
-    REAL(real_execve_p);
-    return real_execve_p(path, argv, envp);
+    return ((execve_fn)real(R_EXECVE))(path, argv, envp);
 }
 
 int ps_real_execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    REAL(real_execvpe_p);
-    if (real_execvpe_p == NULL) {
-        errno = ENOSYS;
-        return -1;
-    }
-    return real_execvpe_p(file, argv, envp);
+    execve_fn f = (execve_fn)real(R_EXECVPE);  /* a GNU extension */
+    return f != NULL ? f(file, argv, envp) : missing();
 }
 
 int ps_real_execv(const char *path, char *const argv[])
 {
-    REAL(real_execv_p);
-    return real_execv_p(path, argv);
+    return ((execv_fn)real(R_EXECV))(path, argv);
 }
 
 int ps_real_execvp(const char *file, char *const argv[])
 {
-    REAL(real_execvp_p);
-    return real_execvp_p(file, argv);
+    return ((execv_fn)real(R_EXECVP))(file, argv);
 }
 
 int ps_real_fexecve(int fd, char *const argv[], char *const envp[])
 {
-    REAL(real_fexecve_p);
-    if (real_fexecve_p == NULL) {
-        errno = ENOSYS;
-        return -1;
-    }
-    return real_fexecve_p(fd, argv, envp);
+    fexecve_fn f = (fexecve_fn)real(R_FEXECVE);
+    return f != NULL ? f(fd, argv, envp) : missing();
 }
 
 int ps_real_kill(pid_t pid, int sig)
 {
-    REAL(real_kill_p);
-    return real_kill_p(pid, sig);
+    return ((kill_fn)real(R_KILL))(pid, sig);
 }
 
 int ps_real_raise(int sig)
 {
-    REAL(real_raise_p);
-    return real_raise_p(sig);
+    return ((raise_fn)real(R_RAISE))(sig);
 }
 
 /* ---- actions as the kernel keeps them (platform.h) ----------------------

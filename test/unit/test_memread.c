@@ -39,8 +39,9 @@
 /* The real interposers, as libpysample.so has them. */
 #include "linux/interpose.c"
 
-void ps_lifecycle_process_exit(void)
+_Noreturn void ps_lifecycle_exit(int status)
 {
+    ps_real_exit(status);
 }
 
 /* The rest of the lifecycle interpose.c calls into (lib/lifecycle.c): this
