@@ -55,60 +55,43 @@ static int line_ok(int64_t line)
 }
 
 /*
- * 3.9 co_lnotab.  PyCode_Addr2Line applies a pair's line increment to every
- * address >= the pair's (cumulative) address, so the increment belongs to the
- * range that starts there; pairs with addr_incr 0 therefore only move the
- * running line.  The last line holds for every later address.
+ * 3.9 co_lnotab and 3.10 co_linetable (PEP 626) are the same byte pairs,
+ * (address increment, signed line delta), read two ways:
+ *   lnotab: PyCode_Addr2Line applies a pair's delta to every address >= the
+ *     pair's cumulative address, so a range shows the running line and the
+ *     delta counts from the next range on (pairs with increment 0 only move
+ *     the running line); the last line holds for every later address.
+ *   PEP 626: the delta applies to the range being described, and -128
+ *     marks a range without a line, leaving the running line untouched
+ *     (Objects/lnotab_notes.txt).
  */
-static int decode_lnotab(const uint8_t *tab, size_t len, int64_t line,
-                         struct emitter *e)
+static int decode_pairs(const uint8_t *tab, size_t len, int64_t line, int pep626,
+                        struct emitter *e)
 {
-    uint64_t addr = 0;
+    uint64_t start = 0;
 
     if (len % 2)
         return -1;
     for (size_t i = 0; i < len; i += 2) {
-        uint64_t next = addr + tab[i];
-        if (next >= UINT32_MAX)
-            return -1;
-        if (emit(e, (uint32_t)addr, (uint32_t)next, line) < 0)
-            return -1;
-        addr = next;
-        line += (int8_t)tab[i + 1];
-        if (!line_ok(line))
-            return -1;
-    }
-    return emit(e, (uint32_t)addr, UINT32_MAX, line);
-}
-
-/*
- * 3.10 co_linetable (PEP 626).  Unlike lnotab the line delta applies to the
- * range being described, and -128 marks a range without a line while
- * leaving the running line untouched (see Objects/lnotab_notes.txt).
- */
-static int decode_310(const uint8_t *tab, size_t len, int64_t line,
-                      struct emitter *e)
-{
-    uint64_t end = 0;
-
-    if (len % 2)
-        return -1;
-    for (size_t i = 0; i < len; i += 2) {
-        uint64_t start = end;
-        int8_t ldelta = (int8_t)tab[i + 1];
-        end += tab[i];
+        uint64_t end = start + tab[i];
+        int8_t delta = (int8_t)tab[i + 1];
         if (end >= UINT32_MAX)
             return -1;
-        if (ldelta == -128) {
-            if (emit(e, (uint32_t)start, (uint32_t)end, -1) < 0)
-                return -1;
-            continue;
-        }
-        line += ldelta;
-        if (!line_ok(line) || emit(e, (uint32_t)start, (uint32_t)end, line) < 0)
+        int64_t shown = line;
+        if (pep626 && delta == -128)
+            shown = -1;
+        else if (pep626)
+            shown = line += delta;
+        if (!line_ok(line) || emit(e, (uint32_t)start, (uint32_t)end, shown) < 0)
             return -1;
+        if (!pep626) {
+            line += delta;
+            if (!line_ok(line))
+                return -1;
+        }
+        start = end;
     }
-    return (int)e->n;
+    return pep626 ? 0 : emit(e, (uint32_t)start, UINT32_MAX, line);
 }
 
 /*
@@ -221,10 +204,10 @@ int ps_linetable_decode(enum ps_lt_format fmt, const uint8_t *tab, size_t len,
         e.cap = INT_MAX;
     switch (fmt) {
     case PS_LT_LNOTAB:
-        rc = decode_lnotab(tab, len, firstlineno, &e);
+        rc = decode_pairs(tab, len, firstlineno, 0, &e);
         break;
     case PS_LT_LINETABLE310:
-        rc = decode_310(tab, len, firstlineno, &e);
+        rc = decode_pairs(tab, len, firstlineno, 1, &e);
         break;
     case PS_LT_LOCATIONS:
         rc = decode_locations(tab, len, firstlineno, &e);
