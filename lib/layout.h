@@ -212,6 +212,11 @@ static inline uint32_t ps_layout_get(const struct ps_layout *l, enum ps_field f)
  * (8 bytes from each, as the readers copy pointers). */
 void ps_layout_spans(struct ps_layout *l);
 
+/* Sets the bit positions of a str's state bit-field: interned (2 bits, or
+ * a whole byte when interned_byte: free-threaded 3.14+), then kind (3
+ * bits), compact, ascii. */
+void ps_layout_str_bits(struct ps_layout *l, int interned_byte);
+
 /* Result of trying to describe the running interpreter. */
 enum ps_layout_status {
     PS_LAYOUT_OK = 0,

@@ -453,19 +453,9 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
                  l->str_ascii_data, l->str_compact_data);
         c.bad = 1;
     }
-    /* The state bit-field is a plain unsigned int except in free-threaded
-     * 3.14+, where 'interned' became a whole byte and pushed the rest up
-     * (3.15 moved the bit-field into struct _PyUnicodeObject_state, with
-     * the same members). */
-    if (ft && minor >= 14) {
-        l->st_kind_shift = 8;
-        l->st_compact_bit = 11;
-        l->st_ascii_bit = 12;
-    } else {
-        l->st_kind_shift = 2;
-        l->st_compact_bit = 5;
-        l->st_ascii_bit = 6;
-    }
+    /* Free-threaded 3.14+ made 'interned' a whole byte (3.15 moved the
+     * bit-field into struct _PyUnicodeObject_state, with the same members). */
+    ps_layout_str_bits(l, ft && minor >= 14);
     l->st_ready_bit = 0xff;
     if (!c.bad)
         names_layout(dbg, v, (int)ft, sizes[PS_S_FRAME], l);

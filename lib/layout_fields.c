@@ -60,3 +60,11 @@ void ps_layout_spans(struct ps_layout *l)
     l->fr_read = end[PS_S_FRAME];
     l->co_read = end[PS_S_CODE];
 }
+
+void ps_layout_str_bits(struct ps_layout *l, int interned_byte)
+{
+    uint8_t kind = interned_byte ? 8 : 2;
+    l->st_kind_shift = kind;
+    l->st_compact_bit = (uint8_t)(kind + 3);
+    l->st_ascii_bit = (uint8_t)(kind + 4);
+}

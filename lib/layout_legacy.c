@@ -177,9 +177,7 @@ enum ps_layout_status ps_layout_legacy(int minor, uint32_t hexversion,
     l->lt_format = kinds.lt_format[v];
     l->str_ascii_data = kinds.str_ascii_data[v];
     l->str_compact_data = kinds.str_compact_data[v];
-    l->st_kind_shift = 2;
-    l->st_compact_bit = 5;
-    l->st_ascii_bit = 6;
+    ps_layout_str_bits(l, 0);
     l->st_ready_bit = kinds.st_ready_bit[v];
     names_layout(minor, l);
     l->fr_stackpointer = PS_NOFIELD;

@@ -87,12 +87,12 @@ static enum ps_life state(void)
 
 void ps_section_enter(struct ps_section *s, pthread_mutex_t *lock)
 {
+    /* the signals our handler writes the profile on (platform.h) */
+    static const int ours[] = { SIGTERM, SIGHUP, SIGQUIT, SIGINT };
     sigset_t set;
     sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
-    sigaddset(&set, SIGINT);
+    for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
+        sigaddset(&set, ours[i]);
     pthread_sigmask(SIG_BLOCK, &set, &s->old);
     s->lock = lock;
     if (lock != NULL)
@@ -239,13 +239,6 @@ static int start_auto(ps_sym_lookup lookup, void *ctx)
 out:
     ps_section_leave(&sec);
     return rc;
-}
-
-int ps_lifecycle_start_process(void)
-{
-    if (!ps_python_present() || !output_wanted())
-        return -ENOENT;
-    return start_auto(NULL, NULL);
 }
 
 /* The dlopen watch's report (dlwatch.h): a libpython was loaded late.

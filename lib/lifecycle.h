@@ -28,17 +28,6 @@
  */
 enum ps_life { PS_LIFE_OFF = 0, PS_LIFE_FAILED, PS_LIFE_READY, PS_LIFE_PROFILING };
 
-/*
- * Start profiling this process's interpreter to PYSAMPLE_OUTPUT, as the
- * constructor does at load time; callable again later: it does nothing once
- * profiling is on or has failed.  (A libpython loaded later is reported
- * by the dlopen watch, dlwatch.h, to a callback of lifecycle.c.)
- * Returns 0 if profiling runs, -ENOENT if there is no CPython (yet) or no
- * PYSAMPLE_OUTPUT, another negative errno if it cannot start (said on
- * stderr).
- */
-int ps_lifecycle_start_process(void);
-
 /* pysample_start()/pysample_stop() (api.c). */
 int ps_lifecycle_start_sampling(int rate_hz);
 void ps_lifecycle_stop_sampling(void);

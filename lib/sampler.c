@@ -726,11 +726,10 @@ static void *sampler_main(void *arg)
      * its handlers on this thread.  Faults must stay deliverable: a
      * blocked SIGSEGV raised by a guarded read would kill the process
      * instead of reaching our handler. */
+    static const int faults[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE };
     sigfillset(&all);
-    sigdelset(&all, SIGSEGV);
-    sigdelset(&all, SIGBUS);
-    sigdelset(&all, SIGILL);
-    sigdelset(&all, SIGFPE);
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
+        sigdelset(&all, faults[i]);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     ps_thread_precise_timers();
 

@@ -247,14 +247,21 @@ void ps_darwin_threads_after_fork(void)
 
 /* --- CPU clocks and names ------------------------------------------------- */
 
-int64_t ps_thread_cpu_ns(long tid)
+/* thread_info() of flavor for thread tid into info (cnt words): 0, or -1
+ * for a thread we do not know or that has ended. */
+static int info_of(long tid, thread_flavor_t flavor, thread_info_t info,
+                   mach_msg_type_number_t cnt)
 {
     mach_port_t port = ps_darwin_thread_port(tid);
     if (port == MACH_PORT_NULL)
         return -1;
+    return thread_info(port, flavor, info, &cnt) == KERN_SUCCESS ? 0 : -1;
+}
+
+int64_t ps_thread_cpu_ns(long tid)
+{
     thread_basic_info_data_t info;
-    mach_msg_type_number_t cnt = THREAD_BASIC_INFO_COUNT;
-    if (thread_info(port, THREAD_BASIC_INFO, (thread_info_t)&info, &cnt) != KERN_SUCCESS)
+    if (info_of(tid, THREAD_BASIC_INFO, (thread_info_t)&info, THREAD_BASIC_INFO_COUNT) != 0)
         return -1;
     return ((int64_t)info.user_time.seconds + info.system_time.seconds) * 1000000000 +
            ((int64_t)info.user_time.microseconds + info.system_time.microseconds) * 1000;
@@ -280,12 +287,8 @@ int ps_thread_os_name(long tid, char *buf, size_t len)
         buf[len - 1] = '\0';
         return 0;
     }
-    mach_port_t port = ps_darwin_thread_port(tid);
-    if (port == MACH_PORT_NULL)
-        return -1;
     thread_extended_info_data_t info;
-    mach_msg_type_number_t cnt = THREAD_EXTENDED_INFO_COUNT;
-    if (thread_info(port, THREAD_EXTENDED_INFO, (thread_info_t)&info, &cnt) != KERN_SUCCESS)
+    if (info_of(tid, THREAD_EXTENDED_INFO, (thread_info_t)&info, THREAD_EXTENDED_INFO_COUNT) != 0)
         return -1;
     /* Unnamed threads have an empty name on macOS (never the process name). */
     size_t n = strnlen(info.pth_name, sizeof info.pth_name);
