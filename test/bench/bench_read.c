@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "memread.h"
+#include "../unit/read_path.h"
 
 #define BATCHES 7
 
@@ -84,16 +85,6 @@ static void measure(enum op op, uintptr_t from, size_t n, double *min, double *m
     *med = per[BATCHES / 2];
 }
 
-static int use_path(const char *p)
-{
-    if (strcmp(p, "direct") == 0) {
-        ps_plat_read_force(NULL);
-        ps_mem_force_mode(PS_READ_DIRECT);
-        return ps_mem_mode() == PS_READ_DIRECT ? 0 : -1;
-    }
-    ps_mem_force_mode(PS_READ_SYSCALL);
-    return ps_plat_read_force(p);
-}
 
 int main(int argc, char **argv)
 {

@@ -46,6 +46,48 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Absolute deadlines RATE times a second, waited for the way the sampler
+ * thread waits (a condition variable on the monotonic clock), or with
+ * clock_nanosleep; deadlines missed are skipped, never burst. */
+struct ticker {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    long long iv, next;
+    int nanosleep_mode;
+};
+
+static void ticker_init(struct ticker *t, long rate, int nanosleep_mode)
+{
+    pthread_condattr_t ca;
+    pthread_mutex_init(&t->m, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->c, &ca);
+    pthread_condattr_destroy(&ca);
+    t->iv = 1000000000LL / rate;
+    t->next = now(CLOCK_MONOTONIC) + t->iv;
+    t->nanosleep_mode = nanosleep_mode;
+}
+
+/* Waits for the next deadline; returns how late the wake-up was. */
+static long long ticker_wait(struct ticker *t)
+{
+    struct timespec ts = { (time_t)(t->next / 1000000000LL), (long)(t->next % 1000000000LL) };
+    if (t->nanosleep_mode) {
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+            ;
+    } else {
+        pthread_mutex_lock(&t->m);
+        pthread_cond_timedwait(&t->c, &t->m, &ts);
+        pthread_mutex_unlock(&t->m);
+    }
+    long long w = now(CLOCK_MONOTONIC), late = w - t->next;
+    t->next += t->iv;
+    if (w > t->next)
+        t->next += ((w - t->next) / t->iv + 1) * t->iv;
+    return late;
+}
+
 static _Atomic int busy_done;
 static long busy_rate;
 static long busy_wakes;
@@ -53,23 +95,11 @@ static long busy_wakes;
 static void *waker(void *unused)
 {
     (void)unused;
-    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t c;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c, &ca);
-    long long iv = 1000000000LL / busy_rate, next = now(CLOCK_MONOTONIC) + iv;
+    struct ticker t;
+    ticker_init(&t, busy_rate, 0);
     while (!atomic_load(&busy_done)) {
-        struct timespec ts = { (time_t)(next / 1000000000LL), (long)(next % 1000000000LL) };
-        pthread_mutex_lock(&m);
-        pthread_cond_timedwait(&c, &m, &ts);
-        pthread_mutex_unlock(&m);
+        ticker_wait(&t);
         busy_wakes++;
-        long long w = now(CLOCK_MONOTONIC);
-        next += iv;
-        if (w > next)
-            next += ((w - next) / iv + 1) * iv;
     }
     return NULL;
 }
@@ -117,30 +147,13 @@ int main(int argc, char **argv)
         return 3;
     slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
     long long *late = malloc((size_t)n * sizeof *late);
-    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t c;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c, &ca);
-    long long iv = 1000000000LL / rate, next = now(CLOCK_MONOTONIC) + iv;
+    if (late == NULL)
+        return 1;
+    struct ticker t;
+    ticker_init(&t, rate, nanosleep_mode);
     long long c0 = now(CLOCK_THREAD_CPUTIME_ID);
-    for (int i = 0; i < n; i++) {
-        struct timespec ts = { (time_t)(next / 1000000000LL), (long)(next % 1000000000LL) };
-        if (nanosleep_mode) {
-            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
-                ;
-        } else {
-            pthread_mutex_lock(&m);
-            pthread_cond_timedwait(&c, &m, &ts);
-            pthread_mutex_unlock(&m);
-        }
-        long long w = now(CLOCK_MONOTONIC);
-        late[i] = w - next;
-        next += iv;
-        if (w > next)
-            next += ((w - next) / iv + 1) * iv;
-    }
+    for (int i = 0; i < n; i++)
+        late[i] = ticker_wait(&t);
     double cpu = (double)(now(CLOCK_THREAD_CPUTIME_ID) - c0) / n;
     qsort(late, (size_t)n, sizeof *late, cmp);
     printf("{\"rate\": %ld, \"cpu_ns_per_wake\": %.0f, \"late_p50_ns\": %lld, \"late_p99_ns\": %lld, "

@@ -35,6 +35,7 @@
 #include "check.h"
 #include "memread.h"
 #include "platform.h"
+#include "read_path.h"
 
 /* The real interposers, as libpysample.so has them. */
 #include "linux/interpose.c"
@@ -155,20 +156,6 @@ static void make_holes(struct holes *h)
 /* ---- selecting a path ---- */
 
 static const char *const paths[] = { "direct", "process_vm_readv", "file", "pipe" };
-
-/* 0 if the path is in use, -1 if it cannot work on this machine. */
-static int use_path(const char *p)
-{
-    if (strcmp(p, "direct") == 0) {
-        ps_plat_read_force(NULL);
-        ps_mem_force_mode(PS_READ_DIRECT);
-        return ps_mem_mode() == PS_READ_DIRECT ? 0 : -1;
-    }
-    ps_mem_force_mode(PS_READ_SYSCALL);
-    if (ps_plat_read_force(p) != 0)
-        return -1;
-    return strcmp(ps_mem_mode_name(), p) == 0 ? 0 : -1;
-}
 
 static void check_path(const char *p, struct holes *h)
 {
