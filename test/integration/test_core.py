@@ -126,6 +126,11 @@ def test_deep_recursion_900(ctx):
     rec_line = program_lines(prog, "@rec")
     bottom_line = program_lines(prog, "@bottom")
     last_line = program_lines(prog, "@rec-bottom")
+    # bottom spends its time on its busy line; between two waits it runs
+    # its loop and the call of until.extend() for a moment, where a sample
+    # may land too (seen once under load on 3.12).
+    bottom_lines = {bottom_line, program_lines(prog, "@bottom-loop"),
+                    program_lines(prog, "@bottom-extend")}
     whole = [s for s in p.stacks if s.frames and s.frames[-1].name == "bottom"]
     ctx.check(whole, "no sample at the bottom of the recursion", p.dump(5))
     for s in whole:
@@ -134,9 +139,12 @@ def test_deep_recursion_900(ctx):
         ctx.check(names.count("rec") == 900, "%d rec frames, expected 900" % names.count("rec"))
         recs = [f.line for f in s.frames if f.name == "rec"]
         ctx.check(recs[:-1] == [rec_line] * 899 and recs[-1] == last_line
-                  and s.frames[-1].line == bottom_line, "wrong lines in the deep stack",
+                  and s.frames[-1].line in bottom_lines, "wrong lines in the deep stack",
                   repr(s)[-300:])
         ctx.check(not any(f.name.startswith("[pysample:") for f in s.frames), "marker in a whole stack")
+    busy = sum(s.count for s in whole if s.frames[-1].line == bottom_line)
+    ctx.check(busy >= 0.9 * sum(s.count for s in whole),
+              "only %d of the bottom's samples on its busy line" % busy, p.dump(5))
 
 
 def test_truncation_marker(ctx):

@@ -13,9 +13,9 @@ sys.setrecursionlimit(DEPTH + 1000)
 
 def bottom():
     until = sampled.Until(DURATION, TICKS)
-    while True:
+    while True:  # @bottom-loop
         while time.perf_counter() < until.deadline: pass  # @bottom
-        if not until.extend():
+        if not until.extend():  # @bottom-extend
             return
 
 
