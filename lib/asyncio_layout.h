@@ -4,8 +4,8 @@
  * The C accelerator's Task and Future objects (Modules/_asynciomodule.c),
  * coroutine objects and the few builtin containers the task walk reads,
  * as data: one row per minor version in asyncio_layout.c, in the style of
- * layout_legacy.c.  Object-relative offsets assume the GIL build's 16-byte
- * object header; free-threaded builds are refused.
+ * layout_legacy.c.  Object-relative offsets are written for the GIL build's
+ * 16-byte object header and moved for a free-threaded build's 32.
  */
 #ifndef PS_ASYNCIO_LAYOUT_H
 #define PS_ASYNCIO_LAYOUT_H
@@ -58,14 +58,10 @@ struct ps_async_layout {
     uint32_t fr_valuestack;     /* 3.10 f_valuestack ptr; 3.11+ localsplus (embedded) */
     uint32_t fr_state;          /* 3.10 f_state (char) */
     uint32_t wrapped;           /* async_generator_asend.ags_gen, coroutine_wrapper.cw_coroutine */
-    /* builtins */
+    /* builtins (sets, lists and ints: pyobj.c) */
     uint32_t md_dict;           /* PyModuleObject */
-    uint32_t set_mask, set_table;
     uint32_t wr_object;         /* PyWeakReference */
-    uint32_t var_size;          /* PyVarObject.ob_size (list) */
-    uint32_t list_items;
     enum ps_long_kind long_kind;
-    uint32_t long_tag, long_digits;
 };
 
 /*

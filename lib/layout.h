@@ -261,6 +261,13 @@ static inline void ps_dict_keys_layout(struct ps_layout *l)
     }
 }
 
+/* Size of an object's header (PyObject): 16, 32 in free-threaded builds;
+ * the first field of any object struct starts here. */
+static inline uint32_t ps_ob_head(const struct ps_layout *L)
+{
+    return L->ob_type + 8;
+}
+
 /* The pointer stored at offset off of a snapshot (bytes copied from the
  * interpreter), or 0 for a field this version does not have. */
 static inline uintptr_t ps_ptr_at(const uint8_t *snap, uint32_t off)

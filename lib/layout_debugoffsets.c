@@ -293,7 +293,7 @@ static void names_layout(const uint8_t *dbg, int v, int ft, uint32_t fr_size,
  * (where thread names did not already) the type and dict fields the block
  * gives.  tp_base is not in the block: 256 in GIL builds, checked like the
  * names' constants by tp_name and tp_flags holding their known values.
- * Free-threaded builds get no type and dict fields (tasks.c refuses them).
+ * Free-threaded builds: the same behind a 32-byte object header.
  */
 static void objects_layout(struct check *c, const uint8_t *dbg, int v, int ft,
                            uint32_t fr_size, struct ps_layout *l)
@@ -311,18 +311,20 @@ static void objects_layout(struct check *c, const uint8_t *dbg, int v, int ft,
     l->gen_iframe = get_off(c, positions[DO_GEN_IFRAME][v], gen, 8, "gen.gi_iframe");
     l->gen_frame_state = get_off(c, positions[DO_GEN_FRAME_STATE][v], gen, 1,
                                  "gen.gi_frame_state");
-    if (ft || l->inst_kind != PS_INST_NONE)
+    if (l->inst_kind != PS_INST_NONE)
         return;
+    /* PyTypeObject behind a 16 or (free-threaded) 32-byte header */
+    uint32_t tp_name = ft ? 40 : 24, tp_flags = ft ? 184 : 168, tp_base = ft ? 272 : 256;
     uint64_t dict_size = get64(dbg, positions[DO_DICT_SIZE][v]);
     uint64_t keys = get64(dbg, positions[DO_DICT_MA_KEYS][v]);
     uint64_t values = get64(dbg, positions[DO_DICT_MA_VALUES][v]);
-    if (get64(dbg, positions[DO_TP_NAME][v]) != 24 ||
-        get64(dbg, positions[DO_TP_FLAGS][v]) != 168 || dict_size > 256 ||
+    if (get64(dbg, positions[DO_TP_NAME][v]) != tp_name ||
+        get64(dbg, positions[DO_TP_FLAGS][v]) != tp_flags || dict_size > 256 ||
         keys + 8 > dict_size || values + 8 > dict_size)
         return;
-    l->tp_name = 24;
-    l->tp_flags = 168;
-    l->tp_base = 256;
+    l->tp_name = tp_name;
+    l->tp_flags = tp_flags;
+    l->tp_base = tp_base;
     l->dk_kind = PS_DK_LOG2;
     ps_dict_keys_layout(l);
     l->dict_keys = (uint32_t)keys;

@@ -295,17 +295,18 @@ int ps_set_keys(const struct ps_python *py, uintptr_t set, uintptr_t *keys, int 
                 uint64_t *cursor, int64_t *used)
 {
     /* PySetObject: fill, used, mask, table after the header (the same
-     * 3.9-3.13); a slot is { key, hash }. */
-    uint8_t hdr[48];
+     * 3.9-3.15); a slot is { key, hash }. */
+    uint8_t hdr[64];
+    uint32_t h = ps_ob_head(&py->L);
     uintptr_t table;
     int64_t mask;
     uintptr_t buf[2 * CHUNK];
-    if (ps_obj_type(py, set) != py->set_type || py->set_type == 0 ||
-        ps_read(hdr, set, sizeof hdr) != 0)
+    if (h + 32 > sizeof hdr || ps_obj_type(py, set) != py->set_type || py->set_type == 0 ||
+        ps_read(hdr, set, h + 32) != 0)
         return -1;
-    memcpy(used, hdr + 24, sizeof *used);
-    memcpy(&mask, hdr + 32, sizeof mask);
-    memcpy(&table, hdr + 40, sizeof table);
+    memcpy(used, hdr + h + 8, sizeof *used);
+    memcpy(&mask, hdr + h + 16, sizeof mask);
+    memcpy(&table, hdr + h + 24, sizeof table);
     if (mask < 7 || mask >= MAX_SET || ((mask + 1) & mask) != 0 || !ps_obj_ok(table) ||
         *used < 0 || *used > mask + 1)
         return -1;
@@ -330,8 +331,9 @@ int ps_list_items(const struct ps_python *py, uintptr_t list, uintptr_t *items, 
 {
     int64_t size;
     uintptr_t arr;
+    uint32_t h = ps_ob_head(&py->L);   /* ob_size, then ob_item */
     if (ps_obj_type(py, list) != py->list_type || py->list_type == 0 ||
-        ps_read(&size, list + 16, sizeof size) != 0 || ps_read_ptr(list + 24, &arr) != 0 ||
+        ps_read(&size, list + h, sizeof size) != 0 || ps_read_ptr(list + h + 8, &arr) != 0 ||
         size < 0 || (size > 0 && !ps_obj_ok(arr)))
         return -1;
     int n = size < max ? (int)size : max;
@@ -345,8 +347,9 @@ int ps_long_value(const struct ps_python *py, uintptr_t obj, uint64_t *v)
     int64_t tag;
     uint32_t digit[3] = { 0, 0, 0 };
     int64_t nd;
+    uint32_t h = ps_ob_head(&py->L);   /* ob_size or lv_tag, then the digits */
     if (ps_obj_type(py, obj) != py->long_type || py->long_type == 0 ||
-        ps_read(&tag, obj + 16, sizeof tag) != 0)
+        ps_read(&tag, obj + h, sizeof tag) != 0)
         return -1;
     if (py->L.minor >= 12) {
         /* lv_tag: digit count << 3, sign in the low bits (1 zero, 2 negative) */
@@ -356,7 +359,7 @@ int ps_long_value(const struct ps_python *py, uintptr_t obj, uint64_t *v)
     } else {
         nd = tag;  /* ob_size: negative for a negative number */
     }
-    if (nd < 0 || nd > 3 || (nd > 0 && ps_read(digit, obj + 24, (size_t)nd * 4) != 0))
+    if (nd < 0 || nd > 3 || (nd > 0 && ps_read(digit, obj + h + 8, (size_t)nd * 4) != 0))
         return -1;
     uint64_t x = (uint64_t)digit[0] | ((uint64_t)digit[1] << 30) | ((uint64_t)digit[2] << 60);
     if (nd == 3 && digit[2] > 15)

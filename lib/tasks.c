@@ -156,10 +156,11 @@ struct ps_tasks *ps_tasks_new(const struct ps_python *py)
 
 /* --- finding asyncio ---------------------------------------------------- */
 
-static int module_dict(const struct ps_python *py, uintptr_t mod, uintptr_t *dict)
+static int module_dict(const struct ps_tasks *T, uintptr_t mod, uintptr_t *dict)
 {
+    const struct ps_python *py = &T->py;
     return ps_type_named(py, ps_obj_type(py, mod), "module") &&
-                   ps_read_ptr(mod + 16, dict) == 0 && ps_obj_type(py, *dict) == py->dict_type
+                   ps_read_ptr(mod + T->A.md_dict, dict) == 0 && ps_obj_type(py, *dict) == py->dict_type
                ? 0
                : -1;
 }
@@ -207,8 +208,9 @@ static int debug_table(struct ps_tasks *T, uintptr_t mod_dict)
     struct ps_async_layout *A = &T->A;
     uint64_t tsize = v[0], name = v[1], awaited = v[2], is_task = v[3], is_set = v[4],
              coro = v[5], node = v[6], ts_size = v[9], running = v[11], head = v[12];
+    uint32_t h = ps_ob_head(&py->L);   /* FutureObj_HEAD: 10 pointers, then awaited_by */
     if (tsize < 64 || tsize > 1024 || name + 8 > tsize || node + 16 > tsize ||
-        awaited != 16 + 10 * 8 || is_task != awaited + 12 || is_set != is_task + 1 ||
+        awaited != h + 10 * 8 || is_task != awaited + 12 || is_set != is_task + 1 ||
         coro != name - 8 || node != name + 16 || ts_size < 256 || ts_size > (1u << 20) ||
         running + 8 > ts_size || head + 16 > ts_size) {
         ps_say("PYSAMPLE_ASYNC: asyncio's _AsyncioDebug table does not describe the Task "
@@ -216,7 +218,7 @@ static int debug_table(struct ps_tasks *T, uintptr_t mod_dict)
         T->state = 2;
         return -1;
     }
-    A->fut_loop = 16;
+    A->fut_loop = h;
     A->fut_state = (uint32_t)awaited + 8;
     A->task_awaited_by = (uint32_t)awaited;
     A->task_awaited_by_is_set = (uint32_t)is_set;
@@ -240,7 +242,7 @@ static void search(struct ps_tasks *T, uintptr_t interp, uint64_t now)
     if (ps_read_ptr(interp + py->L.is_modules, &modules) != 0 ||
         ps_obj_type(py, modules) != py->dict_type)
         return;
-    if (ps_dict_get(py, modules, "_asyncio", &mod) != 0 || module_dict(py, mod, &d) != 0) {
+    if (ps_dict_get(py, modules, "_asyncio", &mod) != 0 || module_dict(T, mod, &d) != 0) {
         /* asyncio imported its tasks module without the accelerator */
         if (ps_dict_get(py, modules, "asyncio.tasks", &mod) == 0) {
             ps_say("PYSAMPLE_ASYNC: asyncio runs without its C accelerator (_asyncio); "
