@@ -1,12 +1,14 @@
 /*
- * test_frames.c - the frame walker (frames.c), the code cache (codecache.c)
- * and the stack table's aggregation of what they produce, on fake
+ * test_frames.c - the frame walker (frames.c), the code cache (codecache.c:
+ * identity, hits, its bound and replacement) and the stack table's
+ * aggregation of what they produce, on fake
  * interpreter memory built here: frame objects chained through f_back,
  * code objects whose type is "the" code type, and compact ASCII str
  * objects, laid out by a layout of our own (3.9-style frame objects).
  * Everything is read through ps_read(), as in a real process.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,6 +118,92 @@ static char *render(const struct ps_stacktab *t, const struct ps_symtab *syms)
     return out;
 }
 
+/*
+ * The code cache on its own: bounded, least recently used way replaced.
+ * Which set an address falls in is codecache.c's business; this repeats
+ * its hash (white box) to build a set's worth of collisions.
+ */
+static size_t set_of(const struct ps_codecache *c, uintptr_t addr)
+{
+    return (size_t)((addr >> 4) * 0x9E3779B97F4A7C15ull >> 32) & (c->sets - 1);
+}
+
+static const struct ps_code_entry *resolve(struct ps_codecache *c, struct ps_symtab *syms,
+                                           struct fake_code *code)
+{
+    return ps_code_resolve(c, &py, syms, 0, (uintptr_t)code, (const uint8_t *)code);
+}
+
+static void test_codecache_bounds(uintptr_t file)
+{
+    enum { N = 3000 };
+    static struct fake_code codes[N];
+    static struct fake_str names[N];
+    struct ps_codecache c;
+    struct ps_symtab syms;
+    CHECK_EQ_INT(ps_codecache_init(&c, 256), 0);
+    CHECK_EQ_INT(ps_symtab_init(&syms, 100000), 0);
+    size_t cap = c.sets * PS_CODECACHE_WAYS;
+    CHECK(cap >= 256 && cap < 1024);
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "gen%d", i);
+        make_code(&codes[i], make_str(&names[i], name), file, i + 1);
+    }
+
+    /* Many more code objects than entries: every one resolves to its own
+     * function, and the cache never holds more than its size. */
+    for (int i = 0; i < N; i++) {
+        const struct ps_code_entry *e = resolve(&c, &syms, &codes[i]);
+        CHECK(e != NULL);
+        if (e != NULL && i % 500 == 0) {
+            struct ps_sym sym;
+            ps_sym_get(&syms, e->func, &sym);
+            CHECK_EQ_STR(sym.name, names[i].data);
+            CHECK_EQ_INT(e->id.firstlineno, i + 1);
+        }
+    }
+    CHECK_EQ_INT(c.misses, N);
+    CHECK_EQ_INT(resolve(&c, &syms, &codes[N - 1])->id.addr, (uintptr_t)&codes[N - 1]);
+    CHECK_EQ_INT(c.hits, 1);
+    /* The first one was pushed out by the later ones of its set. */
+    int later = 0;
+    for (int i = 1; i < N; i++)
+        later += set_of(&c, (uintptr_t)&codes[i]) == set_of(&c, (uintptr_t)&codes[0]);
+    CHECK(later >= PS_CODECACHE_WAYS);
+    resolve(&c, &syms, &codes[0]);
+    CHECK_EQ_INT(c.misses, N + 1);
+
+    /* Five code objects of one set: the fifth replaces the least recently
+     * used of the four, not the oldest. */
+    ps_codecache_clear(&c);
+    struct fake_code *same[5];
+    int k = 0;
+    for (int i = 0; i < N && k < 5; i++)
+        if (set_of(&c, (uintptr_t)&codes[i]) == set_of(&c, (uintptr_t)&codes[0]))
+            same[k++] = &codes[i];
+    CHECK_EQ_INT(k, 5);
+    if (k == 5) {
+        uint64_t h = c.hits, m = c.misses;
+        for (int i = 0; i < 4; i++)
+            resolve(&c, &syms, same[i]);
+        resolve(&c, &syms, same[0]);           /* same[1] is now the least recent */
+        resolve(&c, &syms, same[4]);
+        CHECK_EQ_INT(c.misses - m, 5);
+        CHECK_EQ_INT(c.hits - h, 1);
+        resolve(&c, &syms, same[0]);
+        resolve(&c, &syms, same[2]);
+        resolve(&c, &syms, same[3]);
+        resolve(&c, &syms, same[4]);
+        CHECK_EQ_INT(c.hits - h, 5);          /* all still there ... */
+        resolve(&c, &syms, same[1]);
+        CHECK_EQ_INT(c.misses - m, 6);        /* ... but the one replaced */
+    }
+    ps_codecache_clear(&c);
+    free(c.e);
+    ps_symtab_free(&syms);
+}
+
 int main(void)
 {
     CHECK_EQ_INT(ps_mem_init(), 0);
@@ -215,6 +303,8 @@ int main(void)
     text = render(&t, &syms);
     CHECK_EQ_STR(text, "");
     free(text);
+
+    test_codecache_bounds(file);
 
     ps_codecache_clear(&cc);
     free(cc.e);
