@@ -71,6 +71,11 @@ def add_options(parser):
     parser.add_argument("--async", dest="async_tasks", action="store_true",
                         help="attribute samples to asyncio tasks (PYSAMPLE_ASYNC=1): each task's stack "
                              "under [task NAME \"CORO\"] markers; in wall mode waiting tasks count too")
+    parser.add_argument("--native", nargs="?", const="1", choices=("1", "all"),
+                        help="native frames too (PYSAMPLE_NATIVE): C extensions, ctypes calls, the "
+                             "system call or GIL wait a thread is in, with the Python frames in place "
+                             "of the interpreter's; --native=all also shows the interpreter's own "
+                             "frames (Linux x86-64)")
     parser.add_argument("--format", choices=("collapsed", "speedscope", "pprof", "svg"), default="collapsed",
                         help="output format (default: collapsed, the library's text format)")
     parser.add_argument("--python", metavar="PY",
@@ -178,6 +183,8 @@ def _environment(library, workdir, args):
         env["PYSAMPLE_MODE"] = args.mode
     if args.async_tasks:
         env["PYSAMPLE_ASYNC"] = "1"
+    if getattr(args, "native", None):
+        env["PYSAMPLE_NATIVE"] = args.native
     return env
 
 

@@ -37,6 +37,10 @@ Items (--only takes their names, comma-separated):
                / 10 000 live asyncio tasks waiting three coroutines deep
                (test/bench/async_workload.py), beside the same program
                without task attribution; wall mode, 100 Hz
+  native   10. PYSAMPLE_NATIVE=1: sampler CPU per sample at Python depth
+               10 and 50, one thread blocked (registers from /proc) and one
+               running (held by the signal), beside PYSAMPLE_NATIVE=0;
+               1 kHz (docs/native.md)
 
 Every figure of items 1, 2 and 7 is reported beside the platform's floor
 (test/bench/bench_wake.c: a bare thread that only wakes at the rate), run
@@ -340,6 +344,36 @@ def bench_async(ctx, py, tasks=(10, 1000, 10000), reps=3, seconds=1.5, rate=100)
     return out
 
 
+def bench_native(ctx, py, depths=(10, 50), reps=3, seconds=1.0, rate=1000):
+    """Item 10: the cost of a native sample, blocked and running, beside
+    the Python-only sample of the same program."""
+    res = {}
+    for rep in range(reps):
+        combos = [(m, d, n) for m in ("idle", "busy") for d in depths for n in (0, 1)]
+        random.shuffle(combos)
+        for m, d, n in combos:
+            stats = ctx.path("stats")
+            env = ctx.env(rate, stats, output=False)
+            env["PYSAMPLE_NATIVE"] = str(n)
+            run([py, WORKLOAD, m, str(d), "1", str(seconds), str(rate)], env)
+            st = read_stats(stats)
+            if st.get("samples", 0) == 0:
+                continue
+            r = res.setdefault("%s/%d/%d" % (m, d, n), {"cpu": [], "tick": [], "native": [],
+                                                       "lost": []})
+            r["cpu"].append(st["sampler_cpu_ns"] / st["samples"])
+            r["tick"].append(st["tick_p50_ns"])
+            r["native"].append(st.get("native_blocked", 0) + st.get("native_held", 0))
+            r["lost"].append(st.get("native_lost", 0) + st.get("native_gone", 0))
+    out = {}
+    for k, r in res.items():
+        out[k] = {"cpu_ns": med(r["cpu"]), "cpu_spread": spread(r["cpu"], "%.0f"),
+                  "tick_p50_ns": med(r["tick"]), "native": med(r["native"]),
+                  "lost": max(r["lost"])}
+    log("  native: " + ", ".join("%s %.1f us" % (k, v["cpu_ns"] / 1e3) for k, v in sorted(out.items())))
+    return out
+
+
 def bench_wake(ctx, rates=(100, 1000, 10000)):
     out = {}
     for r in rates:
@@ -544,7 +578,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", default="/tmp/pysample-bench")
-    ap.add_argument("--only", default="slowdown,cost,rate,startup,memory,versions,idle,wake,async")
+    ap.add_argument("--only", default="slowdown,cost,rate,startup,memory,versions,idle,wake,async,native")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     ap.add_argument("--primary", help="label of the interpreter measured in full (default: newest)")
     ap.add_argument("--python", action="append", default=[], help="extra interpreter")
@@ -587,6 +621,8 @@ def main():
             results["wake_methods"] = bench_wake_methods(ctx, reps=1 if q else 3)
         if "async" in only:
             results["async"] = bench_async(ctx, py, reps=1 if q else 3)
+        if "native" in only:
+            results["native"] = bench_native(ctx, py, reps=1 if q else 3)
         if "versions" in only:
             per = {}
             for label, path in pythons:
@@ -840,6 +876,25 @@ def render(R):
                 L.append("| %d | %s | %.1f us | %s | %.1f us | %.1f us | %.1f | %s |" %
                          (n, "on" if a else "off", x["cpu_tick_us"], x["cpu_spread"], x["tick_p50_us"],
                           x["tick_p99_us"], x["samples_per_tick"], per))
+        L.append("")
+    if "native" in R:
+        N = R["native"]
+        L.append("### 10. Native stacks (%s, 1 kHz, one thread, PYSAMPLE_NATIVE=0 / 1)" % R["primary"])
+        L.append("")
+        L.append("Sampler CPU per sample (its thread's CPU clock over samples) and the tick's "
+                 "own work (wall, p50).  Blocked: the thread waits on an Event, its registers "
+                 "come from /proc/self/task/TID/syscall; running: it runs Python code and is "
+                 "held in the SIGURG handler while its stack is unwound.")
+        L.append("")
+        L.append("| thread | Python depth | native | CPU per sample | spread | tick p50 | native samples | lost |")
+        L.append("|---|---|---|---|---|---|---|---|")
+        for k in sorted(N, key=lambda k: (k.split("/")[0], int(k.split("/")[1]), k.split("/")[2])):
+            m, d, n = k.split("/")
+            x = N[k]
+            L.append("| %s | %s | %s | %.1f us | %s ns | %.1f us | %d | %d |" %
+                     ("blocked" if m == "idle" else "running", d, "on" if n == "1" else "off",
+                      x["cpu_ns"] / 1e3, x["cpu_spread"], x["tick_p50_ns"] / 1e3, x["native"],
+                      x["lost"]))
         L.append("")
     if "versions" in R:
         L.append("### 6. Per interpreter (items 1 pinned, 2 with one thread, 3 with one thread, 4 python)")

@@ -888,6 +888,16 @@ class RecordTests(TempDirTestCase):
         with open(path) as f:
             self.assertIn("async=1", f.read())
 
+    def test_native_flag_sets_pysample_native(self):
+        for flag, want in (("--native", "native=1"), ("--native=all", "native=all")):
+            for f in self.profiles().values():
+                os.unlink(f)
+            code, out, err = self.record(flag, "--", PYTHON, "-c", "pass")
+            self.assertEqual(code, 0, err)
+            (pid, path), = self.profiles().items()
+            with open(path) as f:
+                self.assertIn(want, f.read())
+
     def test_every_python_process_gets_a_file(self):
         code, out, err = self.record("--", PYTHON, "-c",
                                      "import subprocess, sys\n"

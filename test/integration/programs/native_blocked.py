@@ -76,6 +76,8 @@ def main():
     for name in LOOPS + ["read"]:
         calls, eintr = results[name]
         print(name, calls, eintr)
+    # Free-threaded builds have no GIL to contend for.
+    print("gil", int(getattr(sys, "_is_gil_enabled", lambda: True)()), 0)
 
 
 main()
