@@ -7,10 +7,10 @@
  * binary search; the FDE's CIE and instructions are run up to pc and give
  * the CFA and where the caller's registers were saved.  Only the rules that
  * gcc and clang emit for ordinary code are followed (def_cfa with offsets,
- * offset/val_offset/register/same/undefined, remember/restore_state).
- * Anything else (def_cfa_expression in PLT stubs and signal trampolines,
- * expression rules, 64-bit DWARF, a CFA register whose value is unknown)
- * stops the walk, which is then reported truncated; it is never guessed.
+ * offset/val_offset/register/same/undefined, remember/restore_state), and
+ * the register-arithmetic CFA expression of PLT stubs.  Anything else
+ * (other expressions, signal trampolines, 64-bit DWARF, a CFA register
+ * whose value is unknown) stops the walk, which is then reported truncated; it is never guessed.
  * An object with no unwind information for pc falls back to the frame
  * pointer chain, as do architectures other than x86-64 (compiled and
  * walked by frame pointers only: aarch64).
@@ -84,7 +84,9 @@ enum rule { R_SAME = 0, R_UNDEF, R_OFFSET, R_VAL_OFFSET, R_REG, R_UNKNOWN };
 struct cfi_row {
     int cfa_reg;
     int64_t cfa_off;
-    int cfa_unknown;        /* def_cfa_expression */
+    int cfa_unknown;        /* def_cfa_expression ... */
+    const uint8_t *cfa_expr; /* ... this one, inside the copied record */
+    uint64_t cfa_expr_len;
     uint8_t rule[PS_REG_N];
     int64_t arg[PS_REG_N];
 };
@@ -399,6 +401,8 @@ static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, u
             uint64_t n = rd_uleb(&c);
             if (n > (uint64_t)(c.end - c.p))
                 return -1;
+            row->cfa_expr = c.p;
+            row->cfa_expr_len = n;
             c.p += n;
             row->cfa_unknown = 1;
             break;
@@ -470,12 +474,68 @@ static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, u
 }
 
 /*
+ * A CFA expression, for the one kind the linker emits for every PLT:
+ * rsp + 8, plus 8 more past the push in a lazy-binding stub
+ * (DW_OP_breg7 8; DW_OP_breg16 0; DW_OP_lit15; DW_OP_and; DW_OP_lit11;
+ * DW_OP_ge; DW_OP_lit3; DW_OP_shl; DW_OP_plus).  Registers, literals and
+ * integer arithmetic only: no memory, no branches.  0 or -1.
+ */
+static int eval_cfa_expr(const uint8_t *p, uint64_t len, const struct ps_regs *rs,
+                         uint64_t *out)
+{
+    uint64_t st[8];
+    int sp = 0;
+    struct cur c = { p, p + len, 0, p, 0 };
+    while (c.p < c.end && !c.bad) {
+        uint8_t op = *c.p++;
+        if (op >= 0x30 && op <= 0x4f) {                 /* lit0..lit31 */
+            if (sp == 8)
+                return -1;
+            st[sp++] = op - 0x30u;
+        } else if (op >= 0x70 && op <= 0x8f) {          /* breg0..breg31 */
+            int r = op - 0x70;
+            int64_t off = rd_sleb(&c);
+            if (sp == 8 || r >= PS_REG_N || !ps_regs_has(rs, r))
+                return -1;
+            st[sp++] = rs->r[r] + (uint64_t)off;
+        } else if (op == 0x08) {                        /* const1u */
+            if (sp == 8)
+                return -1;
+            st[sp++] = rd_u(&c, 1);
+        } else if (op == 0x23) {                        /* plus_uconst */
+            if (sp < 1)
+                return -1;
+            st[sp - 1] += rd_uleb(&c);
+        } else if (op == 0x1a || op == 0x22 || op == 0x1c || op == 0x24 || op == 0x2a) {
+            if (sp < 2)
+                return -1;
+            uint64_t b = st[--sp], a = st[sp - 1];
+            switch (op) {
+            case 0x1a: a &= b; break;                              /* and */
+            case 0x22: a += b; break;                              /* plus */
+            case 0x1c: a -= b; break;                              /* minus */
+            case 0x24: a = b < 64 ? a << b : 0; break;             /* shl */
+            default: a = (int64_t)a >= (int64_t)b; break;          /* ge */
+            }
+            st[sp - 1] = a;
+        } else {
+            return -1;
+        }
+    }
+    if (c.bad || sp != 1)
+        return -1;
+    *out = st[0];
+    return 0;
+}
+
+/*
  * The CFI row for pc (lookup: pc, or pc - 1 for a return address, which
  * may lie just past a call at the very end of a function).  Returns 0,
  * -1 if there is no usable CFI (fall back to frame pointers), -2 if there
  * is CFI we do not follow (stop).
  */
-static int cfi_row_for(uintptr_t hdr, uintptr_t lookup, struct cfi_row *row, int *signal_frame)
+static int cfi_row_for(uintptr_t hdr, uintptr_t lookup, const struct ps_regs *rs,
+                       struct cfi_row *row, uint64_t *cfa, int *signal_frame)
 {
     uint8_t fde[PS_CFI_MAX], cie_buf[PS_CFI_MAX];
     size_t flen, clen;
@@ -509,9 +569,17 @@ static int cfi_row_for(uintptr_t hdr, uintptr_t lookup, struct cfi_row *row, int
     struct cfi_row initial = *row;
     if (run_cfi(&ci, c.p, c.end, start, lookup, row, &initial, fde_addr, fde) != 0)
         return -2;
-    if (row->cfa_unknown || row->cfa_reg < 0 || row->cfa_reg >= PS_REG_N)
-        return -2;
     *signal_frame = ci.signal_frame;
+    if (row->cfa_unknown) {
+        /* Evaluated here, while the record it points into is alive. */
+        if (row->cfa_expr == NULL ||
+            eval_cfa_expr(row->cfa_expr, row->cfa_expr_len, rs, cfa) != 0)
+            return -2;
+        return 0;
+    }
+    if (row->cfa_reg < 0 || row->cfa_reg >= PS_REG_N || !ps_regs_has(rs, row->cfa_reg))
+        return -2;
+    *cfa = rs->r[row->cfa_reg] + (uint64_t)row->cfa_off;
     return 0;
 }
 
@@ -528,14 +596,12 @@ static int cfi_step(struct ps_regs *rs, int first)
         return -3;
     struct cfi_row row;
     int sigframe = 0;
-    int rc = cfi_row_for(hdr, first ? pc : pc - 1, &row, &sigframe);
+    uint64_t cfa = 0;
+    int rc = cfi_row_for(hdr, first ? pc : pc - 1, rs, &row, &cfa, &sigframe);
     if (rc == -1)
         return -3;
     if (rc != 0 || sigframe)
         return -1;
-    if (!ps_regs_has(rs, row.cfa_reg))
-        return -1;
-    uint64_t cfa = rs->r[row.cfa_reg] + (uint64_t)row.cfa_off;
     struct ps_regs next = { .valid = 0 };
     for (int i = 0; i < PS_REG_N; i++) {
         switch (row.rule[i]) {

@@ -303,8 +303,18 @@ static void on_sig(int sig, siginfo_t *si, void *ucv)
          * been pending when the current one was sent, and SIGURG does not
          * queue, so that earlier one is all this thread will get. */
         uint32_t sent = ST_SENT;
-        if (atomic_load(&N.tid) == (long)syscall(SYS_gettid) &&
+        long me = (long)syscall(SYS_gettid);
+        if (atomic_load(&N.tid) == me &&
             atomic_compare_exchange_strong(&N.state, &sent, ST_COPYING)) {
+            /* The sampler writes tid before it moves the state to SENT:
+             * a late signal of an earlier request to this thread may have
+             * read the old tid and met a new request for another thread.
+             * Give that one back. */
+            if (atomic_load(&N.tid) != me) {
+                atomic_store(&N.state, ST_SENT);
+                errno = saved;
+                return;
+            }
             copy_regs(uc, &N.regs);
             atomic_store(&N.state, ST_HELD);
             futex(&N.state, FUTEX_WAKE_PRIVATE, 1, NULL);
