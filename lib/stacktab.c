@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "stacktab.h"
 
 int ps_stacktab_init(struct ps_stacktab *t, size_t max_stacks, uint64_t full_frame)
@@ -74,16 +75,10 @@ static int stacks_grow(struct ps_stacktab *t)
 
 static int frames_append(struct ps_stacktab *t, const uint64_t *frames, uint32_t depth)
 {
-    if (t->nframes + depth > t->frames_cap) {
-        size_t nc = t->frames_cap ? t->frames_cap : 16384;
-        while (nc < t->nframes + depth)
-            nc *= 2;
-        uint64_t *nf = realloc(t->frames, nc * sizeof *nf);
-        if (nf == NULL)
-            return -1;
-        t->frames = nf;
-        t->frames_cap = nc;
-    }
+    uint64_t *nf = ps_grow(t->frames, &t->frames_cap, t->nframes + depth, sizeof *nf, 16384);
+    if (nf == NULL)
+        return -1;
+    t->frames = nf;
     memcpy(t->frames + t->nframes, frames, depth * sizeof *frames);
     t->nframes += depth;
     return 0;

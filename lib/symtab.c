@@ -14,13 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "symtab.h"
+
+struct strkey {
+    uint32_t off, len;
+};
 
 struct ps_strtab {
     uint32_t *slots;   /* id + 1, 0 = empty */
     size_t cap;
-    uint32_t *offs;    /* id -> offset in text */
-    uint32_t *lens;
+    struct strkey *keys;  /* id -> where its text is */
     size_t n, ncap;
     char *text;        /* every key, each followed by a NUL */
     size_t tlen, tcap;
@@ -61,8 +65,7 @@ static void strtab_free(struct ps_strtab *s)
     if (s == NULL)
         return;
     free(s->slots);
-    free(s->offs);
-    free(s->lens);
+    free(s->keys);
     free(s->text);
     free(s);
 }
@@ -82,7 +85,7 @@ static int strtab_grow(struct ps_strtab *s)
     if (ns == NULL)
         return -1;
     for (size_t i = 0; i < s->n; i++) {
-        size_t j = hash_bytes(s->text + s->offs[i], s->lens[i], FNV_BASIS) & (ncap - 1);
+        size_t j = hash_bytes(s->text + s->keys[i].off, s->keys[i].len, FNV_BASIS) & (ncap - 1);
         while (ns[j] != 0)
             j = (j + 1) & (ncap - 1);
         ns[j] = (uint32_t)i + 1;
@@ -103,35 +106,20 @@ static int key_equal(const char *stored, const struct part *k, size_t nk)
     return 1;
 }
 
-/* Room for n more ids and len more bytes of text.  0 or -1. */
+/* Room for one more key of len bytes.  0 or -1.  Offsets are 32-bit:
+ * the text stays under 4 GiB (the limits keep it far smaller). */
 static int strtab_reserve(struct ps_strtab *s, size_t len)
 {
-    if (s->n >= 0x7fffffff)
+    if (s->n >= 0x7fffffff || s->tlen + len + 1 > 0xffffffffu)
         return -1;
-    if (s->n == s->ncap) {
-        size_t nc = s->ncap ? s->ncap * 2 : 256;
-        uint32_t *no = realloc(s->offs, nc * sizeof *no);
-        if (no == NULL)
-            return -1;
-        s->offs = no;
-        uint32_t *nl = realloc(s->lens, nc * sizeof *nl);
-        if (nl == NULL)
-            return -1;
-        s->lens = nl;
-        s->ncap = nc;
-    }
-    if (s->tlen + len + 1 > s->tcap) {
-        size_t nc = s->tcap ? s->tcap : 4096;
-        while (nc < s->tlen + len + 1)
-            nc *= 2;
-        if (nc > 0xffffffffu)
-            return -1;
-        char *nt = realloc(s->text, nc);
-        if (nt == NULL)
-            return -1;
-        s->text = nt;
-        s->tcap = nc;
-    }
+    struct strkey *k = ps_grow(s->keys, &s->ncap, s->n + 1, sizeof *k, 256);
+    if (k == NULL)
+        return -1;
+    s->keys = k;
+    char *t = ps_grow(s->text, &s->tcap, s->tlen + len + 1, 1, 4096);
+    if (t == NULL)
+        return -1;
+    s->text = t;
     return 0;
 }
 
@@ -152,7 +140,7 @@ static uint32_t strtab_intern(struct ps_strtab *s, const struct part *k, size_t 
         uint32_t v = s->slots[j];
         if (v == 0)
             break;
-        if (s->lens[v - 1] == len && key_equal(s->text + s->offs[v - 1], k, nk))
+        if (s->keys[v - 1].len == len && key_equal(s->text + s->keys[v - 1].off, k, nk))
             return v - 1;
         j = (j + 1) & (s->cap - 1);
     }
@@ -161,8 +149,8 @@ static uint32_t strtab_intern(struct ps_strtab *s, const struct part *k, size_t 
     if (strtab_reserve(s, len) != 0)
         return PS_ID_NONE;
     uint32_t id = (uint32_t)s->n++;
-    s->offs[id] = (uint32_t)s->tlen;
-    s->lens[id] = (uint32_t)len;
+    s->keys[id].off = (uint32_t)s->tlen;
+    s->keys[id].len = (uint32_t)len;
     for (size_t i = 0; i < nk; i++) {
         memcpy(s->text + s->tlen, k[i].p, k[i].n);
         s->tlen += k[i].n;
@@ -228,7 +216,7 @@ uint32_t ps_sym_marker(struct ps_symtab *s, const char *text)
 
 void ps_sym_get(const struct ps_symtab *s, uint32_t id, struct ps_sym *out)
 {
-    const char *key = s->funcs->text + s->funcs->offs[id];
+    const char *key = s->funcs->text + s->funcs->keys[id].off;
     out->kind = (enum ps_sym_kind)key[0];
     out->name = key + 1;
     out->file = out->kind == PS_SYM_MARKER ? NULL : out->name + strlen(out->name) + 1;
@@ -266,7 +254,7 @@ uint32_t ps_sym_label(struct ps_symtab *s, long tid, const char *name)
 
 const char *ps_sym_label_text(const struct ps_symtab *s, uint32_t id)
 {
-    return s->labels->text + s->labels->offs[id];
+    return s->labels->text + s->labels->keys[id].off;
 }
 
 size_t ps_sym_label_count(const struct ps_symtab *s)
