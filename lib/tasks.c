@@ -41,8 +41,9 @@
  * Tasks finish and are freed while we read: every object is recognised by
  * its type before its fields are used, a task must be pending, each chain
  * is bounded, and anything that does not hold together is left out, never
- * guessed.  At most PS_TASKS_MAX tasks are read per tick (rotating through
- * the set); the others are counted on a marker stack.
+ * guessed.  At most PS_TASKS_MAX tasks are read per tick (64 when reads are
+ * system calls), rotating through the set or lists from tick to tick; the
+ * others are counted on a marker stack.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +58,18 @@
 #include "tasks.h"
 
 #define TPF_HEAPTYPE (1ul << 9)
-#define SEARCH_EVERY_NS 10000000ull    /* looking for asyncio: every 10 ms (~20 us each) */
+/* Looking for asyncio (a scan of the modules dict, ~20 us with direct
+ * reads): every 10 ms at first, then less often, up to once a second, so a
+ * program that never imports asyncio (or reads through system calls, ~100x
+ * dearer) pays next to nothing. */
+#define SEARCH_FIRST_NS 10000000ull
+#define SEARCH_MAX_NS 1000000000ull
+/* Tasks read per tick when reads are system calls (memread.h): a tick of
+ * 1024 tasks would then take tens of milliseconds. */
+#define PS_TASKS_MAX_SLOW 64
+/* 3.14+: list links followed per tick, 16 per task read (so the window
+ * rotates through lists of up to 16 x the limit). */
+#define LIST_LINKS_PER_TASK 16
 #define MARKS 2048                     /* power of two */
 #define MARK_TEXT 200
 #define FUT_PENDING 0
@@ -98,7 +110,8 @@ struct ps_tasks {
     struct ps_python py;
     struct ps_async_layout A;
     int state;               /* 0 looking for asyncio, 1 found, 2 gave up */
-    uint64_t next_search;
+    uint64_t next_search, search_every;
+    int limit;               /* tasks read this tick */
     uintptr_t interp, task_type, future_type, all_set, eager_set, current;
     uint64_t cursor;
     struct ps_task *t;
@@ -238,7 +251,10 @@ static void search(struct ps_tasks *T, uintptr_t interp, uint64_t now)
     const struct ps_python *py = &T->py;
     uintptr_t modules, mod, d, v;
 
-    T->next_search = now + SEARCH_EVERY_NS;
+    T->search_every = T->search_every == 0 ? SEARCH_FIRST_NS
+                      : T->search_every >= SEARCH_MAX_NS / 2 ? SEARCH_MAX_NS
+                                                            : 2 * T->search_every;
+    T->next_search = now + T->search_every;
     if (ps_read_ptr(interp + py->L.is_modules, &modules) != 0 ||
         ps_obj_type(py, modules) != py->dict_type)
         return;
@@ -354,7 +370,7 @@ static int find_task(const struct ps_tasks *T, uintptr_t addr)
 /* Adds the tasks among keys (tasks, or weakrefs to them). */
 static void add_tasks(struct ps_tasks *T, const uintptr_t *keys, int nk, int weak)
 {
-    for (int i = 0; i < nk && T->n < PS_TASKS_MAX; i++) {
+    for (int i = 0; i < nk && T->n < T->limit; i++) {
         uintptr_t addr = keys[i];
         if (weak) {
             if (ps_obj_type(&T->py, addr) != T->py.weakref_type ||
@@ -602,10 +618,11 @@ static void collect_thread_lists(struct ps_tasks *T, uintptr_t interp)
     const struct ps_python *py = &T->py;
     const struct ps_async_layout *A = &T->A;
     uintptr_t ts;
-    int budget = 4 * PS_TASKS_MAX;   /* links followed, torn lists included */
+    int budget = LIST_LINKS_PER_TASK * T->limit;   /* links followed, torn lists included */
+    uint64_t g = 0;            /* index of a node over all lists */
     if (ps_read_ptr(interp + py->L.is_threads_head, &ts) != 0)
         return;
-    for (int nts = 0; ts != 0 && nts < 4096 && T->n < PS_TASKS_MAX; nts++) {
+    for (int nts = 0; ts != 0 && nts < 4096 && budget > 0; nts++) {
         uintptr_t next, pth, running, node;
         if (ps_read_ptr(ts + py->L.ts_next, &next) != 0 ||
             ps_read_ptr(ts + py->L.ts_thread_id, &pth) != 0 ||
@@ -614,11 +631,14 @@ static void collect_thread_lists(struct ps_tasks *T, uintptr_t interp)
             return;
         uintptr_t head = ts + A->ts_tasks_head;
         int ix = -1;
-        while (node != head && node != 0 && budget-- > 0 && T->n < PS_TASKS_MAX) {
+        /* Only the nodes in this tick's window [cursor, cursor + limit)
+         * are read as tasks; the others cost one read each. */
+        for (; node != head && node != 0 && budget > 0; budget--, g++) {
             uintptr_t nn;
             if ((node & 7) || ps_read_ptr(node, &nn) != 0)
                 break;
-            if (read_task(T, node - A->task_node, &T->t[T->n]) == 0) {
+            if (g >= T->cursor && T->n < T->limit &&
+                read_task(T, node - A->task_node, &T->t[T->n]) == 0) {
                 if (ix < 0 && T->nloops < PS_TASKS_LOOPS) {
                     ix = T->nloops++;
                     T->loops[ix].loop = ts;
@@ -630,10 +650,12 @@ static void collect_thread_lists(struct ps_tasks *T, uintptr_t interp)
             }
             node = nn;
         }
-        if (node != head)
-            T->skipped += 1;  /* more tasks than we read: at least one */
         ts = next;
     }
+    /* Counted on the marker: the nodes seen but not read (beyond the link
+     * budget, more may exist). */
+    T->skipped = (int64_t)g > T->n ? (int64_t)g - T->n : 0;
+    T->cursor = T->cursor + (uint64_t)T->limit < g ? T->cursor + (uint64_t)T->limit : 0;
 }
 
 /* 3.14+: asyncio records who awaits a task (await, gather, TaskGroup,
@@ -706,6 +728,7 @@ void ps_tasks_tick(struct ps_tasks *T, struct ps_codecache *cc, struct ps_symtab
     }
     if (interp != T->interp)
         return;
+    T->limit = ps_mem_mode() == PS_READ_DIRECT ? PS_TASKS_MAX : PS_TASKS_MAX_SLOW;
 
     if (T->A.tasks_kind == PS_ATASKS_THREAD_LISTS) {
         collect_thread_lists(T, interp);
@@ -721,14 +744,14 @@ void ps_tasks_tick(struct ps_tasks *T, struct ps_codecache *cc, struct ps_symtab
     int nk;
     if (T->eager_set != 0) {
         uint64_t c = 0;
-        nk = ps_set_keys(&T->py, T->eager_set, T->keys, PS_TASKS_MAX, &c, &used);
+        nk = ps_set_keys(&T->py, T->eager_set, T->keys, T->limit, &c, &used);
         if (nk > 0) {
             add_tasks(T, T->keys, nk, 0);
             total += used;
             seen += nk;
         }
     }
-    nk = ps_set_keys(&T->py, T->all_set, T->keys, PS_TASKS_MAX - T->n, &T->cursor, &used);
+    nk = ps_set_keys(&T->py, T->all_set, T->keys, T->limit - T->n, &T->cursor, &used);
     if (nk < 0)
         return;
     total += used;
@@ -826,7 +849,10 @@ int ps_tasks_splice_running(struct ps_tasks *T, struct ps_symtab *syms,
         for (int j = 0; j < n; j++)
             if (addrs[j] == T->t[i].coro_frame)
                 k = j;
-        if (k < 0)
+        /* The loop's frames must be above the coroutine's: a walk that
+         * ends at the coroutine was torn (3.11 clears a generator frame's
+         * previous as it leaves it) and is not dressed as a task's. */
+        if (k < 0 || k == n - 1)
             continue;
         int d = d0;
         if (d + (n - k - 1) > max)
