@@ -329,7 +329,9 @@ static int read_task(struct ps_tasks *T, uintptr_t addr, struct ps_task *t)
         t->awaited_by = ps_ptr_at(snap, A->task_awaited_by);
         t->awaited_by_is_set = snap[A->task_awaited_by_is_set];
     }
-    if (!ps_obj_ok(t->loop) || !ps_obj_ok(t->coro))
+    /* A task being initialised (3.14+ lists it before its name is set)
+     * is not one yet. */
+    if (!ps_obj_ok(t->loop) || !ps_obj_ok(t->coro) || !ps_obj_ok(t->name))
         return -1;
     return 0;
 }
@@ -790,16 +792,19 @@ static uint32_t task_marker(struct ps_tasks *T, struct ps_symtab *syms, const st
     char name[64], coro[96];
     uint64_t num;
     uintptr_t q;
+    /* A name or coroutine that does not read as one is a task changing
+     * under us (being set up, or freed): no marker, and the task is left
+     * out of this sample rather than shown under a made-up name. */
     if (ps_obj_type(&T->py, t->name) == T->py.str_type &&
         ps_str_read(&T->py.L, t->name, name, sizeof name) >= 0)
         ;
     else if (ps_long_value(&T->py, t->name, &num) == 0)
         snprintf(name, sizeof name, "Task-%llu", (unsigned long long)num);  /* 3.12+: lazy */
     else
-        strcpy(name, "?");
+        return PS_ID_NONE;
     if (ps_read_ptr(t->coro + T->A.gi_qualname, &q) != 0 ||
         ps_obj_type(&T->py, q) != T->py.str_type || ps_str_read(&T->py.L, q, coro, sizeof coro) < 0)
-        strcpy(coro, "?");
+        return PS_ID_NONE;
     snprintf(m->text, sizeof m->text, "[task %s \"%s\"]", name, coro);
     m->task = t->addr;
     m->name = t->name;
