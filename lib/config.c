@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,21 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
     }
     c->max_threads_per_tick = get_int(get, ctx, warn, "PYSAMPLE_MAX_THREADS_PER_TICK", 0, 1000000, 0,
                                       "a thread count from 1 to 1000000, or 0 for all");
+
+    /* Opt-in only, and only the two signals no runtime or C library uses
+     * for itself: a program that has a handler of its own for it must
+     * not set this. */
+    s = get("PYSAMPLE_SIGNAL", ctx);
+    if (s != NULL && *s != '\0') {
+        const char *n = strncmp(s, "SIG", 3) == 0 ? s + 3 : s;
+        if (strcmp(n, "USR1") == 0)
+            c->write_signal = SIGUSR1;
+        else if (strcmp(n, "USR2") == 0)
+            c->write_signal = SIGUSR2;
+        else
+            warnf(warn, ctx, "%s='%.64s' is not %s", "PYSAMPLE_SIGNAL", s,
+                  "USR1 or USR2; no signal writes the profile");
+    }
 
     /* Not a user setting (test/bench/ reads it): an unusable path is
      * ignored without a word. */

@@ -83,6 +83,12 @@ static enum ps_life state(void)
     return (enum ps_life)atomic_load(&life.state);
 }
 
+/* profiling_here() for a signal handler: atomics and getpid() only. */
+static int profiling_here_signal_safe(void)
+{
+    return state() == PS_LIFE_PROFILING && life.pid != 0 && getpid() == life.pid;
+}
+
 /* ---- critical sections ---------------------------------------------------- */
 
 void ps_section_enter(struct ps_section *s, pthread_mutex_t *lock)
@@ -172,6 +178,34 @@ static int setup_locked(ps_sym_lookup lookup, void *ctx)
 static void at_exit(void);
 static void on_fatal_signal(int sig);
 
+/*
+ * PYSAMPLE_SIGNAL: the profile is written now, by the sampler thread.  The
+ * handler only asks (atomics and, armed, one write() to a pipe: all
+ * async-signal-safe) and returns at once: the interrupted thread neither
+ * writes nor waits.  errno is kept for the code it interrupted.
+ */
+static void on_write_signal(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    if (profiling_here_signal_safe()) {
+        ps_writer_ask(PS_WRITE_NOW);
+        ps_sampler_request_write(0);
+    }
+    errno = saved;
+}
+
+static void take_write_signal(int sig)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_write_signal;
+    sa.sa_flags = SA_RESTART;   /* the program's system calls go on */
+    sigemptyset(&sa.sa_mask);
+    if (ps_real_sigaction(sig, &sa, NULL) != 0)
+        ps_say("cannot handle PYSAMPLE_SIGNAL: %s", strerror(errno));
+}
+
 /* 1 if PYSAMPLE_OUTPUT asks for a profile. */
 static int output_wanted(void)
 {
@@ -230,6 +264,8 @@ static int start_auto(ps_sym_lookup lookup, void *ctx)
     if (output) {
         atomic_store(&life.state, PS_LIFE_PROFILING);
         ps_fatal_signals_take_over(on_fatal_signal);
+        if (life.cfg.write_signal)
+            take_write_signal(life.cfg.write_signal);
         rc = ps_sampler_start(0);
     } else if (life.armed) {
         rc = ps_sampler_start_thread();
@@ -376,6 +412,28 @@ static void request_write(enum ps_write_kind kind, int in_handler)
         wait_written(PS_WRITE_FINAL, 0, 0);
 }
 
+/*
+ * A profile whose achieved rate fell below 90 % of the requested one says
+ * so at exit (issue #17): fewer samples than the user asked for, because
+ * the sampler woke late (a loaded machine, a rate too high for it) or the
+ * CPU budget lowered it.  Not for runs too short to measure a rate.
+ */
+static void say_low_rate(void)
+{
+    struct ps_stats st;
+    ps_sampler_stats(&st);
+    if (st.sampled_ns < 1000000000ull || st.ticks < 10 || st.requested_hz <= 0)
+        return;
+    double achieved = (double)st.ticks * 1e9 / (double)st.sampled_ns;
+    if (achieved >= 0.9 * st.requested_hz)
+        return;
+    ps_say("the profile of process %ld has %.1f samples per second, below 90%% of the requested "
+           "%d (%s); %llu ticks were skipped", (long)getpid(), achieved, st.requested_hz,
+           st.budget_adjustments ? "PYSAMPLE_CPU_BUDGET lowered the rate"
+                                 : "the sampler woke late: a loaded machine, or a rate too high for it",
+           (unsigned long long)st.late_ticks);
+}
+
 /* The end of this process: the final profile, written once. */
 static void finish(void)
 {
@@ -386,6 +444,7 @@ static void finish(void)
     ps_section_enter(&sec, NULL);
     request_write(PS_WRITE_FINAL, 0);
     ps_section_leave(&sec);
+    say_low_rate();
     /* The sampler stays up for a signal arriving during exit, but with
      * PYSAMPLE_STATS it is joined so that it writes its final statistics
      * (the benchmarks read them after every run). */

@@ -132,7 +132,8 @@ static struct {
 
     /* PYSAMPLE_STATS (cfg.stats_path): owned by the sampler thread while
      * it runs. */
-    uint64_t active_ns;         /* wall time spent sampling, all runs */
+    _Atomic uint64_t active_ns; /* wall time spent sampling, all runs ... */
+    _Atomic uint64_t run_began; /* ... but the one under way, begun then (0: none) */
     uint64_t late_hist[PS_LATE_BUCKETS];
     uint64_t tick_hist[PS_LATE_BUCKETS];  /* duration of the tick's work */
 } sampler = { .join_lock = PTHREAD_MUTEX_INITIALIZER, .wake_lock = PTHREAD_MUTEX_INITIALIZER };
@@ -590,7 +591,7 @@ static void write_stats(void)
                      (unsigned long long)atomic_load(&sampler.late_ticks),
                      (unsigned long long)pc.distinct_stacks,
                      (long long)atomic_load(&sampler.cpu_ns),
-                     (unsigned long long)sampler.active_ns,
+                     (unsigned long long)atomic_load(&sampler.active_ns),
                      (unsigned long long)late_percentile(sampler.late_hist, 0.50),
                      (unsigned long long)late_percentile(sampler.late_hist, 0.90),
                      (unsigned long long)late_percentile(sampler.late_hist, 0.99), (unsigned long long)max,
@@ -660,6 +661,7 @@ static void apply_budget(uint64_t now)
 static void sample_for_a_while(void)
 {
     uint64_t began = ps_now_ns();
+    atomic_store(&sampler.run_began, began);
     double share = sampler.cfg.cpu_budget;
     if (share > 0) {
         int want = atomic_load(&sampler.requested_hz);
@@ -715,7 +717,8 @@ static void sample_for_a_while(void)
         }
     }
     atomic_store(&sampler.cpu_ns, ps_self_cpu_ns());
-    sampler.active_ns += ps_now_ns() - began;
+    atomic_fetch_add(&sampler.active_ns, ps_now_ns() - began);
+    atomic_store(&sampler.run_began, 0);
 }
 
 static void *sampler_main(void *arg)
@@ -923,6 +926,8 @@ void ps_sampler_stats(struct ps_stats *st)
     st->truncated = atomic_load(&sampler.truncated);
     st->rate_now_hz = atomic_load(&sampler.rate_hz);
     st->requested_hz = atomic_load(&sampler.requested_hz);
+    uint64_t began = atomic_load(&sampler.run_began), now = ps_now_ns();
+    st->sampled_ns = atomic_load(&sampler.active_ns) + (began && now > began ? now - began : 0);
     st->budget_pct = sampler.cfg.cpu_budget * 100.0;
     st->budget_adjustments = atomic_load(&sampler.budget_adjustments);
     struct ps_profile_counts pc;
@@ -943,7 +948,8 @@ void ps_sampler_child_after_fork(int stop_sampling)
     wake_init();
     memset(sampler.late_hist, 0, sizeof sampler.late_hist);
     memset(sampler.tick_hist, 0, sizeof sampler.tick_hist);
-    sampler.active_ns = 0;
+    atomic_store(&sampler.active_ns, 0);
+    atomic_store(&sampler.run_began, 0);
     int was_running = atomic_load(&sampler.running) && !atomic_load(&sampler.finished);
     atomic_store(&sampler.running, 0);
     atomic_store(&sampler.write_request, 0);

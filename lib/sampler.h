@@ -25,6 +25,7 @@ struct ps_stats {
     double budget_pct;            /* that budget, % of one core; 0: none */
     int rate_now_hz;              /* the rate the thread ticks at now */
     int requested_hz;             /* the rate asked for (PYSAMPLE_RATE, a session) */
+    uint64_t sampled_ns;          /* wall time spent sampling so far */
 };
 
 /* Prepares the profile and the thread's buffers for py and cfg.  0 or -1

@@ -126,6 +126,17 @@ class Result:
         return Profile(os.path.join(self.outdir, name))
 
 
+# The one line the library may print about a profile that is otherwise
+# fine: on a loaded machine the sampler wakes late, and the achieved rate
+# falls under 90 % of the requested one (issue #17 wants it said).
+RATE_NOTE = re.compile(r"^pysample: .* below 90% of the requested ", re.M)
+
+
+def our_messages(stderr):
+    """The library's lines on stderr, except the achieved-rate note."""
+    return [l for l in stderr.splitlines() if l.startswith("pysample:") and not RATE_NOTE.match(l)]
+
+
 def program_lines(path, marker):
     """Line number of the line carrying the comment '# <marker>'."""
     with open(path, encoding="utf-8") as f:
@@ -186,7 +197,7 @@ class Context:
     def check_clean_run(self, res, expect_rc=0):
         self.check(res.rc == expect_rc, "exit status %s, expected %s" % (res.rc, expect_rc),
                    "stdout:\n" + res.stdout[-2000:], "stderr:\n" + res.stderr[-2000:])
-        self.check("pysample:" not in res.stderr, "unexpected message on stderr",
+        self.check(not our_messages(res.stderr), "unexpected message on stderr",
                    res.stderr[-2000:])
 
     def qual(self, cls, meth):

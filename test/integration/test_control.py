@@ -10,6 +10,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -347,3 +348,121 @@ def test_max_threads_per_tick_unbiased(ctx):
                   counts)
         ctx.check(0.75 * ticks <= n <= 1.1 * ticks, "%s: %d samples for %d ticks" % (fname, n, ticks), counts)
     ctx.check(int(st["samples"]) == p.total, "stats and profile agree", st, p.total)
+
+
+def test_top_pid_in_a_terminal(ctx):
+    """`pysample top --pid` in a real terminal (tmux): the table is redrawn
+    in place every second, its first lines say what the samples are worth,
+    and Ctrl-C ends it with status 0, the program unharmed."""
+    if not shutil.which("tmux"):
+        ctx.skip("tmux is not installed (CI: PYSAMPLE_DEPS_EXTRA=tmux)")
+    a = Armed(ctx)
+    sock = "pysample-test-%d" % os.getpid()
+    tmux = ["tmux", "-L", sock]
+    cmd = "env PYTHONPATH=%s %s -m pysample_tool top --pid %d" % (SCRIPTS, sys.executable, a.pid)
+    subprocess.run(tmux + ["-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "30", cmd], check=True)
+    try:
+        subprocess.run(tmux + ["set-option", "-g", "remain-on-exit", "on"], check=True)
+
+        def screen():
+            return subprocess.run(tmux + ["capture-pane", "-p"], capture_output=True, text=True).stdout
+
+        def header_seconds(text):
+            m = re.search(r"^pysample top: process %d, Python [0-9.t]+, wall-clock, ([0-9.]+) s$" % a.pid,
+                          text, re.M)
+            return float(m.group(1)) if m else None
+
+        deadline = time.monotonic() + 60
+        first = None
+        text = ""
+        while time.monotonic() < deadline:
+            text = screen()
+            secs = header_seconds(text)
+            if secs is not None and "armed_work (" in text:
+                if first is None:
+                    first = secs
+                elif secs >= first + 1.5:
+                    break
+            time.sleep(0.2)
+        secs = header_seconds(text)
+        ctx.check(first is not None and secs is not None and secs >= first + 1.5,
+                  "no refreshed table within 60 s", text)
+        lines = text.splitlines()
+        ctx.check(lines[0].startswith("pysample top: process %d," % a.pid), "first line", text)
+        ctx.check(re.match(r"rate [0-9.]+ of 100 Hz requested, \d+ samples, \d+ dropped, \d+ truncated$",
+                           lines[1]), "second line", text)
+        ctx.check(text.count("pysample top:") == 1, "redrawn in place, not scrolled", text)
+        row = [l for l in lines if l.endswith("armed_work (%s)" % ctx.program("armed.py"))]
+        ctx.check(row and float(row[0].split()[1].rstrip("%")) > 30.0, "armed_work's self share", text)
+        subprocess.run(tmux + ["send-keys", "C-c"], check=True)
+        status = None
+        for _ in range(100):
+            out = subprocess.run(tmux + ["display-message", "-p", "#{pane_dead} #{pane_dead_status}"],
+                                 capture_output=True, text=True).stdout.split()
+            if out and out[0] == "1":
+                status = int(out[1]) if len(out) > 1 else None
+                break
+            time.sleep(0.1)
+        ctx.check(status == 0, "top after Ctrl-C: exit status %r" % status, screen())
+    finally:
+        subprocess.run(tmux + ["kill-server"], capture_output=True)
+    check_program_unchanged(ctx, a, *a.finish())
+
+
+def test_signal_writes_profile_now(ctx):
+    """PYSAMPLE_SIGNAL=USR2 (opt-in): the signal gets the profile written
+    while the program runs on, unharmed."""
+    out = ctx.tmpdir()
+    path = os.path.join(out, "sig.txt")
+    a = Armed(ctx, env={"PYSAMPLE_ARM": "0", "PYSAMPLE_OUTPUT": path, "PYSAMPLE_SIGNAL": "USR2",
+                        "PYSAMPLE_FLUSH_INTERVAL": "0"})
+    time.sleep(0.5)
+    ctx.check(not os.path.exists(path), "no flush interval: nothing written yet")
+    os.kill(a.pid, signal.SIGUSR2)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ctx.check(os.path.exists(path), "SIGUSR2 wrote nothing within 30 s")
+    ctx.check(a.proc.poll() is None, "the program still runs")
+    prof = harness.Profile(path)
+    ctx.check(prof.with_frame("armed_work") > 0, "the profile so far", prof.dump())
+    rc, out_text, err = a.finish()
+    check_program_unchanged(ctx, a, rc, out_text, err)
+    ctx.check(harness.Profile(path).total >= prof.total, "the final profile has it all")
+
+
+def test_low_rate_said_at_exit(ctx):
+    """A profile whose achieved rate fell below 90 % of the requested one
+    says so on stderr at exit, once, with the reason."""
+    res = ctx.run(["-c", "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass\n"],
+                  env={"PYSAMPLE_RATE": "10000", "PYSAMPLE_CPU_BUDGET": "0.1%"})
+    lines = [l for l in res.stderr.splitlines() if l.startswith("pysample:")]
+    ctx.check(res.rc == 0 and len(lines) == 1 and "below 90% of the requested 10000" in lines[0]
+              and "PYSAMPLE_CPU_BUDGET lowered the rate" in lines[0], "one note at exit", res.stderr)
+    ctx.check(res.profile().total > 0, "the profile is written all the same")
+
+
+def test_quality_in_pprof_and_speedscope(ctx):
+    a = Armed(ctx)
+    d = a.dir
+    res = tool(ctx, "record", "--pid", str(a.pid), "-d", "1", "--format", "pprof", "-o",
+               os.path.join(d, "q.pb"), "-q")
+    check_tool(ctx, res, "record --format pprof")
+    res = tool(ctx, "record", "--pid", str(a.pid), "-d", "1", "--format", "speedscope", "-o",
+               os.path.join(d, "q.json"), "-q")
+    check_tool(ctx, res, "record --format speedscope")
+    check_program_unchanged(ctx, a, *a.finish())
+    doc = json.load(open(os.path.join(d, "q.json")))
+    q = doc["pysample"]
+    ctx.check(q["requested_rate_hz"] == 100 and q["how"] == "armed record" and q["ticks"] > 0
+              and "of 100 Hz" in doc["exporter"], "speedscope metadata", doc.get("pysample"), doc["exporter"])
+    go = shutil.which("go")
+    if go is None:
+        ctx.skip("go tool pprof is not installed (CI: golang-go); speedscope checked")
+    raw = subprocess.run([go, "tool", "pprof", "-raw", os.path.join(d, "q.pb")], capture_output=True,
+                         text=True, timeout=300, env=dict(os.environ, HOME=d, GOCACHE=os.path.join(d, "go")))
+    ctx.check(raw.returncode == 0, "go tool pprof -raw failed", raw.stderr[-2000:])
+    ctx.check("PeriodType: wall nanoseconds" in raw.stdout and "Period: 10000000" in raw.stdout
+              and "Comment: pysample: requested_rate_hz 100" in raw.stdout
+              and re.search(r"Comment: pysample: achieved_rate_hz [0-9.]+", raw.stdout)
+              and "Comment: pysample: how armed record" in raw.stdout, "pprof fields", raw.stdout[:3000])

@@ -151,7 +151,7 @@ def test_embedded_ends_by_exit_and_sigterm(ctx):
         res = run_host(ctx, [lib, SCRIPT, "main"], home=home, env={"EMBED_END": end})
         ctx.check(res.rc == want_rc, "EMBED_END=%s: exit status %s, expected %s"
                   % (end, res.rc, want_rc), res.stderr[-2000:])
-        ctx.check("pysample:" not in res.stderr, "message of ours", res.stderr[-2000:])
+        ctx.check(not harness.our_messages(res.stderr), "message of ours", res.stderr[-2000:])
         prof = res.profile()
         check_role(ctx, prof, "main_work", "main-call", 40)
 

@@ -19,6 +19,7 @@ import subprocess
 import threading
 import time
 
+import harness
 from harness import Profile
 
 RATE = {"PYSAMPLE_RATE": "200"}
@@ -193,7 +194,7 @@ def check_same_exit(ctx, lib, plain, expect=None):
     if expect is not None:
         ctx.check(plain.rc == expect, "the program itself ended with %s, expected %s"
                   % (plain.rc, expect), describe(plain))
-    ctx.check("pysample:" not in lib.stderr, "unexpected message of ours", lib.stderr[-2000:])
+    ctx.check(not harness.our_messages(lib.stderr), "unexpected message of ours", lib.stderr[-2000:])
 
 
 def check_files(ctx, run, expected):
@@ -499,7 +500,7 @@ def test_template_without_pid(ctx):
     os.utime(old, (time.time() - 3600, time.time() - 3600))
     run = Run(ctx, [ctx.program("proc_fork.py"), "2", "0.3"], True, output="prof.txt",
               outdir=outdir).finish()
-    ctx.check(run.rc == 0 and "pysample:" not in run.stderr, describe(run))
+    ctx.check(run.rc == 0 and not harness.our_messages(run.stderr), describe(run))
     info = json.loads(run.stdout)
     files = ["prof.txt"] + [pid_file(c) for c in info["children"]]
     profiles = check_files(ctx, run, files)
@@ -509,7 +510,7 @@ def test_template_without_pid(ctx):
 
     # A Python started by a profiled Python: not the first process either.
     run = Run(ctx, [ctx.program("proc_subprocess.py"), "0.3"], True, output="prof.txt").finish()
-    ctx.check(run.rc == 0 and "pysample:" not in run.stderr, describe(run))
+    ctx.check(run.rc == 0 and not harness.our_messages(run.stderr), describe(run))
     info = json.loads(run.stdout)
     child = pid_file(info["child"])
     profiles = check_files(ctx, run, ["prof.txt", child])
