@@ -183,6 +183,14 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
     c->max_threads_per_tick = get_int(get, ctx, warn, "PYSAMPLE_MAX_THREADS_PER_TICK", 0, 1000000, 0,
                                       "a thread count from 1 to 1000000, or 0 for all");
 
+    s = get("PYSAMPLE_QUALITY", ctx);
+    if (s != NULL && *s != '\0') {
+        if (strcmp(s, "1") == 0 || strcmp(s, "yes") == 0 || strcmp(s, "true") == 0)
+            c->quality_sidecar = 1;
+        else if (strcmp(s, "0") != 0 && strcmp(s, "no") != 0 && strcmp(s, "false") != 0)
+            warnf(warn, ctx, "%s='%.64s' is not 0 or 1%s; using 0", "PYSAMPLE_QUALITY", s, "");
+    }
+
     /* Opt-in only, and only the two signals no runtime or C library uses
      * for itself: a program that has a handler of its own for it must
      * not set this. */

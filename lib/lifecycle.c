@@ -43,6 +43,7 @@
 #include "output.h"
 #include "platform.h"
 #include "profile.h"
+#include "quality.h"
 #include "sampler.h"
 #include "threadstates.h"
 #include "writer.h"
@@ -195,6 +196,31 @@ static void on_write_signal(int sig)
     errno = saved;
 }
 
+/*
+ * PYSAMPLE_QUALITY: after each write of the profile (on the writing
+ * thread), <path>.quality.json says what it is worth (docs/format.md).
+ * Written atomically, like the profile.
+ */
+static void write_quality(const char *path)
+{
+    struct ps_stats zero, now;
+    memset(&zero, 0, sizeof zero);
+    ps_sampler_stats(&now);
+    struct ps_quality q;
+    memset(&q, 0, sizeof q);
+    q.how = "PYSAMPLE_OUTPUT";
+    q.mode = life.cfg.mode == PS_MODE_CPU ? "cpu" : "wall";
+    q.hexversion = life.py.L.hexversion;
+    q.free_threaded = life.py.L.free_threaded;
+    q.requested_hz = now.requested_hz;
+    ps_quality_between(&q, &zero, &now, now.sampled_ns);
+    char json[2048], side[4200];
+    size_t n = ps_quality_json(&q, (long)getpid(), json, sizeof json);
+    int w = snprintf(side, sizeof side, "%s.quality.json", path);
+    if (n > 0 && w > 0 && (size_t)w < sizeof side)
+        ps_write_atomic(side, json, n, life.cfg.file_mode);
+}
+
 static void take_write_signal(int sig)
 {
     struct sigaction sa;
@@ -250,6 +276,8 @@ static int start_auto(ps_sym_lookup lookup, void *ctx)
             goto out;
         }
         ps_writer_setup(life.cfg.output);
+        if (life.cfg.quality_sidecar)
+            ps_writer_after_write(write_quality);
     }
     rc = setup_locked(lookup, ctx);
     if (rc != 0)

@@ -84,3 +84,39 @@ size_t ps_quality_format(const struct ps_quality *q, char *buf, size_t len)
     }
     return (size_t)n;
 }
+
+size_t ps_quality_json(const struct ps_quality *q, long pid, char *buf, size_t len)
+{
+    char lines[1024];
+    size_t n = ps_quality_format(q, lines, sizeof lines);
+    size_t o = 0;
+    int w = snprintf(buf, len, "{\n \"pid\": %ld", pid);
+    if (w < 0 || (size_t)w >= len)
+        return 0;
+    o = (size_t)w;
+    /* "key value" lines; the values are ours: numbers, or words without
+     * quotes or backslashes (how, mode, python: always strings). */
+    for (size_t i = 0; i < n;) {
+        char *nl = memchr(lines + i, '\n', n - i);
+        size_t end = nl ? (size_t)(nl - lines) : n;
+        char *sp = memchr(lines + i, ' ', end - i);
+        if (sp != NULL) {
+            size_t klen = (size_t)(sp - (lines + i));
+            const char *v = sp + 1;
+            int vlen = (int)(end - (size_t)(v - lines));
+            int str = (klen == 3 && memcmp(lines + i, "how", 3) == 0) ||
+                      (klen == 4 && memcmp(lines + i, "mode", 4) == 0) ||
+                      (klen == 6 && memcmp(lines + i, "python", 6) == 0);
+            w = snprintf(buf + o, len - o, ",\n \"%.*s\": %s%.*s%s", (int)klen, lines + i,
+                         str ? "\"" : "", vlen, v, str ? "\"" : "");
+            if (w < 0 || (size_t)w >= len - o)
+                return 0;
+            o += (size_t)w;
+        }
+        i = end + 1;
+    }
+    w = snprintf(buf + o, len - o, "\n}\n");
+    if (w < 0 || (size_t)w >= len - o)
+        return 0;
+    return o + (size_t)w;
+}

@@ -39,4 +39,7 @@ double ps_quality_achieved_hz(const struct ps_quality *q);
  * is cut short, still ending in a newline, if buf is too small). */
 size_t ps_quality_format(const struct ps_quality *q, char *buf, size_t len);
 
+/* The same figures as a JSON object (with "pid"), for the sidecar file. */
+size_t ps_quality_json(const struct ps_quality *q, long pid, char *buf, size_t len);
+
 #endif

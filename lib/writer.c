@@ -25,6 +25,7 @@ static struct {
     _Atomic unsigned asked;      /* tickets of "now" requests handed out */
     _Atomic unsigned done;       /* the last ticket a finished write covers */
     char output[4096];           /* the user's template, for messages */
+    void (*after)(const char *path);
 } writer = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 void ps_writer_setup(const char *output)
@@ -56,11 +57,18 @@ void ps_writer_write_now(int say_errors)
         return;
     }
     int rc = ps_output_write(NULL, data, len, path, sizeof path);
+    if (rc == 0 && writer.after != NULL)
+        writer.after(path);
     atomic_store(&writer.done, covers);
     pthread_mutex_unlock(&writer.lock);
     free(data);
     if (rc != 0 && say_errors)
         ps_say("cannot write the profile for %s: %s", writer.output, strerror(-rc));
+}
+
+void ps_writer_after_write(void (*fn)(const char *path))
+{
+    writer.after = fn;
 }
 
 int ps_writer_write_final(void)

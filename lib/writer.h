@@ -55,6 +55,13 @@ enum ps_write_state ps_writer_state(void);
 /* 1 once a finished write covers ticket (or the final one is written). */
 int ps_writer_covered(unsigned ticket);
 
+/*
+ * Called after each profile written to PYSAMPLE_OUTPUT, with the path it
+ * went to, on the writing thread (PYSAMPLE_QUALITY: lifecycle.c writes the
+ * quality sidecar there).  NULL: nothing.
+ */
+void ps_writer_after_write(void (*fn)(const char *path));
+
 /* fork(): the child is a new process with its own final write. */
 void ps_writer_child_after_fork(void);
 

@@ -27,6 +27,7 @@ from . import options, remote, sip
 from .collapsed import describe, parse_collapsed
 from .common import PROG, ToolError, write_output
 from .convert import convert_bytes, is_binary
+from .quality import SIDECAR_SUFFIX, read_sidecar
 from .library import LIB_BASENAMES, SCRIPT_DIR_ENV, demo_path, find_library
 from .top import format_top
 
@@ -177,6 +178,9 @@ def _environment(library, workdir, args):
     env[preload_var] = ":".join([library] + existing)
     env["PYSAMPLE_OUTPUT"] = os.path.join(workdir.replace("%", "%%"), PRIVATE_TEMPLATE)
     env["PYSAMPLE_FORMAT"] = "collapsed"
+    # The library's quality figures beside each profile (<name>.quality.json):
+    # record reads them into the converted formats and the summary.
+    env["PYSAMPLE_QUALITY"] = "1"
     if args.rate is not None:
         env["PYSAMPLE_RATE"] = str(args.rate)
     if args.mode is not None:
@@ -251,7 +255,7 @@ def collect(workdir):
     written = []
     for name in os.listdir(workdir):
         path = os.path.join(workdir, name)
-        if name.startswith(".") or not os.path.isfile(path):
+        if name.startswith(".") or not os.path.isfile(path) or name.endswith(SIDECAR_SUFFIX):
             continue
         stem = name[:-len(".txt")] if name.endswith(".txt") else name
         m = _PRIVATE_NAME_RE.match(name)
@@ -328,6 +332,7 @@ def _finish(args, command, written, main_pid, rate, mode, hostname, start):
             shutil.move(w.path, destination)
         else:
             data = convert_bytes(profile, fmt, rate=rate, mode="cpu" if mode == "cpu" else "wall",
+                                 quality=read_sidecar(w.path),
                                  title="pysample: %s" % _describe_command(command))
             write_output(destination, data, binary=is_binary(fmt))
         profiles.append((w, profile))
@@ -342,6 +347,9 @@ def _finish(args, command, written, main_pid, rate, mode, hostname, start):
               % (PROG, _describe_command(command), rate, "CPU" if mode == "cpu" else "wall"))
     for w, path, profile in delivered:
         what = describe(profile) if profile else "no samples"
+        quality = remote.describe_quality(read_sidecar(w.path)) if profile else ""
+        if quality:
+            what += " (%s)" % quality
         err.write("%s: %s: %s -> %s\n" % (PROG, w.who, what, path))
     for problem in problems:
         err.write("%s: %s\n" % (PROG, problem))

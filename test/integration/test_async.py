@@ -9,6 +9,7 @@ CPU mode.  Programs run until the sampler has woken often enough.
 import json
 import re
 
+import harness
 from harness import program_lines
 
 ASYNC = {"PYSAMPLE_ASYNC": "1", "PYSAMPLE_RATE": "200"}
@@ -219,7 +220,7 @@ def test_pure_python_asyncio_refused(ctx):
     e = dict(ASYNC)
     res = ctx.run([ctx.program("async_tasks.py"), "pure_python"], env=e, timeout=120)
     ctx.check(res.rc == 0, "exit status %s" % res.rc, res.stderr)
-    notes = [line for line in res.stderr.splitlines() if line.startswith("pysample:")]
+    notes = harness.our_messages(res.stderr)
     ctx.check(len(notes) == 1 and "C accelerator" in notes[0],
               "expected one note about the missing accelerator: %r" % notes)
     p = res.profile()

@@ -466,3 +466,21 @@ def test_quality_in_pprof_and_speedscope(ctx):
               and "Comment: pysample: requested_rate_hz 100" in raw.stdout
               and re.search(r"Comment: pysample: achieved_rate_hz [0-9.]+", raw.stdout)
               and "Comment: pysample: how armed record" in raw.stdout, "pprof fields", raw.stdout[:3000])
+
+
+def test_quality_sidecar_of_output_files(ctx):
+    """PYSAMPLE_QUALITY=1: each write of PYSAMPLE_OUTPUT leaves
+    <file>.quality.json beside it, with the figures of that profile."""
+    res = ctx.run(["-c", "import time\nend = time.time() + 0.5\nwhile time.time() < end: pass\n"],
+                  output="prof.%p.txt", env={"PYSAMPLE_QUALITY": "1", "PYSAMPLE_RATE": "200"})
+    ctx.check(res.rc == 0 and not harness.our_messages(res.stderr), "clean run", res.stderr)
+    profs = [f for f in res.files if f.endswith(".txt")]
+    ctx.check(len(profs) == 1 and res.files == sorted(profs + [profs[0] + ".quality.json"]),
+              "a profile and its sidecar", res.files)
+    prof = res.profile(profs[0])
+    q = json.load(open(os.path.join(res.outdir, profs[0] + ".quality.json")))
+    pid = int(profs[0].split(".")[1])
+    ctx.check(q["pid"] == pid and q["how"] == "PYSAMPLE_OUTPUT" and q["requested_rate_hz"] == 200
+              and q["samples"] == prof.total and q["ticks"] > 0 and q["achieved_rate_hz"] > 0
+              and re.match(r"^%d\.%d" % ctx.version, q["python"]), "sidecar %r, profile total %d"
+              % (q, prof.total))

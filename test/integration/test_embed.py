@@ -204,7 +204,7 @@ def test_second_libpython_refused(ctx):
         ctx.skip("no second libpython on this machine")
     res = run_host(ctx, [lib, SCRIPT, "second", others[0]], home=home)
     ctx.check(res.rc == 0, "exit status %s" % res.rc, res.stderr[-2000:])
-    lines = [l for l in res.stderr.splitlines() if l.startswith("pysample:")]
+    lines = harness.our_messages(res.stderr)
     ctx.check(len(lines) == 1 and "second Python runtime" in lines[0] and others[0] in lines[0],
               "expected one line about the second runtime, got %r" % lines)
     prof = res.profile()
@@ -231,7 +231,7 @@ def test_old_python_refused(ctx):
     lib, home = libpython(ctx)
     res = run_host(ctx, [lib, SCRIPT, "main"], home=home)
     ctx.check(res.rc == 0, "exit status %s" % res.rc, res.stderr[-2000:])
-    lines = [l for l in res.stderr.splitlines() if l.startswith("pysample:")]
+    lines = harness.our_messages(res.stderr)
     ctx.check(len(lines) == 1 and "older than 3.9" in lines[0], "got %r" % lines)
     ctx.check(res.files == [], "files %r" % res.files)
 
