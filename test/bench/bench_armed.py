@@ -127,7 +127,7 @@ def bench_budget(py, lib, budget, rate, seconds):
 
     c0, s0 = proc_cpu(), thread_stats(p.pid, tid)[0]
     r = subprocess.run([sys.executable, "-m", "pysample_tool", "record", "--pid", str(p.pid), "-d",
-                        str(seconds), "--rate", str(rate), "-o", out, "-q"],
+                        str(int(seconds)), "--rate", str(rate), "-o", out, "-q"],
                        env=dict(os.environ, PYTHONPATH=SCRIPTS), capture_output=True, text=True)
     c1, s1 = proc_cpu(), thread_stats(p.pid, tid)[0]
     p.kill()
