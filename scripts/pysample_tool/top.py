@@ -109,7 +109,10 @@ def live_header(pid, meta):
 
 
 def run_live(args):
-    conn = remote.Connection(args.pid, args.control_dir)
+    try:
+        conn = remote.Connection(args.pid, args.control_dir)
+    except KeyboardInterrupt:
+        return 0
     tty = sys.stdout.isatty()
     end = time.monotonic() + args.duration if args.duration else None
     try:

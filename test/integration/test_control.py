@@ -396,14 +396,19 @@ def test_top_pid_in_a_terminal(ctx):
         ctx.check(row and float(row[0].split()[1].rstrip("%")) > 30.0, "armed_work's self share", text)
         subprocess.run(tmux + ["send-keys", "C-c"], check=True)
         status = None
-        for _ in range(100):
-            out = subprocess.run(tmux + ["display-message", "-p", "#{pane_dead} #{pane_dead_status}"],
+        for _ in range(300):
+            out = subprocess.run(tmux + ["display-message", "-p",
+                                         "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}"],
                                  capture_output=True, text=True).stdout.split()
             if out and out[0] == "1":
-                status = int(out[1]) if len(out) > 1 else None
+                status = int(out[1]) if len(out) > 1 and out[1].isdigit() else "signal %s" % out[1:]
                 break
             time.sleep(0.1)
-        ctx.check(status == 0, "top after Ctrl-C: exit status %r" % status, screen())
+        ctx.check(status == 0, "top after Ctrl-C: exit status %r" % status, screen(),
+                  subprocess.run(["ps", "-o", "pid,stat,wchan:20,args", "--ppid",
+                                  subprocess.run(tmux + ["display-message", "-p", "#{pane_pid}"],
+                                                 capture_output=True, text=True).stdout.strip() or "1"],
+                                 capture_output=True, text=True).stdout)
     finally:
         subprocess.run(tmux + ["kill-server"], capture_output=True)
     check_program_unchanged(ctx, a, *a.finish())
