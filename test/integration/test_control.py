@@ -405,11 +405,21 @@ def test_top_pid_in_a_terminal(ctx):
                 status = int(out[1]) if out[1].isdigit() else "signal %s" % out[1:]
                 break
             time.sleep(0.1)
-        ctx.check(status == 0, "top after Ctrl-C: exit status %r" % status, screen(),
-                  subprocess.run(["ps", "-o", "pid,stat,wchan:20,args", "--ppid",
-                                  subprocess.run(tmux + ["display-message", "-p", "#{pane_pid}"],
-                                                 capture_output=True, text=True).stdout.strip() or "1"],
-                                 capture_output=True, text=True).stdout)
+        diag = ""
+        if status is None:
+            # Still running: how its signals stand and where it waits.
+            pane = subprocess.run(tmux + ["display-message", "-p", "#{pane_pid}"],
+                                  capture_output=True, text=True).stdout.strip()
+            for name in ("status", "wchan", "stack"):
+                try:
+                    with open("/proc/%s/%s" % (pane, name)) as f:
+                        text = f.read()
+                    if name == "status":
+                        text = "".join(l for l in text.splitlines(True) if l.startswith(("Sig", "State")))
+                    diag += "/proc/%s/%s:\n%s\n" % (pane, name, text)
+                except OSError as e:
+                    diag += "/proc/%s/%s: %s\n" % (pane, name, e)
+        ctx.check(status == 0, "top after Ctrl-C: exit status %r" % status, screen(), diag)
     finally:
         subprocess.run(tmux + ["kill-server"], capture_output=True)
     check_program_unchanged(ctx, a, *a.finish())
