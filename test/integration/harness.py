@@ -154,6 +154,7 @@ class Context:
         self.version = version  # (major, minor)
         self.tmp_root = tmp_root
         self.stress = int(os.environ.get("PYSAMPLE_STRESS_ITERATIONS", "1") or 1)
+        self.forced_env = {}  # run.py --env: over every run's own settings
 
     def program(self, name):
         return os.path.join(PROGRAMS, name)
@@ -170,6 +171,8 @@ class Context:
             # macOS loads it through dyld's variable (docs/macos.md).
             env["DYLD_INSERT_LIBRARIES" if sys.platform == "darwin" else "LD_PRELOAD"] = self.lib
         env.update(extra or {})
+        if preload:
+            env.update(self.forced_env)
         return env
 
     def run(self, args, output="prof.%p.txt", env=None, timeout=120, preload=True,

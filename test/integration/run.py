@@ -37,6 +37,9 @@ def main():
     ap.add_argument("--suite", default="core")
     ap.add_argument("--only", default=None)
     ap.add_argument("--label", default=None)
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                    help="set in every profiled run, over the test's own settings (the "
+                         "stress suite with PYSAMPLE_NATIVE=1)")
     a = ap.parse_args()
 
     version, trace_refs = version_of(a.python)
@@ -65,6 +68,7 @@ def main():
 
     tmp_root = tempfile.mkdtemp(prefix="pysample-it-")
     ctx = harness.Context(a.python, os.path.abspath(a.lib), a.label or "", version, tmp_root)
+    ctx.forced_env = dict(e.split("=", 1) for e in a.env)
     failed = passed = skipped = 0
     for name, fn in tests:
         t0 = time.monotonic()
