@@ -147,7 +147,8 @@ struct ps_pyframe {
  * unwind, innermost first (npcs 0 and have_native 0: no native part, for
  * which a marker says why).
  */
-/* The loaded objects changed: cached names are stale. */
+/* The loaded objects changed, or a different symbol table is passed:
+ * cached names are stale. */
 void ps_native_objects_changed(void);
 
 int ps_native_merge(struct ps_symtab *t, enum ps_native_mode mode,
