@@ -89,6 +89,12 @@ static struct {
     uint64_t *rooted;           /* max_depth + PS_NATIVE_MAX + a few */
     uintptr_t *addrs;           /* the frames' addresses (asyncio tasks) */
     struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
+    /* This tick's task snapshot: 0 not taken, 1 due (the main
+     * interpreter's threads are being visited: the first one sampled
+     * takes it, so a CPU-mode tick where nothing ran reads no tasks),
+     * 2 taken.  tasks_interp: the main interpreter. */
+    int tasks_state;
+    uintptr_t tasks_interp;
     /* native stacks (PYSAMPLE_NATIVE, native.h) */
     uint8_t *entry;             /* per scratch frame: first of its eval call */
     struct ps_pyframe *pyframes;
@@ -288,6 +294,11 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
         if (cpu < 0 || last < 0 || cpu <= last)
             return;  /* idle since the previous tick (or just seen) */
     }
+    if (sampler.tasks_state == 1) {
+        ps_tasks_tick(sampler.tasks, &p->cc, &p->syms, sampler.cfg.lines, sampler.tasks_interp,
+                      now);
+        sampler.tasks_state = 2;
+    }
 
     int n = 0, truncated = 0;
     uintptr_t boot = 0;
@@ -401,8 +412,9 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
      * waits, as if it were a thread of its own. */
     if (tasks_here && sampler.cfg.mode == PS_MODE_WALL) {
         int k = ps_tasks_emit_waiting(sampler.tasks, &p->syms, &p->tab, pth, label,
-                                      sampler.rooted, truncated ? d_root - 1 : d_root, room);
-        atomic_fetch_add(&sampler.samples, (uint64_t)k);
+                                      sampler.rooted, truncated ? d_root - 1 : d_root, room,
+                                      weight);
+        atomic_fetch_add(&sampler.samples, (uint64_t)k * weight);
     }
 }
 
@@ -459,21 +471,24 @@ void ps_sampler_tick(void)
     int batch = ps_mem_batch_begin();
     uintptr_t tsp, interp = 0;
     uint32_t interp_func = PS_ID_NONE;
-    int tasks_done = 0;
     unsigned idx = 0;
+    sampler.tasks_state = 0;
     if (sampler.tasks != NULL)
         ps_tasks_clear(sampler.tasks);
     while ((tsp = ps_tstates_next(&it, ts)) != 0) {
         if (it.interp != interp) {
             interp = it.interp;
             interp_func = interp_frame(p, interp);
-            /* asyncio tasks: those of the main interpreter (id 0) */
+            /* asyncio tasks: those of the main interpreter (id 0), read
+             * when its first thread is sampled (sample_thread) */
             int64_t id = -1;
-            if (sampler.tasks != NULL && !tasks_done &&
+            if (sampler.tasks_state == 1)
+                sampler.tasks_state = 0;
+            if (sampler.tasks != NULL && sampler.tasks_state == 0 &&
                 sampler.py.L.is_id != PS_NOFIELD && sampler.py.L.is_id != 0 &&
                 ps_read(&id, interp + sampler.py.L.is_id, sizeof id) == 0 && id == 0) {
-                ps_tasks_tick(sampler.tasks, &p->cc, &p->syms, sampler.cfg.lines, interp, now);
-                tasks_done = 1;
+                sampler.tasks_interp = interp;
+                sampler.tasks_state = 1;
             }
         }
         uint64_t weight = pick_thread(idx++);

@@ -880,7 +880,7 @@ int ps_tasks_splice_running(struct ps_tasks *T, struct ps_symtab *syms,
 
 int ps_tasks_emit_waiting(struct ps_tasks *T, struct ps_symtab *syms, struct ps_stacktab *tab,
                           unsigned long pthread_id, uint32_t label, uint64_t *buf, int d0,
-                          int max)
+                          int max, uint64_t weight)
 {
     int added = 0;
     for (int i = 0; i < T->n; i++) {
@@ -899,7 +899,7 @@ int ps_tasks_emit_waiting(struct ps_tasks *T, struct ps_symtab *syms, struct ps_
         buf[d++] = ps_frame(f, PS_LINE_NONE);
         memcpy(buf + d, T->fr + t->fr_at, t->nfr * sizeof *buf);
         d += (int)t->nfr;
-        if (ps_stacktab_add(tab, label, buf, (uint32_t)d, 1) == 0)
+        if (ps_stacktab_add(tab, label, buf, (uint32_t)d, weight) == 0)
             added++;
     }
     /* Tasks beyond the bound: counted, on the first loop's thread. */
@@ -907,8 +907,8 @@ int ps_tasks_emit_waiting(struct ps_tasks *T, struct ps_symtab *syms, struct ps_
         T->more_func = ps_sym_marker(syms, "[pysample: asyncio tasks not sampled]");
         buf[d0] = ps_frame(T->more_func, PS_LINE_NONE);
         if (T->more_func != PS_ID_NONE &&
-            ps_stacktab_add(tab, label, buf, (uint32_t)d0 + 1, (uint64_t)T->skipped) == 0)
-            added++;
+            ps_stacktab_add(tab, label, buf, (uint32_t)d0 + 1, (uint64_t)T->skipped * weight) == 0)
+            added += (int)T->skipped;
     }
     return added;
 }

@@ -67,11 +67,12 @@ int ps_tasks_splice_running(struct ps_tasks *T, struct ps_symtab *syms,
  * Counts, on thread label, one sample for each task of the thread's loops
  * that is not running and awaits no other task, with the chain of tasks
  * awaiting it.  prefix[0..d0) (the interpreter frame, if any) roots each
- * stack; buf has room for max frames.  Returns the number of samples
- * added.
+ * stack; buf has room for max frames.  Each stack counts weight samples
+ * (the thread's weight this tick: sampler.c's PYSAMPLE_MAX_THREADS_PER_TICK).
+ * Returns the number of samples added, before the weight.
  */
 int ps_tasks_emit_waiting(struct ps_tasks *T, struct ps_symtab *syms, struct ps_stacktab *tab,
                           unsigned long pthread_id, uint32_t label, uint64_t *buf, int d0,
-                          int max);
+                          int max, uint64_t weight);
 
 #endif
