@@ -21,6 +21,7 @@ import harness
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(REPO, "scripts")
 _live = []
+_children = []  # pids of armed.py's fork children (not ours to wait for)
 
 
 def teardown(ctx):
@@ -29,6 +30,17 @@ def teardown(ctx):
         if p.poll() is None:
             p.kill()
         p.wait()
+    # A failed scenario leaves the fork child spinning until its stop file
+    # appears, which nobody writes any more.
+    while _children:
+        pid = _children.pop()
+        try:
+            # Only if it is still that child (pids are reused).
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                if b"armed.py" in f.read():
+                    os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 class Armed(object):
@@ -60,8 +72,9 @@ class Armed(object):
                                      % (self.proc.wait(), self.proc.stderr.read()[-2000:]))
             self.early += chunk
             for line in self.early.decode().splitlines():
-                if line.startswith("child "):
+                if line.startswith("child ") and self.child is None:
                     self.child = int(line.split()[1])
+                    _children.append(self.child)
                 if line.startswith("ready "):
                     self.pid = int(line.split()[1])
 
