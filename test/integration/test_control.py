@@ -352,14 +352,17 @@ def test_max_threads_per_tick_unbiased(ctx):
         fname, tid = line.split()
         counts[fname] = p.count_where(lambda s, tid=tid: s.thread.split()[1] == tid)
     mean = sum(counts.values()) / float(len(counts))
-    # Each worker lived (nearly) the whole run: its expected count is the
-    # number of ticks, whichever 2 of the 5 threads a tick walked.
+    # A worker's expected count is the number of ticks it lived through,
+    # whichever 2 of the 5 threads a tick walked: at most every tick of the
+    # run (over-counting would show above it), and most of them (start-up,
+    # the barrier and the joins are the rest: a quarter of the ticks at
+    # worst seen on this loaded machine).
     st = dict(l.split(" ", 1) for l in open(stats).read().splitlines())
     ticks = int(st["ticks"])
     for fname, n in counts.items():
         ctx.check(abs(n - mean) <= 0.2 * mean, "%s: %d samples, the workers' mean %.0f" % (fname, n, mean),
                   counts)
-        ctx.check(0.75 * ticks <= n <= 1.1 * ticks, "%s: %d samples for %d ticks" % (fname, n, ticks), counts)
+        ctx.check(0.6 * ticks <= n <= 1.1 * ticks, "%s: %d samples for %d ticks" % (fname, n, ticks), counts)
     ctx.check(int(st["samples"]) == p.total, "stats and profile agree", st, p.total)
 
 
