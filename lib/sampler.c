@@ -353,6 +353,11 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
         }
         if (cap >= 0)
             native_ok = ps_native_release() == 0;
+        /* A thread that left its system call while we read it (the GIL
+         * handed over, an I/O wait ended) is tried again from new
+         * registers, as a torn Python walk is. */
+        if (n >= 0 && cap >= 0 && !native_ok && tries + 1 < PS_WALK_TRIES)
+            continue;
         if (n >= 0)
             break;
     }
