@@ -64,18 +64,23 @@ def check_chain(ctx, kind, scenario, want_py):
     this order, before c_outer;c_middle;c_leaf."""
     needs_native(ctx)
     lib = native_lib(ctx, kind)
-    prog = ctx.program("native_chain.py")
-    res = run_native(ctx, [prog, lib, scenario])
+    check_stacks(ctx, ctx.program("native_chain.py"), [lib, scenario], want_py,
+                 ["c_outer", "c_middle", "c_leaf"], os.path.basename(lib),
+                 "%s/%s" % (kind, scenario))
+
+
+def check_stacks(ctx, prog, args, want_py, want_c, libname, what):
+    res = run_native(ctx, [prog] + args)
     ctx.check_clean_run(res)
     ctx.check(res.stdout == "done\n", "program output changed: %r" % res.stdout)
     p = res.profile()
-    libname = os.path.basename(lib)
     lines = [(n, program_lines(prog, m)) for n, m in want_py]
+    k = len(want_c)
 
     def good(s):
-        if tail_names(s, 3) != ["c_outer", "c_middle", "c_leaf"]:
+        if tail_names(s, k) != want_c:
             return False
-        if any(f.file != libname for f in s.frames[-3:]):
+        if any(f.file != libname for f in s.frames[-k:]):
             return False
         # The wanted Python frames, in order, each with its line; no Python
         # frame of the program after the last of them.
@@ -87,14 +92,14 @@ def check_chain(ctx, kind, scenario, want_py):
             elif pos == len(lines) and f.file == prog:
                 return False
         return pos == len(lines)
-    in_leaf = [s for s in native_part(p) if any(f.name == "c_leaf" for f in s.frames)
+    in_leaf = [s for s in native_part(p) if any(f.name == want_c[-1] for f in s.frames)
                or any(f.name == lines[-1][0] and f.file == prog for f in s.frames)]
     total = sum(s.count for s in in_leaf)
     hits = sum(s.count for s in in_leaf if good(s))
     ctx.check(hits >= 20 and hits >= 0.8 * total,
-              "%s/%s: %d of %d samples read ...;%s;c_outer;c_middle;c_leaf"
-              % (kind, scenario, hits, total, ";".join("%s (%s:%d)" % (n, prog, l)
-                                                        for n, l in lines)),
+              "%s: %d of %d samples read ...;%s;%s"
+              % (what, hits, total, ";".join("%s (%s:%d)" % (n, prog, l) for n, l in lines),
+                 ";".join(want_c)),
               res.stats, p.dump())
 
 
@@ -110,6 +115,40 @@ def test_reentry_keeps_order(ctx):
     for kind in LIBS:
         check_chain(ctx, kind, "reentry", [("py_outer", "@outer-calls-back"),
                                            ("py_inner", "@inner-calls-c")])
+
+
+def build_extension(ctx):
+    """programs/native_ext.c compiled against this interpreter's headers
+    into a fresh directory; returns (directory, file name), or skips."""
+    import subprocess
+    out = subprocess.run([ctx.python, "-c",
+                          "import sysconfig; print(sysconfig.get_paths()['include']); "
+                          "print(sysconfig.get_config_var('EXT_SUFFIX'))"],
+                         capture_output=True, text=True, timeout=60).stdout.split("\n")
+    inc, suffix = out[0], out[1]
+    if not os.path.exists(os.path.join(inc, "Python.h")):
+        ctx.skip("no Python.h for this interpreter (%s)" % inc)
+    cc = os.environ.get("CC", "cc")
+    d = ctx.tmpdir()
+    name = "nativeext" + suffix
+    r = subprocess.run([cc, "-O2", "-fPIC", "-shared", "-fomit-frame-pointer", "-I", inc,
+                        "-o", os.path.join(d, name), ctx.program("native_ext.c")],
+                       capture_output=True, text=True, timeout=120)
+    ctx.check(r.returncode == 0, "building the extension failed", r.stderr[-2000:])
+    return d, name
+
+
+def test_extension_module_chain_and_reentry(ctx):
+    """An extension module built against this interpreter's own headers:
+    py_caller (file:line);...;ext_outer;ext_middle;ext_leaf, and through a
+    callback from C into Python the order is kept."""
+    needs_native(ctx)
+    d, name = build_extension(ctx)
+    prog = ctx.program("native_ext.py")
+    check_stacks(ctx, prog, [d, "chain"], [("py_caller", "@ext-call")],
+                 ["ext_outer", "ext_middle", "ext_leaf"], name, "extension/chain")
+    check_stacks(ctx, prog, [d, "reentry"], [("py_outer", "@ext-outer"), ("py_inner", "@ext-inner")],
+                 ["ext_outer", "ext_middle", "ext_leaf"], name, "extension/reentry")
 
 
 # Where each loop's thread must be: a frame of these names after c_loop_<x>.
