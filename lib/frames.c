@@ -66,16 +66,38 @@ static int64_t interp_addr(const struct ps_layout *L, uintptr_t code, const uint
     return INT64_MIN;
 }
 
+/* Words a frame of the code whose snapshot is co takes on the data stack
+ * (3.11+: FRAME_SPECIALS_SIZE, the words before localsplus, + co_nlocalsplus
+ * + co_stacksize, which is co_framesize where that exists), or 0 where there
+ * is no data stack (3.9/3.10). */
+static uint64_t frame_words(const struct ps_layout *L, const uint8_t *co)
+{
+    int32_t stacksize, nlocalsplus;
+    if (L->co_stacksize == PS_NOFIELD || L->co_nlocalsplus == PS_NOFIELD ||
+        L->fr_specials == PS_NOFIELD || L->fr_owner == PS_NOFIELD)
+        return 0;
+    memcpy(&stacksize, co + L->co_stacksize, sizeof stacksize);
+    memcpy(&nlocalsplus, co + L->co_nlocalsplus, sizeof nlocalsplus);
+    if (stacksize < 0 || nlocalsplus < 0)
+        return 0;
+    return L->fr_specials / 8u + (uint64_t)stacksize + (uint64_t)nlocalsplus;
+}
+
 /* Resolves the frame at address frame, whose L.fr_read bytes are in fr:
  * 1 with *out set, 0 for a frame that is not shown (shim, entry frame,
  * interpreter code), or a PS_WALK_ error.  *boot is set for the frame of
- * Thread._bootstrap_inner.  Does not look at the frame's link. */
+ * Thread._bootstrap_inner.  *words (if not NULL) receives the frame's size
+ * on the data stack (frame_words), 0 if not known.  Does not look at the
+ * frame's link. */
 static int resolve(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
                    int lines, uintptr_t frame, const uint8_t *fr, uint64_t *out, uintptr_t *boot,
-                   int *taskgroup)
+                   int *taskgroup, uint64_t *words)
 {
     const struct ps_layout *L = &py->L;
     uint8_t co[1024];
+
+    if (words != NULL)
+        *words = 0;
 
     if (L->fr_owner != PS_NOFIELD && (int8_t)fr[L->fr_owner] >= L->owner_first_native)
         return 0;
@@ -93,6 +115,8 @@ static int resolve(const struct ps_python *py, struct ps_codecache *cc, struct p
             return 0;
         return PS_WALK_INCONSISTENT;
     }
+    if (words != NULL)
+        *words = frame_words(L, co);
     const struct ps_code_entry *ce = ps_code_resolve(cc, py, syms, lines, code, co);
     if (ce == NULL)
         return PS_WALK_UNREADABLE;
@@ -140,6 +164,42 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
                 int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
                 int max, int *truncated, uintptr_t *boot);
 
+/*
+ * 3.11+: is the data-stack frame `above` (nearer the leaf) the one
+ * `frame` called?  Frames on a thread's data stack are pushed and popped
+ * in order: a frame is always allocated at the stack's top, which, while
+ * `frame` is the newest data-stack frame, is frame + words (its size).
+ * Frames in between on the chain live elsewhere (generator frames inside
+ * their generator, 3.12's entry shims on the C stack) and do not move
+ * the top (3.13+'s entry frames, 3.14+'s interpreter-owned ones, likewise
+ * live on the C stack).  The one exception is a chunk boundary: when the callee did
+ * not fit, it starts a new chunk (struct _PyStackChunk: previous, size,
+ * top, then data), and the chunk it left recorded its top there.
+ *
+ * Why it matters: the walk reads one frame at a time while the thread
+ * runs.  It can read a frame, follow its link, and find the caller's slot
+ * already reused by the next call of the same caller -- a function of
+ * another size -- when the frame it just read had returned in between.
+ * The stack so built (worker;other;Condition.__exit__ where other never
+ * calls it) is one the program never had.  A callee that is not exactly
+ * where its caller's size puts it is such a mix, and the walk is dropped.
+ */
+static int data_stack_linked(uintptr_t above, uintptr_t frame, uint64_t words)
+{
+    struct { uintptr_t previous, size, top; } chunk, prev;
+    uintptr_t end = frame + 8 * words;
+
+    if (above == end)
+        return 1;
+    /* A new chunk's first frame: its header is right before it. */
+    if (above < sizeof chunk || ps_read(&chunk, above - sizeof chunk, sizeof chunk) != 0 ||
+        chunk.previous == 0 || (chunk.previous & 7) != 0 ||
+        ps_read(&prev, chunk.previous, sizeof prev) != 0)
+        return 0;
+    return frame > chunk.previous && frame < chunk.previous + prev.size &&
+           chunk.previous + sizeof prev + 8 * prev.top == end;
+}
+
 int ps_walk_ex(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
                int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, int max,
                int *truncated, uintptr_t *boot)
@@ -162,6 +222,7 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
     uint8_t fr[512];
     int n = 0;
     int budget = ps_walk_budget(max);
+    uintptr_t above = 0;   /* the last data-stack frame walked, 3.11+ */
 
     *truncated = 0;
     *boot = 0;
@@ -198,11 +259,18 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
          * previous is set after it is zeroed): a torn walk, not a root. */
         if (!native && back == 0 && L->frame_kind == PS_FRAMES_INTERP && L->minor >= 12)
             return PS_WALK_INCONSISTENT;
-        uint64_t one;
+        uint64_t one, words;
         uintptr_t b = 0;
-        int r = resolve(py, cc, syms, lines, frame, fr, &one, &b, NULL);
+        int r = resolve(py, cc, syms, lines, frame, fr, &one, &b, NULL, &words);
         if (r < 0)
             return r;
+        /* A frame on the data stack (owner 0) must be where its callee
+         * (the last data-stack frame walked) was allocated. */
+        if (words != 0 && fr[L->fr_owner] == 0) {
+            if (above != 0 && !data_stack_linked(above, frame, words))
+                return PS_WALK_INCONSISTENT;
+            above = frame;
+        }
         if (b != 0)
             *boot = b;
         if (r > 0) {
@@ -251,5 +319,5 @@ int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_
             return PS_WALK_INCONSISTENT;
     }
     *taskgroup = 0;
-    return resolve(py, cc, syms, lines, frame, fr, out, &boot, taskgroup);
+    return resolve(py, cc, syms, lines, frame, fr, out, &boot, taskgroup, NULL);
 }

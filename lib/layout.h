@@ -83,11 +83,13 @@ struct ps_layout {
     uint32_t fr_back;
     uint32_t fr_code;
     uint32_t fr_pos;             /* f_lasti (int) or prev_instr/instr_ptr */
-    uint32_t fr_owner;           /* signed char; PS_NOFIELD before 3.12 */
+    uint32_t fr_owner;           /* signed char; PS_NOFIELD before 3.11 */
     uint32_t fr_is_entry;        /* bool, 3.11 only: first frame of its eval call */
     uint32_t fr_tlbc_index;      /* int32, 3.14t thread-local bytecode */
     int owner_first_native;      /* owner >= this is not a Python frame */
     uintptr_t code_tag_mask;     /* low bits tagging f_executable (3.14+) */
+    uint32_t fr_specials;        /* 3.11+: bytes before localsplus (FRAME_SPECIALS_SIZE
+                                  * words): a frame's fixed part on the data stack */
 
     /* objects */
     uint32_t ob_type;
@@ -102,6 +104,8 @@ struct ps_layout {
     uint32_t co_nunits;          /* ob_size: code units of bytecode, 3.11+ */
     uint32_t co_code_adaptive;   /* inline bytecode, 3.11+ */
     uint32_t co_tlbc;            /* _PyCodeArray*, 3.14t */
+    uint32_t co_stacksize;       /* int; with co_nlocalsplus the size of the */
+    uint32_t co_nlocalsplus;     /* ... code's frames on the data stack (3.11+) */
     enum ps_lt_format lt_format;
 
     /* bytes */
@@ -173,7 +177,7 @@ enum ps_field {
     PS_F_FR_BACK, PS_F_FR_CODE, PS_F_FR_POS, PS_F_FR_OWNER, PS_F_FR_TLBC_INDEX, PS_F_FR_IS_ENTRY,
     PS_F_OB_TYPE,
     PS_F_CO_FILENAME, PS_F_CO_NAME, PS_F_CO_QUALNAME, PS_F_CO_LINETABLE, PS_F_CO_FIRSTLINENO,
-    PS_F_CO_NUNITS, PS_F_CO_CODE_ADAPTIVE, PS_F_CO_TLBC,
+    PS_F_CO_NUNITS, PS_F_CO_CODE_ADAPTIVE, PS_F_CO_TLBC, PS_F_CO_STACKSIZE, PS_F_CO_NLOCALSPLUS,
     PS_F_BYTES_SIZE, PS_F_BYTES_SVAL,
     PS_F_STR_LENGTH, PS_F_STR_STATE,
     PS_F_COUNT

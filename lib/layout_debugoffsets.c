@@ -432,6 +432,15 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     for (int f = 0; f < PS_F_COUNT; f++)
         ps_layout_set(l, (enum ps_field)f, field_off(&c, v, (int)ft, (enum ps_field)f, sizes));
     l->co_nunits = sizes[PS_S_OBJECT];  /* ob_size follows the object header (PyVarObject) */
+    /* A frame's size on the data stack (frames.c checks each link with it)
+     * is not in _Py_DebugOffsets.  co_stacksize and co_nlocalsplus are the
+     * ints on either side of co_firstlineno in every PyCodeObject from
+     * 3.11 to 3.15 (_PyCode_DEF; checked with offsetof() for 3.13, 3.14,
+     * 3.14t and 3.15). */
+    if (l->co_firstlineno != PS_NOFIELD && l->co_firstlineno >= 4) {
+        l->co_stacksize = l->co_firstlineno - 4;
+        l->co_nlocalsplus = l->co_firstlineno + 4;
+    }
     ps_layout_spans(l);
 
     l->frame_kind = PS_FRAMES_INTERP;
@@ -443,6 +452,9 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     /* f_executable is a _PyStackRef from 3.14 on: Py_TAG_BITS is 3 in GIL
      * builds (3.15: also in free-threaded ones), 1 in 3.14t. */
     l->code_tag_mask = minor >= 14 ? 3 : 0;
+    uint64_t specials = get64(dbg, positions[DO_FR_LOCALSPLUS][v]);
+    l->fr_specials = specials >= 64 && specials <= sizes[PS_S_FRAME] && specials % 8 == 0
+                         ? (uint32_t)specials : PS_NOFIELD;
     l->lt_format = PS_LT_LOCATIONS;
 
     uint32_t compact_pos = positions[DO_UN_COMPACT_SIZE][v];

@@ -40,6 +40,9 @@ const struct ps_field_desc ps_fields[PS_F_COUNT] = {
     [PS_F_CO_NUNITS] = F(co_nunits, PS_S_CODE, 8, 1, "code.ob_size"),
     [PS_F_CO_CODE_ADAPTIVE] = F(co_code_adaptive, PS_S_CODE, 2, 0, "code.co_code_adaptive"),
     [PS_F_CO_TLBC] = F(co_tlbc, PS_S_CODE, 8, 1, "code.co_tlbc"),
+    /* 3.11+: a frame's size on the data stack (frames.c) */
+    [PS_F_CO_STACKSIZE] = F(co_stacksize, PS_S_CODE, 4, 1, "code.co_stacksize"),
+    [PS_F_CO_NLOCALSPLUS] = F(co_nlocalsplus, PS_S_CODE, 4, 1, "code.co_nlocalsplus"),
     [PS_F_BYTES_SIZE] = F(bytes_size, PS_S_BYTES, 8, 0, "bytes.ob_size"),
     [PS_F_BYTES_SVAL] = F(bytes_sval, PS_S_BYTES, 1, 0, "bytes.ob_sval"),
     [PS_F_STR_LENGTH] = F(str_length, PS_S_STR, 8, 0, "str.length"),

@@ -47,11 +47,12 @@ static const uint32_t offsets[PS_F_COUNT][NVERSIONS] = {
     [PS_F_TS_CFRAME] =        {  NO,   NO,   56,   56 },
     [PS_F_CF_CURRENT_FRAME] = {  NO,   NO,    8,    0 },
     /* PyFrameObject (3.9/3.10), _PyInterpreterFrame (3.11+): 3.12 moves
-     * f_code to the front and adds the owner (3 = C-stack entry shim) */
+     * f_code to the front; owner 0 = on the thread's data stack, 1 = in a
+     * generator, 2 = in a frame object, 3 (3.12) = C-stack entry shim */
     [PS_F_FR_BACK] =          {  24,   24,   48,    8 },
     [PS_F_FR_CODE] =          {  32,   32,   32,    0 },
     [PS_F_FR_POS] =           { 104,   96,   56,   56 },
-    [PS_F_FR_OWNER] =         {  NO,   NO,   NO,   70 },
+    [PS_F_FR_OWNER] =         {  NO,   NO,   69,   70 },
     [PS_F_FR_TLBC_INDEX] =    {  NO,   NO,   NO,   NO },
     /* 3.11: bool is_entry after prev_instr and the int stacktop; 3.12+
      * mark a call's start with a shim frame instead (native.c) */
@@ -67,6 +68,10 @@ static const uint32_t offsets[PS_F_COUNT][NVERSIONS] = {
     [PS_F_CO_NUNITS] =        {  NO,   NO,   16,   16 },
     [PS_F_CO_CODE_ADAPTIVE] = {  NO,   NO,  184,  192 },
     [PS_F_CO_TLBC] =          {  NO,   NO,   NO,   NO },
+    /* a frame takes co_nlocalsplus + co_stacksize + 9 (FRAME_SPECIALS_SIZE)
+     * words of the data stack (3.12's co_framesize caches the sum) */
+    [PS_F_CO_STACKSIZE] =     {  NO,   NO,   68,   64 },
+    [PS_F_CO_NLOCALSPLUS] =   {  NO,   NO,   76,   72 },
     /* PyBytesObject, PyUnicodeObject */
     [PS_F_BYTES_SIZE] =       {  16,   16,   16,   16 },
     [PS_F_BYTES_SVAL] =       {  32,   32,   32,   32 },
@@ -174,6 +179,8 @@ enum ps_layout_status ps_layout_legacy(int minor, uint32_t hexversion,
     l->pos_kind = kinds.pos_kind[v];
     l->owner_first_native = l->fr_owner == PS_NOFIELD ? 256 : 3;
     l->code_tag_mask = 0;
+    /* _PyInterpreterFrame.localsplus: 9 words of specials in 3.11 and 3.12 */
+    l->fr_specials = minor >= 11 ? 72 : PS_NOFIELD;
     l->lt_format = kinds.lt_format[v];
     l->str_ascii_data = kinds.str_ascii_data[v];
     l->str_compact_data = kinds.str_compact_data[v];

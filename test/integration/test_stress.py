@@ -180,6 +180,39 @@ def test_generators_and_coroutines(ctx):
         check_names(ctx, p, ["drive"], "generators")
 
 
+CONDITION_PATHS = [[], ["locked"], ["other"], ["other", "leaf"]]
+
+
+def test_frames_reused_under_the_walk(ctx):
+    """Threads enter and leave `with cond:` and call a function of another
+    size in turn, so the data-stack slot above worker() holds
+    Condition.__exit__ one moment and leaf() the next (3.11+).  A frame read
+    just before it returned, linked to the caller that has since been
+    replaced (worker;other;Condition.__exit__), is a stack the program
+    never had: every sampled stack below worker must be one of its call
+    paths, and the walks dropped instead must stay rare."""
+    for _ in repeat(ctx):
+        res, p = stress_run(ctx, [ctx.program("stress_conditions.py"), SECONDS],
+                            "conditions ok\n")
+        m = re.search(r"samples (\d+) errors (\d+)", res.stderr)
+        ctx.check(m is not None, "no sampler counters", res.stderr[-2000:])
+        samples, errors = int(m.group(1)), int(m.group(2))
+        n = 0
+        for s in p.stacks:
+            names = s.names()
+            if "worker" not in names:
+                continue
+            n += s.count
+            below = names[names.index("worker") + 1:]
+            # 3.9/3.10 name methods without their class
+            ok = below in CONDITION_PATHS or (
+                len(below) == 2 and below[0] == "locked" and
+                below[1].split(".")[-1] in ("__enter__", "__exit__"))
+            ctx.check(ok, "impossible stack under worker", s)
+        ctx.check(n >= 200, "only %d samples of the workers" % n, p.dump())
+        ctx.check(errors <= 0.05 * samples, "%d samples, %d dropped walks" % (samples, errors))
+
+
 # The program's own SIGSEGV/SIGBUS handlers go behind ours (docs/safety.md):
 # the sampler keeps reading directly, which PYSAMPLE_STATS shows.
 STATS_FILE = ".stats.txt"

@@ -184,6 +184,8 @@ static const uint32_t wants[PS_F_COUNT][NWANT] = {
     WANT(PS_F_FR_IS_ENTRY, NO, NO, NO, NO),
     WANT(PS_F_CO_FIRSTLINENO, 68, 68, 84, 84),
     WANT(PS_F_CO_TLBC, NO, NO, 224, 224),
+    WANT(PS_F_CO_STACKSIZE, 64, 64, 80, 80),
+    WANT(PS_F_CO_NLOCALSPLUS, 72, 72, 88, 88),
 };
 
 static void check_new(const struct fixture *f)
@@ -279,7 +281,16 @@ int main(void)
         CHECK_EQ_INT(l.lt_format, minor == 9 ? PS_LT_LNOTAB
                                   : minor == 10 ? PS_LT_LINETABLE310 : PS_LT_LOCATIONS);
         CHECK_EQ_INT(l.co_qualname == PS_NOFIELD, minor <= 10);
-        CHECK_EQ_INT(l.fr_owner == PS_NOFIELD, minor <= 11);  /* shims from 3.12 */
+        /* the owner byte from 3.11 (where the frame lives: data stack,
+         * generator, frame object), C-stack shims (owner 3) from 3.12 */
+        CHECK_EQ_INT(l.fr_owner == PS_NOFIELD, minor <= 10);
+        CHECK_EQ_INT(l.owner_first_native, minor <= 10 ? 256 : 3);
+        /* a frame's size on the data stack: offsetof() in 3.11.7's and
+         * 3.12.1's code.h/pycore_frame.h */
+        CHECK_EQ_INT(l.co_stacksize, minor == 11 ? 68 : minor == 12 ? 64 : PS_NOFIELD);
+        CHECK_EQ_INT(l.co_nlocalsplus, minor == 11 ? 76 : minor == 12 ? 72 : PS_NOFIELD);
+        CHECK_EQ_INT(l.fr_specials, minor >= 11 ? 72 : PS_NOFIELD);
+        CHECK(l.co_nlocalsplus == PS_NOFIELD || l.co_read >= l.co_nlocalsplus + 4);
         /* 3.11 marks a call's first frame (offsetof(_PyInterpreterFrame,
          * is_entry) in 3.11.7's pycore_frame.h), inside the snapshot */
         CHECK_EQ_INT(l.fr_is_entry, minor == 11 ? 68 : PS_NOFIELD);
