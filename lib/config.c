@@ -67,6 +67,26 @@ static int get_int(ps_env_get get, void *ctx, void (*warn)(void *, const char *)
     return (int)v;
 }
 
+/*
+ * A yes/no variable: 1/yes/true or 0/no/false; anything else is said in
+ * one line ending in otherwise ("using 0", "not armed") and def is kept.
+ * An empty value means def, quietly, only where empty_is_def (an empty
+ * PYSAMPLE_LINES has always been reported).
+ */
+static int get_bool(ps_env_get get, void *ctx, void (*warn)(void *, const char *),
+                    const char *name, int def, int empty_is_def, const char *otherwise)
+{
+    const char *s = get(name, ctx);
+    if (s == NULL || (empty_is_def && *s == '\0'))
+        return def;
+    if (strcmp(s, "1") == 0 || strcmp(s, "yes") == 0 || strcmp(s, "true") == 0)
+        return 1;
+    if (strcmp(s, "0") == 0 || strcmp(s, "no") == 0 || strcmp(s, "false") == 0)
+        return 0;
+    warnf(warn, ctx, "%s='%.64s' is not 0 or 1; %s", name, s, otherwise);
+    return def;
+}
+
 void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
                      void (*warn)(void *ctx, const char *msg))
 {
@@ -104,28 +124,8 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
                   "PYSAMPLE_MODE", s, "");
     }
 
-    c->lines = 1;
-    s = get("PYSAMPLE_LINES", ctx);
-    if (s != NULL) {
-        if (strcmp(s, "1") == 0 || strcmp(s, "yes") == 0 || strcmp(s, "true") == 0)
-            c->lines = 1;
-        else if (strcmp(s, "0") == 0 || strcmp(s, "no") == 0 || strcmp(s, "false") == 0)
-            c->lines = 0;
-        else
-            warnf(warn, ctx, "%s='%.64s' is not 0 or 1%s; using 1", "PYSAMPLE_LINES", s, "");
-    }
-
-    c->async_tasks = 0;
-    s = get("PYSAMPLE_ASYNC", ctx);
-    if (s != NULL) {
-        if (strcmp(s, "1") == 0 || strcmp(s, "yes") == 0 || strcmp(s, "true") == 0)
-            c->async_tasks = 1;
-        else if (strcmp(s, "0") == 0 || strcmp(s, "no") == 0 || strcmp(s, "false") == 0 ||
-                 *s == '\0')
-            c->async_tasks = 0;
-        else
-            warnf(warn, ctx, "%s='%.64s' is not 0 or 1%s; using 0", "PYSAMPLE_ASYNC", s, "");
-    }
+    c->lines = get_bool(get, ctx, warn, "PYSAMPLE_LINES", 1, 0, "using 1");
+    c->async_tasks = get_bool(get, ctx, warn, "PYSAMPLE_ASYNC", 0, 1, "using 0");
 
     /* Native frames (docs/native.md): off unless asked for. */
     c->native = 0;
@@ -153,14 +153,7 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
             c->file_mode = (int)m;
     }
 
-    c->arm = 0;
-    s = get("PYSAMPLE_ARM", ctx);
-    if (s != NULL && *s != '\0') {
-        if (strcmp(s, "1") == 0 || strcmp(s, "yes") == 0 || strcmp(s, "true") == 0)
-            c->arm = 1;
-        else if (strcmp(s, "0") != 0 && strcmp(s, "no") != 0 && strcmp(s, "false") != 0)
-            warnf(warn, ctx, "%s='%.64s' is not 0 or 1%s; not armed", "PYSAMPLE_ARM", s, "");
-    }
+    c->arm = get_bool(get, ctx, warn, "PYSAMPLE_ARM", 0, 1, "not armed");
 
     /* The socket's directory.  A socket path holds at most 107 bytes
      * (sun_path), and the name we add is up to 40: a longer directory
@@ -183,13 +176,7 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
     c->max_threads_per_tick = get_int(get, ctx, warn, "PYSAMPLE_MAX_THREADS_PER_TICK", 0, 1000000, 0,
                                       "a thread count from 1 to 1000000, or 0 for all");
 
-    s = get("PYSAMPLE_QUALITY", ctx);
-    if (s != NULL && *s != '\0') {
-        if (strcmp(s, "1") == 0 || strcmp(s, "yes") == 0 || strcmp(s, "true") == 0)
-            c->quality_sidecar = 1;
-        else if (strcmp(s, "0") != 0 && strcmp(s, "no") != 0 && strcmp(s, "false") != 0)
-            warnf(warn, ctx, "%s='%.64s' is not 0 or 1%s; using 0", "PYSAMPLE_QUALITY", s, "");
-    }
+    c->quality_sidecar = get_bool(get, ctx, warn, "PYSAMPLE_QUALITY", 0, 1, "using 0");
 
     /* Opt-in only, and only the two signals no runtime or C library uses
      * for itself: a program that has a handler of its own for it must
