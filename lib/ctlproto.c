@@ -20,6 +20,19 @@ static const struct { const char *name; enum ps_ctl_verb verb; } verbs[] = {
 };
 
 /* A whole decimal number in [lo, hi] from s[0..n). */
+/* The key=value words a request may carry, in the order of the fields
+ * they set (field[] in ps_ctlproto_parse): an int within a range, given at
+ * most once. */
+static const struct {
+    const char *name;
+    long lo, hi;
+    const char *unit;
+} keys[] = {
+    { "rate", 1, 100000, "samples per second" },
+    { "duration", 1, 86400, "seconds" },
+    { "interval", 100, 60000, "milliseconds" },
+};
+
 static int number(const char *s, size_t n, long lo, long hi, long *out)
 {
     if (n == 0 || n > 9)
@@ -91,6 +104,8 @@ int ps_ctlproto_parse(const char *line, size_t len, struct ps_ctl_request *req, 
         snprintf(why, whylen, "unknown verb '%.*s'", (int)(wlen > 32 ? 32 : wlen), w);
         return -1;
     }
+    int *const field[sizeof keys / sizeof keys[0]] = { &req->rate_hz, &req->duration_s,
+                                                        &req->interval_ms };
     unsigned seen = 0;
     while (next_word(line, len, &pos, &w, &wlen)) {
         const char *eq = memchr(w, '=', wlen);
@@ -100,33 +115,21 @@ int ps_ctlproto_parse(const char *line, size_t len, struct ps_ctl_request *req, 
         }
         size_t klen = (size_t)(eq - w), vlen = wlen - klen - 1;
         const char *v = eq + 1;
+        size_t k = 0;
         long x;
-        unsigned bit;
-        if (word_is(w, klen, "rate")) {
-            bit = 1;
-            if (number(v, vlen, 1, 100000, &x) != 0) {
-                snprintf(why, whylen, "rate must be 1..100000 samples per second");
-                return -1;
-            }
-            req->rate_hz = (int)x;
-        } else if (word_is(w, klen, "duration")) {
-            bit = 2;
-            if (number(v, vlen, 1, 86400, &x) != 0) {
-                snprintf(why, whylen, "duration must be 1..86400 seconds");
-                return -1;
-            }
-            req->duration_s = (int)x;
-        } else if (word_is(w, klen, "interval")) {
-            bit = 4;
-            if (number(v, vlen, 100, 60000, &x) != 0) {
-                snprintf(why, whylen, "interval must be 100..60000 milliseconds");
-                return -1;
-            }
-            req->interval_ms = (int)x;
-        } else {
+        while (k < sizeof keys / sizeof keys[0] && !word_is(w, klen, keys[k].name))
+            k++;
+        if (k == sizeof keys / sizeof keys[0]) {
             snprintf(why, whylen, "unknown key '%.*s'", (int)(klen > 32 ? 32 : klen), w);
             return -1;
         }
+        unsigned bit = 1u << k;
+        if (number(v, vlen, keys[k].lo, keys[k].hi, &x) != 0) {
+            snprintf(why, whylen, "%s must be %ld..%ld %s", keys[k].name, keys[k].lo, keys[k].hi,
+                     keys[k].unit);
+            return -1;
+        }
+        *field[k] = (int)x;
         if (seen & bit) {
             snprintf(why, whylen, "key '%.*s' given twice", (int)klen, w);
             return -1;
