@@ -12,8 +12,8 @@ from .common import PROG, printable, write_output
 NAME = "dump"
 HELP = "print the current stacks of a running armed process"
 DESCRIPTION = ("Prints the Python stack of every thread of process PID as it is now, innermost call first. "
-               "PID must have been started with libpysample preloaded and PYSAMPLE_ARM=1 and run as your "
-               "user (docs/kubernetes.md). Threads that run no Python code are not shown.")
+               "PID must have been %s (docs/kubernetes.md). Threads that run no Python code are not shown."
+               % remote.ARMED)
 
 
 def add_options(parser):

@@ -17,25 +17,24 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _rate(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected a whole number of samples per second, not %r" % text)
-    if not 1 <= value <= 100000:
-        raise argparse.ArgumentTypeError("must be between 1 and 100000 samples per second, not %d" % value)
-    return value
+def _whole_number(unit, lo, hi):
+    """An argparse type: a whole number of unit within lo..hi, said in
+    words when it is not."""
+    def check(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("expected a whole number of %s, not %r" % (unit, text))
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError("must be between %d and %d %s, not %d" % (lo, hi, unit, value))
+        return value
+    return check
 
 
-def seconds(text):
-    """A whole number of seconds, 1..86400."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected a whole number of seconds, not %r" % text)
-    if not 1 <= value <= 86400:
-        raise argparse.ArgumentTypeError("must be between 1 and 86400 seconds, not %d" % value)
-    return value
+_rate = _whole_number("samples per second", 1, 100000)
+
+# A whole number of seconds, 1..86400 (record --duration).
+seconds = _whole_number("seconds", 1, 86400)
 
 
 def profile_file(parser):

@@ -53,8 +53,7 @@ DESCRIPTION = ("Runs COMMAND with libpysample preloaded (LD_PRELOAD, or DYLD_INS
                "writes one profile per Python process and prints a summary to stderr. Exits with the exit "
                "status of COMMAND. Without COMMAND it profiles a small bundled demo program.  A COMMAND "
                "whose first word ends in .py is run with --python.  With --pid, records the running process PID "
-               "instead, for --duration seconds: it must have been started with libpysample preloaded and "
-               "PYSAMPLE_ARM=1, and run as your user (docs/kubernetes.md).")
+               "instead, for --duration seconds: it must have been %s (docs/kubernetes.md)." % remote.ARMED)
 EPILOG = ("The library is found through PYSAMPLE_LIB, else next to this script (source checkout: build/lib; "
           "build dir: <builddir>/lib; install: <prefix>/lib*). Other PYSAMPLE_* variables in the "
           "environment (e.g. PYSAMPLE_LINES=0, PYSAMPLE_MAX_DEPTH) reach the library unchanged.")

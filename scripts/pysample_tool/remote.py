@@ -20,6 +20,9 @@ from .common import PROG, ToolError
 
 MAGIC = "pysample/1"
 
+# What a process must be for the --pid commands to reach it, in their help.
+ARMED = "started with libpysample preloaded and PYSAMPLE_ARM=1, run as your user"
+
 
 def add_pid_option(parser, required=False, help=None):
     parser.add_argument("--pid", type=int, metavar="PID", required=required,

@@ -10,9 +10,8 @@ from .common import PROG
 
 NAME = "start"
 HELP = "start sampling a running armed process"
-DESCRIPTION = ("Makes process PID (started with libpysample preloaded and PYSAMPLE_ARM=1, run as your user) "
-               "start sampling itself; `pysample stop --pid PID` collects the profile and stops. Only one "
-               "record, top or start runs in a process at a time.")
+DESCRIPTION = ("Makes process PID (%s) start sampling itself; `pysample stop --pid PID` collects "
+               "the profile and stops. Only one record, top or start runs in a process at a time." % remote.ARMED)
 
 
 def add_options(parser):
