@@ -662,6 +662,22 @@ def mark(ok):
     return "**met**" if ok else "**not met**"
 
 
+def heading(L, title, intro=None):
+    """A numbered section of the report: its title, and the paragraph that
+    says how to read it, each followed by a blank line."""
+    L.append("### " + title)
+    L.append("")
+    if intro is not None:
+        L.append(intro)
+        L.append("")
+
+
+def table_head(L, header):
+    """A Markdown table's header row and the separator with as many columns."""
+    L.append(header)
+    L.append("|" + "---|" * (header.count("|") - 1))
+
+
 def render(R):
     L = []
     m = R["machine"]
@@ -673,10 +689,8 @@ def render(R):
               ", ".join(l for l, _ in R["pythons"] if l != R["primary"]) or "none"))
     L.append("")
     if "slowdown" in R:
-        L.append("### 1. Slowdown, CPU-bound single-threaded program (%s)" % R["primary"])
-        L.append("")
-        L.append("| placement | rate | added CPU (user+sys) | spread | wall ratio | spread | sampler share of CPU | target | |")
-        L.append("|---|---|---|---|---|---|---|---|---|")
+        heading(L, "1. Slowdown, CPU-bound single-threaded program (%s)" % R["primary"])
+        table_head(L, "| placement | rate | added CPU (user+sys) | spread | wall ratio | spread | sampler share of CPU | target | |")
         for place in ("free", "pinned"):
             s = R["slowdown"].get(place)
             if not s:
@@ -700,8 +714,7 @@ def render(R):
                  "what a bare waker thread (bench_wake busy) adds to a C busy loop per wake-up (the issue's "
                  "floor), and the waker's own CPU per wake-up; target pinned: within 10 % of the first.")
         L.append("")
-        L.append("| placement | rate | added CPU per sample | spread | floor: added to a busy loop per wake-up | spread | ratio | waker's own CPU per wake-up | target | |")
-        L.append("|---|---|---|---|---|---|---|---|---|---|")
+        table_head(L, "| placement | rate | added CPU per sample | spread | floor: added to a busy loop per wake-up | spread | ratio | waker's own CPU per wake-up | target | |")
         for place in ("free", "pinned"):
             s = R["slowdown"].get(place)
             if not s or "per_sample" not in s:
@@ -720,8 +733,7 @@ def render(R):
             L.append("")
             L.append("Peer profiler (`%s`), same rounds:" % R.get("peer", "?"))
             L.append("")
-            L.append("| placement | rate | peer added CPU | spread | peer wall ratio | libpysample added CPU | wall ratio |")
-            L.append("|---|---|---|---|---|---|---|")
+            table_head(L, "| placement | rate | peer added CPU | spread | peer wall ratio | libpysample added CPU | wall ratio |")
             for place, r in peer_rows:
                 x, y = R["slowdown"][place]["peer_" + r], R["slowdown"][place][r]
                 L.append("| %s | %s Hz | %+.1f%% | %s | x%.3f | %+.1f%% | x%.3f |" %
@@ -734,13 +746,10 @@ def render(R):
         L.append("")
     if "cost" in R:
         c = R["cost"]
-        L.append("### 2. Sampler cost per sample (%s, 1 kHz, threads blocked at depth)" % R["primary"])
-        L.append("")
-        L.append("All-in: the sampler thread's CPU clock / samples (includes the timer wake-up, shared by the "
-                 "threads of a tick).  Walk: the median tick's own time / threads in it.")
-        L.append("")
-        L.append("| depth | threads | all-in ns/sample | spread | walk ns/sample | spread | median tick us | ticks | errors |")
-        L.append("|---|---|---|---|---|---|---|---|---|")
+        heading(L, "2. Sampler cost per sample (%s, 1 kHz, threads blocked at depth)" % R["primary"],
+                "All-in: the sampler thread's CPU clock / samples (includes the timer wake-up, shared by the "
+                "threads of a tick).  Walk: the median tick's own time / threads in it.")
+        table_head(L, "| depth | threads | all-in ns/sample | spread | walk ns/sample | spread | median tick us | ticks | errors |")
         for k in sorted((k for k in c if "/" in k), key=lambda k: [int(x) for x in k.split("/")]):
             x = c[k]
             d, t = k.split("/")
@@ -763,10 +772,8 @@ def render(R):
                                for k, v in R["wake_floor"].items()) + ".")
         L.append("")
     if "rate" in R:
-        L.append("### 3. Achieved rate and tick lateness (%s, threads running Python at depth 20)" % R["primary"])
-        L.append("")
-        L.append("| rate | threads | achieved / requested | spread | lateness p50 | p99 | p99 spread | skipped ticks | sampler CPU (share of a core) | target | |")
-        L.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        heading(L, "3. Achieved rate and tick lateness (%s, threads running Python at depth 20)" % R["primary"])
+        table_head(L, "| rate | threads | achieved / requested | spread | lateness p50 | p99 | p99 spread | skipped ticks | sampler CPU (share of a core) | target | |")
         for k in sorted(R["rate"], key=lambda k: [int(x) for x in k.split("/")]):
             x = R["rate"][k]
             r, t = k.split("/")
@@ -782,10 +789,8 @@ def render(R):
         if key not in R:
             continue
         s = R[key]
-        L.append("### 4. Start-up: %s (%s)" % (name, R["primary"] if "python" in key else "C program"))
-        L.append("")
-        L.append("| variant | wall ms (median) | IQR | added wall ms | CPU ms | added CPU ms | target | |")
-        L.append("|---|---|---|---|---|---|---|---|")
+        heading(L, "4. Start-up: %s (%s)" % (name, R["primary"] if "python" in key else "C program"))
+        table_head(L, "| variant | wall ms (median) | IQR | added wall ms | CPU ms | added CPU ms | target | |")
         for v in ("bare", "preload_off", "preload_on"):
             x = s[v]
             tgt, ok = "", ""
@@ -801,10 +806,8 @@ def render(R):
                       x["cpu_ms"], "%+.2f" % x["added_cpu_ms"] if "added_cpu_ms" in x else "", tgt, ok))
         L.append("")
     if "memory" in R:
-        L.append("### 5. Memory and output (test/bench/bench_stacktab.c: 4 threads, depth 8-40, 3000 functions)")
-        L.append("")
-        L.append("| samples | distinct stacks | table RSS KiB | per stack B | add ns/sample | render s (CPU) | write s (CPU) | render+write wall spread | extra peak while writing KiB | output MB | target | |")
-        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        heading(L, "5. Memory and output (test/bench/bench_stacktab.c: 4 threads, depth 8-40, 3000 functions)")
+        table_head(L, "| samples | distinct stacks | table RSS KiB | per stack B | add ns/sample | render s (CPU) | write s (CPU) | render+write wall spread | extra peak while writing KiB | output MB | target | |")
         for k, x in R["memory"].items():
             s, d = k.split("/")
             tgt, ok = "", ""
@@ -820,13 +823,10 @@ def render(R):
         L.append("")
     if "idle" in R:
         I = R["idle"]
-        L.append("### 7. Sampler CPU per second of an idle program (%s, one thread asleep 40 frames deep)" % R["primary"])
-        L.append("")
-        L.append("ms of CPU per second of the program (%% of a core / 10).  Floor: a bare thread waking at the "
-                 "rate (bench_wake), same rounds and placement.  Target: with faulthandler within 1.5 x plain.")
-        L.append("")
-        L.append("| placement | rate | floor | plain | x floor | achieved | -X faulthandler | x plain | faulthandler after start | x plain | read modes | peer | target | |")
-        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        heading(L, "7. Sampler CPU per second of an idle program (%s, one thread asleep 40 frames deep)" % R["primary"],
+                "ms of CPU per second of the program (%% of a core / 10).  Floor: a bare thread waking at the "
+                "rate (bench_wake), same rounds and placement.  Target: with faulthandler within 1.5 x plain.")
+        table_head(L, "| placement | rate | floor | plain | x floor | achieved | -X faulthandler | x plain | faulthandler after start | x plain | read modes | peer | target | |")
         rates = sorted({int(k.split("/")[0]) for k in I if not k.startswith("0/")})
         for place in ("free", "pinned"):
             for r in rates:
@@ -844,10 +844,8 @@ def render(R):
         L.append("")
     if "wake_methods" in R:
         W = R["wake_methods"]
-        L.append("### 8. The wake-up floor: condition variable vs clock_nanosleep, timer slack")
-        L.append("")
-        L.append("| rate | placement | wait | timer slack | CPU per wake-up | spread | lateness p50 | p99 |")
-        L.append("|---|---|---|---|---|---|---|---|")
+        heading(L, "8. The wake-up floor: condition variable vs clock_nanosleep, timer slack")
+        table_head(L, "| rate | placement | wait | timer slack | CPU per wake-up | spread | lateness p50 | p99 |")
         for k in sorted(W, key=lambda k: (int(k.split("/")[0]), k)):
             r, pl, m, sl = k.split("/")
             x = W[k]
@@ -857,14 +855,11 @@ def render(R):
         L.append("")
     if "async" in R:
         A = R["async"]
-        L.append("### 9. asyncio task attribution (%s, 100 Hz, wall mode, tasks waiting 3 coroutines deep)" % R["primary"])
-        L.append("")
-        L.append("Sampler CPU per tick and the tick's own work (wall, p50/p99), without and with "
-                 "PYSAMPLE_ASYNC=1.  At most 1024 tasks are read per tick; the rest are counted on "
-                 "`[pysample: asyncio tasks not sampled]`.")
-        L.append("")
-        L.append("| live tasks | async | CPU per tick | spread | tick p50 | tick p99 | samples per tick | extra CPU per task read |")
-        L.append("|---|---|---|---|---|---|---|---|")
+        heading(L, "9. asyncio task attribution (%s, 100 Hz, wall mode, tasks waiting 3 coroutines deep)" % R["primary"],
+                "Sampler CPU per tick and the tick's own work (wall, p50/p99), without and with "
+                "PYSAMPLE_ASYNC=1.  At most 1024 tasks are read per tick; the rest are counted on "
+                "`[pysample: asyncio tasks not sampled]`.")
+        table_head(L, "| live tasks | async | CPU per tick | spread | tick p50 | tick p99 | samples per tick | extra CPU per task read |")
         for n in sorted({int(k.split("/")[0]) for k in A}):
             off, on = A.get("%d/0" % n), A.get("%d/1" % n)
             for a, x in ((0, off), (1, on)):
@@ -879,15 +874,12 @@ def render(R):
         L.append("")
     if "native" in R:
         N = R["native"]
-        L.append("### 10. Native stacks (%s, 1 kHz, one thread, PYSAMPLE_NATIVE=0 / 1)" % R["primary"])
-        L.append("")
-        L.append("Sampler CPU per sample (its thread's CPU clock over samples) and the tick's "
-                 "own work (wall, p50).  Blocked: the thread waits on an Event, its registers "
-                 "come from /proc/self/task/TID/syscall; running: it runs Python code and is "
-                 "held in the SIGURG handler while its stack is unwound.")
-        L.append("")
-        L.append("| thread | Python depth | native | CPU per sample | spread | tick p50 | native samples | lost |")
-        L.append("|---|---|---|---|---|---|---|---|")
+        heading(L, "10. Native stacks (%s, 1 kHz, one thread, PYSAMPLE_NATIVE=0 / 1)" % R["primary"],
+                "Sampler CPU per sample (its thread's CPU clock over samples) and the tick's "
+                "own work (wall, p50).  Blocked: the thread waits on an Event, its registers "
+                "come from /proc/self/task/TID/syscall; running: it runs Python code and is "
+                "held in the SIGURG handler while its stack is unwound.")
+        table_head(L, "| thread | Python depth | native | CPU per sample | spread | tick p50 | native samples | lost |")
         for k in sorted(N, key=lambda k: (k.split("/")[0], int(k.split("/")[1]), k.split("/")[2])):
             m, d, n = k.split("/")
             x = N[k]
@@ -897,10 +889,8 @@ def render(R):
                       x["lost"]))
         L.append("")
     if "versions" in R:
-        L.append("### 6. Per interpreter (items 1 pinned, 2 with one thread, 3 with one thread, 4 python)")
-        L.append("")
-        L.append("| interpreter | pinned +CPU 100 Hz | 1 kHz | 10 kHz | walk ns/sample d10 | d100 | d1000 | ns/frame | all-in ns d10 | rate 1k | rate 10k | p99 late 10k us | python -c pass on: +CPU ms (+wall) | off: +CPU ms (+wall) |")
-        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        heading(L, "6. Per interpreter (items 1 pinned, 2 with one thread, 3 with one thread, 4 python)")
+        table_head(L, "| interpreter | pinned +CPU 100 Hz | 1 kHz | 10 kHz | walk ns/sample d10 | d100 | d1000 | ns/frame | all-in ns d10 | rate 1k | rate 10k | p99 late 10k us | python -c pass on: +CPU ms (+wall) | off: +CPU ms (+wall) |")
         rows = dict(R["versions"])
         prim = {}
         if "slowdown" in R and "pinned" in R["slowdown"] and "cost" in R and "rate" in R and "startup_python" in R:
