@@ -30,6 +30,8 @@ enum ps_native_mode { PS_NATIVE_OFF = 0, PS_NATIVE_ON, PS_NATIVE_ALL };
 
 /* Native frames kept per sample (innermost ones: the leaf is what counts). */
 #define PS_NATIVE_MAX 512
+/* ... and where every read is a system call (memread.h's syscall path). */
+#define PS_NATIVE_MAX_SLOW 64
 
 /* --- registers ------------------------------------------------------------ */
 

@@ -317,8 +317,12 @@ static void sample_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, uint
             ntrunc = 0;
             native_ok = 0;
             cap = ps_native_capture(tid, &regs);
+            /* On the syscall read path (~1.3 us a read, some 20 reads a
+             * frame) a deep unwind would outlast the hold: keep it to the
+             * innermost frames, the rest is [native: truncated]. */
+            int most = ps_mem_mode() == PS_READ_DIRECT ? PS_NATIVE_MAX : PS_NATIVE_MAX_SLOW;
             if (cap >= 0)
-                npcs = ps_unwind(&regs, sampler.pcs, PS_NATIVE_MAX, &ntrunc);
+                npcs = ps_unwind(&regs, sampler.pcs, most, &ntrunc);
         }
         /* A failed walk means the thread moved on under us: start again
          * from a fresh copy of its thread state. */
