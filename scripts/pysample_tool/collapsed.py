@@ -22,11 +22,18 @@ from .common import ToolError, printable, thousands
 
 KIND_PY = "py"
 KIND_MARKER = "marker"
+KIND_NATIVE = "native"
 
 _THREAD_RE = re.compile(r"^thread (\d+|\?)(?: \((.*)\))?$")
 _PYFRAME_LINE_RE = re.compile(r"^(.+?) \((.*):(-?\d+)\)$")
 _PYFRAME_NOLINE_RE = re.compile(r"^(.+?) \((.+)\)$")
 _COUNT_RE = re.compile(r"^[0-9]+$")
+# PYSAMPLE_NATIVE frames with no symbol: "libz.so.1+0x5e03", "[unknown]+0x7f..."
+# (docs/format.md).  Named native frames, "deflate (libz.so.1)", read as
+# "name (file)" frames whose file is the library.
+_NATIVE_ADDR_RE = re.compile(r"^(.+)\+0x([0-9a-fA-F]+)$")
+# A sub-interpreter's stacks: "interp <id>" right after the thread.
+_INTERP_RE = re.compile(r"^interp -?[0-9]+$")
 _ESCAPE_RE = re.compile(r"%([0-9A-Fa-f]{2})")
 
 
@@ -38,8 +45,10 @@ def unescape(text):
 
 
 class Frame(collections.namedtuple("Frame", "kind name file line")):
-    """One stack frame.  kind is KIND_PY or KIND_MARKER; for markers, name is
-    the whole `[pysample: ...]` text and file and line are None.  line is None
+    """One stack frame.  kind is KIND_PY, KIND_MARKER or KIND_NATIVE.  For
+    markers (`[pysample: ...]`, `[native: ...]`, `[task ...]`, `interp <id>`)
+    name is the whole text and file and line are None; for an unsymbolised
+    native frame name is the whole `library+0x1234` text and file the library.  line is None
     for profiles written with PYSAMPLE_LINES=0."""
 
     __slots__ = ()
@@ -47,7 +56,7 @@ class Frame(collections.namedtuple("Frame", "kind name file line")):
     @property
     def label(self):
         """The frame as the collapsed format shows it, unescaped."""
-        if self.kind == KIND_MARKER:
+        if self.kind in (KIND_MARKER, KIND_NATIVE):
             return self.name
         if self.line is None:
             return "%s (%s)" % (self.name, self.file)
@@ -56,7 +65,7 @@ class Frame(collections.namedtuple("Frame", "kind name file line")):
     @property
     def short_label(self):
         """qualname (basename:line): what a flame graph box shows."""
-        if self.kind == KIND_MARKER:
+        if self.kind in (KIND_MARKER, KIND_NATIVE):
             return self.name
         base = os.path.basename(self.file) or self.file
         if self.line is None:
@@ -169,8 +178,8 @@ def parse_collapsed(path, data=None):
                 frame = _parse_frame(text)
                 if frame is None:
                     raise _malformed(path, lineno,
-                                     "frame %d is neither \"name (file:line)\", \"name (file)\" nor a "
-                                     "\"[pysample: ...]\" marker: %r" % (index, text[:60]), line, data)
+                                     "frame %d is neither \"name (file:line)\", \"name (file)\", "
+                                     "\"library+0x...\" nor a \"[...]\" marker: %r" % (index, text[:60]), line, data)
                 frame_cache[text] = frame
             frames.append(frame)
         key = (thread, tuple(frames))
@@ -185,7 +194,10 @@ def parse_collapsed(path, data=None):
 
 
 def _parse_frame(text):
-    if text.startswith("[pysample: ") and text.endswith("]"):
+    # Markers are bracketed: the library's own ("[pysample: truncated]"), the
+    # native unwinder's ("[native: truncated]") and asyncio tasks
+    # ('[task Task-3 "handle"]').
+    if (text.startswith("[") and text.endswith("]")) or _INTERP_RE.match(text):
         return Frame(KIND_MARKER, unescape(text), None, None)
     m = _PYFRAME_LINE_RE.match(text)
     if m:
@@ -193,6 +205,9 @@ def _parse_frame(text):
     m = _PYFRAME_NOLINE_RE.match(text)
     if m:
         return Frame(KIND_PY, unescape(m.group(1)), unescape(m.group(2)), None)
+    m = _NATIVE_ADDR_RE.match(text)
+    if m and " " not in text:
+        return Frame(KIND_NATIVE, unescape(text), unescape(m.group(1)), None)
     return None
 
 

@@ -147,6 +147,24 @@ class ParseTests(TempDirTestCase):
         markers = set(f.name for _, stack, _ in profile.stacks for f in stack if f.kind == "marker")
         self.assertEqual(markers, {"[pysample: truncated]", "[pysample: stack table full]"})
 
+    def test_native_task_and_interpreter_frames(self):
+        # What PYSAMPLE_NATIVE, PYSAMPLE_ASYNC and sub-interpreters write
+        # (docs/format.md): every reader must take it, not only the library.
+        profile = pysample_tool.parse_collapsed(fixture("mixed.txt"))
+        self.assertEqual(profile.total, 35)
+        frames = set(f for _, stack, _ in profile.stacks for f in stack)
+        self.assertIn(pysample_tool.Frame("py", "deflate", "libz.so.1", None), frames)
+        self.assertIn(pysample_tool.Frame("native", "libz.so.1+0x5e03", "libz.so.1", None), frames)
+        self.assertIn(pysample_tool.Frame("native", "[unknown]+0x7f0012345678", "[unknown]", None), frames)
+        markers = set(f.name for f in frames if f.kind == "marker")
+        self.assertEqual(markers, {"[native: truncated]", '[task Task-1 "main"]', '[task w1 "work"]',
+                                   "interp 2"})
+        for command in (["top"], ["flamegraph"], ["convert", "--to", "speedscope"],
+                        ["convert", "--to", "pprof", "-o", os.path.join(self.tmp, "p.pb.gz")]):
+            with self.subTest(command=command[0]):
+                code, out, err = pysample(command[0], fixture("mixed.txt"), *command[1:], cwd=self.tmp)
+                self.assertEqual(code, 0, err)
+
     def test_lines_off_profile_has_no_line_numbers(self):
         profile = pysample_tool.parse_collapsed(fixture("nolines.txt"))
         self.assertFalse(profile.has_lines)
