@@ -20,6 +20,21 @@
  * this check, so an entry cannot outlive its code object in any way that
  * shows: a stale one is simply replaced on its next miss.
  *
+ * What the walk may batch and what it may not (issue 14).  On 3.11+ the
+ * walk copies many frames in one read (frames.c, "one read for many
+ * frames"), so a frame's bytes may be a few microseconds older than the
+ * code object's it then reads.  That does not weaken the above: the
+ * identity is still compared against the code object's bytes read *now*,
+ * one read per code object, never against anything kept from the copy or
+ * from an earlier tick; what the copy could add is a frame that returned
+ * in between, whose code object (held by the frame until then) was freed
+ * and reused -- and then the type check, the identity check and the
+ * instruction pointer (which must lie in the current object's bytecode)
+ * see the new object, exactly as a frame read one at a time could have
+ * been overtaken.  Skipping that read (trusting a cached entry because the
+ * frame's code pointer is unchanged) is what would break the guarantee, and
+ * is not done.
+ *
  * The cache is bounded (set-associative, least recently used way replaced),
  * so programs that create code without end cannot grow it.
  */

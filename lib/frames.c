@@ -214,19 +214,70 @@ int ps_walk_entries(const struct ps_python *py, struct ps_codecache *cc, struct 
     return walk(py, cc, syms, lines, frame, out, addrs, entry, max, truncated, boot);
 }
 
+/*
+ * One read for many frames (3.11+).  A thread's frames sit next to each
+ * other on its data stack, callers below callees, so instead of one read
+ * per frame the walk copies a frame together with up to PS_FRAME_SPAN
+ * bytes below it and takes the frames it reaches next from that copy.  The
+ * span never goes below the frame's 4 KiB block: that block is mapped if
+ * the frame is readable, so the wider read cannot fault where the frame's
+ * own read would not (a chunk's start is page-aligned; the bytes below the
+ * frame may be a chunk header or a dead frame, which are only ever parsed
+ * if a link points there, and then validated like any frame).
+ *
+ * Only frames near the last data-stack frame walked are taken this way:
+ * generator frames (heap) and 3.12+'s entry shims (C stack) are read
+ * alone, or each would cost a 4 KiB copy for one frame.
+ *
+ * The copy is also more consistent than frame-by-frame reads: the frames
+ * in it are from one moment, where single reads see each frame a little
+ * later than the one before (the caller's slot can be reused in between:
+ * data_stack_linked() above).  Code objects are still read one by one,
+ * from their current bytes, which is what the code cache's guarantee
+ * against freed-and-reused code objects rests on (codecache.c).
+ */
+#define PS_FRAME_SPAN 4096
+
+struct span {
+    uintptr_t lo, hi;                      /* [lo, hi) is in buf; hi 0: empty */
+    uint8_t buf[PS_FRAME_SPAN + 512];
+    uint8_t one[512];                      /* a frame read alone */
+};
+
+/* The n bytes of frame: from the span if it holds them, else read, with
+ * the bytes below it if wide (becoming the span), alone if not (the span
+ * is kept); NULL if unreadable. */
+static const uint8_t *frame_bytes(struct span *s, size_t n, uintptr_t frame, int wide)
+{
+    if (s->hi != 0 && frame >= s->lo && frame <= s->hi && s->hi - frame >= n)
+        return s->buf + (frame - s->lo);
+    if (!wide)
+        return n <= sizeof s->one && ps_read(s->one, frame, n) == 0 ? s->one : NULL;
+    uintptr_t lo = frame & ~(uintptr_t)(PS_FRAME_SPAN - 1);
+    if (frame - lo + n > sizeof s->buf || ps_read(s->buf, lo, (size_t)(frame - lo) + n) != 0) {
+        s->hi = 0;
+        return NULL;
+    }
+    s->lo = lo;
+    s->hi = frame + n;
+    return s->buf + (frame - lo);
+}
+
 static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
                 int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
                 int max, int *truncated, uintptr_t *boot)
 {
     const struct ps_layout *L = &py->L;
-    uint8_t fr[512];
+    struct span sp;
+    const uint8_t *fr;
     int n = 0;
     int budget = ps_walk_budget(max);
     uintptr_t above = 0;   /* the last data-stack frame walked, 3.11+ */
 
     *truncated = 0;
     *boot = 0;
-    if (L->fr_read > sizeof fr || L->co_read > 1024)
+    sp.hi = 0;
+    if (L->fr_read > 512 || L->co_read > 1024)
         return PS_WALK_UNREADABLE;
 
     while (frame != 0) {
@@ -234,7 +285,10 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
             *truncated = 1;
             break;
         }
-        if (!ps_frame_addr_ok(frame) || ps_read(fr, frame, L->fr_read) != 0)
+        /* Wide: the top frame, or one just below the last data-stack frame. */
+        int wide = L->frame_kind == PS_FRAMES_INTERP &&
+                   (n == 0 && above == 0 ? 1 : frame < above && above - frame <= PS_FRAME_SPAN);
+        if (!ps_frame_addr_ok(frame) || (fr = frame_bytes(&sp, L->fr_read, frame, wide)) == NULL)
             return PS_WALK_UNREADABLE;
         uintptr_t back = ps_frame_back(L, fr);
         if (back == frame)

@@ -36,8 +36,17 @@ struct fake_code {
     uintptr_t type;
     uintptr_t filename, name, linetable;
     int32_t firstlineno;
+    int32_t stacksize, nlocalsplus;  /* 3.11+ layout only (test_data_stack) */
     int32_t pad;
 };
+
+/* A 3.11+-style frame on a data stack: FAKE_SPECIALS bytes, then locals. */
+struct fake_iframe {
+    uintptr_t code, previous, instr;
+    int8_t owner;
+    uint8_t pad[7];
+};
+#define FAKE_SPECIALS ((uint32_t)sizeof(struct fake_iframe))
 
 struct fake_frame {
     int64_t refcnt;
@@ -69,6 +78,10 @@ static const struct ps_layout layout = {
     .co_nunits = PS_NOFIELD,
     .co_code_adaptive = PS_NOFIELD,
     .co_tlbc = PS_NOFIELD,
+    .co_stacksize = PS_NOFIELD,
+    .co_nlocalsplus = PS_NOFIELD,
+    .fr_specials = PS_NOFIELD,
+    .fr_is_entry = PS_NOFIELD,
     .str_length = offsetof(struct fake_str, length),
     .str_state = offsetof(struct fake_str, state),
     .str_ascii_data = offsetof(struct fake_str, data),
@@ -107,6 +120,116 @@ static void make_frame(struct fake_frame *f, struct fake_frame *back, struct fak
     f->refcnt = 1;
     f->back = (uintptr_t)back;
     f->code = (uintptr_t)code;
+}
+
+/*
+ * 3.11+: frames on a data stack (frames.c, data_stack_linked and the span
+ * reads).  A callee must sit at its caller + the caller's size, or at the
+ * start of a new chunk whose predecessor recorded that top; generator
+ * frames in between do not count; a frame linked to a caller whose slot
+ * holds a function of another size (the caller returned and called
+ * something else while we read) drops the walk.
+ */
+static _Alignas(4096) uint8_t stack_a[8192], stack_b[8192];
+
+static struct fake_iframe *iframe_at(uint8_t *at, struct fake_iframe *previous,
+                                     struct fake_code *code, int owner)
+{
+    struct fake_iframe *f = (struct fake_iframe *)at;
+    memset(f, 0, sizeof *f);
+    f->code = (uintptr_t)code;
+    f->previous = (uintptr_t)previous;
+    f->owner = (int8_t)owner;
+    return f;
+}
+
+static size_t words_of(const struct fake_code *c)
+{
+    return FAKE_SPECIALS / 8 + (size_t)c->stacksize + (size_t)c->nlocalsplus;
+}
+
+static void test_data_stack(uintptr_t file)
+{
+    struct ps_python ipy = py;
+    struct ps_layout *L = &ipy.L;
+    L->hexversion = 0x030B0000;
+    L->minor = 11;
+    L->frame_kind = PS_FRAMES_INTERP;
+    L->pos_kind = PS_POS_INSTR_PTR;
+    L->fr_read = sizeof(struct fake_iframe);
+    L->fr_back = offsetof(struct fake_iframe, previous);
+    L->fr_code = offsetof(struct fake_iframe, code);
+    L->fr_pos = offsetof(struct fake_iframe, instr);
+    L->fr_owner = offsetof(struct fake_iframe, owner);
+    L->owner_first_native = 3;
+    L->fr_is_entry = PS_NOFIELD;
+    L->fr_specials = FAKE_SPECIALS;
+    L->co_stacksize = offsetof(struct fake_code, stacksize);
+    L->co_nlocalsplus = offsetof(struct fake_code, nlocalsplus);
+
+    static struct fake_str s_run, s_small, s_big, s_exit, s_gen;
+    static struct fake_code c_run, c_small, c_big, c_exit, c_gen;
+    make_code(&c_run, make_str(&s_run, "run"), file, 1);
+    make_code(&c_small, make_str(&s_small, "locked"), file, 10);
+    make_code(&c_big, make_str(&s_big, "other"), file, 20);
+    make_code(&c_exit, make_str(&s_exit, "__exit__"), file, 30);
+    make_code(&c_gen, make_str(&s_gen, "gen"), file, 40);
+    c_run.nlocalsplus = 3, c_run.stacksize = 4;
+    c_small.nlocalsplus = 0, c_small.stacksize = 5;
+    c_big.nlocalsplus = 9, c_big.stacksize = 7;
+    c_exit.nlocalsplus = 2, c_exit.stacksize = 4;
+
+    struct ps_codecache cc;
+    struct ps_symtab syms;
+    CHECK_EQ_INT(ps_codecache_init(&cc, 64), 0);
+    CHECK_EQ_INT(ps_symtab_init(&syms, 1000), 0);
+    uint64_t out[16];
+    int truncated;
+    uintptr_t boot;
+
+    /* run -> locked -> __exit__, each at its caller's end: a stack. */
+    uint8_t *at = stack_a + 64;
+    struct fake_iframe *run = iframe_at(at, NULL, &c_run, 0);
+    at += 8 * words_of(&c_run);
+    struct fake_iframe *locked = iframe_at(at, run, &c_small, 0);
+    struct fake_iframe *exit_ = iframe_at(at + 8 * words_of(&c_small), locked, &c_exit, 0);
+    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)exit_, out, 16, &truncated, &boot), 3);
+    CHECK_EQ_INT(out[0] >> 32, ps_sym_python(&syms, "__exit__", "app.py"));
+
+    /* locked returned and run called other in its slot; __exit__'s stale
+     * frame still links there: worker;other;__exit__ is no stack. */
+    iframe_at(at, run, &c_big, 0);
+    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)exit_, out, 16, &truncated, &boot),
+                 PS_WALK_INCONSISTENT);
+    /* ... while a frame where other's size puts it is fine. */
+    struct fake_iframe *leaf = iframe_at(at + 8 * words_of(&c_big), (struct fake_iframe *)at,
+                                         &c_exit, 0);
+    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)leaf, out, 16, &truncated, &boot), 3);
+
+    /* A generator's frame (owner 1, in its object) between caller and
+     * callee does not move the top: the callee sits at other's end. */
+    static struct fake_iframe genframe;
+    iframe_at((uint8_t *)&genframe, (struct fake_iframe *)at, &c_gen, 1);
+    leaf->previous = (uintptr_t)&genframe;
+    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)leaf, out, 16, &truncated, &boot), 4);
+    CHECK_EQ_INT(out[1] >> 32, ps_sym_python(&syms, "gen", "app.py"));
+
+    /* A callee in a new chunk: right after the chunk header, whose
+     * previous chunk recorded the top it left (other's end). */
+    uintptr_t *hdr_a = (uintptr_t *)stack_a, *hdr_b = (uintptr_t *)stack_b;
+    hdr_a[0] = 0, hdr_a[1] = sizeof stack_a;
+    hdr_a[2] = (uintptr_t)(at + 8 * words_of(&c_big) - (stack_a + 24)) / 8;
+    hdr_b[0] = (uintptr_t)stack_a, hdr_b[1] = sizeof stack_b, hdr_b[2] = 0;
+    struct fake_iframe *far = iframe_at(stack_b + 24, (struct fake_iframe *)at, &c_exit, 0);
+    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)far, out, 16, &truncated, &boot), 3);
+    /* ... but not if the old chunk's top says otherwise. */
+    hdr_a[2] += 1;
+    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)far, out, 16, &truncated, &boot),
+                 PS_WALK_INCONSISTENT);
+
+    ps_codecache_clear(&cc);
+    free(cc.e);
+    ps_symtab_free(&syms);
 }
 
 /* Renders t and returns the text (malloc'ed). */
@@ -305,6 +428,7 @@ int main(void)
     free(text);
 
     test_codecache_bounds(file);
+    test_data_stack(file);
 
     ps_codecache_clear(&cc);
     free(cc.e);
