@@ -23,6 +23,7 @@
 
 #include "frames.h"
 #include "memread.h"
+#include "platform.h"
 
 int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts, uintptr_t *frame)
 {
@@ -225,6 +226,11 @@ int ps_walk_entries(const struct ps_python *py, struct ps_codecache *cc, struct 
  * frame may be a chunk header or a dead frame, which are only ever parsed
  * if a link points there, and then validated like any frame).
  *
+ * Not on macOS (ps_plat_walk_reads_copy): there the walk reads a copy of
+ * the suspended thread made by darwin/suspend.c, which batches its reads
+ * by a rule of its own; a span read of ours would reach past that copy and
+ * read the running thread.
+ *
  * Only frames near the last data-stack frame walked are taken this way:
  * generator frames (heap) and 3.12+'s entry shims (C stack) are read
  * alone, or each would cost a 4 KiB copy for one frame.
@@ -286,7 +292,7 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
             break;
         }
         /* Wide: the top frame, or one just below the last data-stack frame. */
-        int wide = L->frame_kind == PS_FRAMES_INTERP &&
+        int wide = L->frame_kind == PS_FRAMES_INTERP && !ps_plat_walk_reads_copy &&
                    (n == 0 && above == 0 ? 1 : frame < above && above - frame <= PS_FRAME_SPAN);
         if (!ps_frame_addr_ok(frame) || (fr = frame_bytes(&sp, L->fr_read, frame, wide)) == NULL)
             return PS_WALK_UNREADABLE;

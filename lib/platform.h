@@ -93,6 +93,12 @@ int ps_thread_copy_begin(const struct ps_python *py, long tid, uintptr_t tsp, ui
                          int max_frames);
 void ps_thread_copy_end(void);
 
+/* 1 where the walk reads a copy made by ps_thread_copy_begin (macOS): the
+ * copy already batches the reads, and a walk's own wider reads (frames.c's
+ * data-stack spans) would reach past what was copied and read the running
+ * thread instead.  0 on Linux. */
+extern const int ps_plat_walk_reads_copy;
+
 /* --- time --------------------------------------------------------------- */
 
 uint64_t ps_now_ns(void);                 /* monotonic clock */

@@ -118,6 +118,9 @@ int ps_thread_copy_begin(const struct ps_python *py, long tid, uintptr_t tsp, ui
     return 0;
 }
 
+/* The walk reads the copy; its own span reads would go past it. */
+const int ps_plat_walk_reads_copy = 1;
+
 void ps_thread_copy_end(void)
 {
     ps_darwin_copy_off();

@@ -238,6 +238,8 @@ void ps_thread_copy_end(void)
 {
 }
 
+const int ps_plat_walk_reads_copy = 0;
+
 struct timespec ps_stat_mtime(const struct stat *st)
 {
     return st->st_mtim;
