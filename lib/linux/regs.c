@@ -72,6 +72,7 @@
 
 #include "../native.h"
 #include "../platform.h"
+#include "linux.h"
 
 #define PS_NATIVE_SIG SIGURG
 #define PS_SENT_NS 10000000ull    /* how long the sampler waits for the handler */
@@ -390,15 +391,7 @@ static int read_syscall_file(long tid, char *buf, size_t len)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%ld/syscall", tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, len - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    return 0;
+    return ps_linux_read_small(path, buf, len) < 0 ? -1 : 0;
 }
 
 static int quiet(long tid, uint64_t now)

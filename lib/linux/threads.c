@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../platform.h"
+#include "linux.h"
 
 #define PS_EXPORT __attribute__((visibility("default")))
 
@@ -155,7 +156,7 @@ int64_t ps_self_cpu_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int read_comm(const char *path, char *buf, size_t len)
+ssize_t ps_linux_read_small(const char *path, char *buf, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -167,7 +168,7 @@ static int read_comm(const char *path, char *buf, size_t len)
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\0'))
         n--;
     buf[n] = '\0';
-    return 0;
+    return n;
 }
 
 int ps_thread_os_name(long tid, char *buf, size_t len)
@@ -175,10 +176,10 @@ int ps_thread_os_name(long tid, char *buf, size_t len)
     char path[64], proc[32];
     buf[0] = '\0';
     snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tid);
-    if (read_comm(path, buf, len) != 0)
+    if (ps_linux_read_small(path, buf, len) < 0)
         return -1;
     /* A thread nobody named carries the process name: not a name of its own. */
-    if (read_comm("/proc/self/comm", proc, sizeof proc) == 0 && strcmp(proc, buf) == 0)
+    if (ps_linux_read_small("/proc/self/comm", proc, sizeof proc) >= 0 && strcmp(proc, buf) == 0)
         buf[0] = '\0';
     return 0;
 }
