@@ -642,6 +642,219 @@ class SpeedscopeTests(TempDirTestCase):
 
 
 # ---------------------------------------------------------------------------
+# convert --to speedscope, read by speedscope itself (npm package, headless
+# chromium).  Skipped, with the reason, when chromium, npm or the package is
+# not available (CI: .ci/run installs chromium).
+# ---------------------------------------------------------------------------
+
+SPEEDSCOPE_CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                                "pysample", "npm")
+
+
+def speedscope_release():
+    """(speedscope's dist/release directory, None) or (None, why not).  The
+    npm package is fetched once with `npm pack` into SPEEDSCOPE_CACHE,
+    outside the repository, and reused."""
+    if os.path.isdir(SPEEDSCOPE_CACHE):
+        for name in sorted(os.listdir(SPEEDSCOPE_CACHE), reverse=True):
+            release = os.path.join(SPEEDSCOPE_CACHE, name, "package", "dist", "release")
+            if name.startswith("speedscope-") and os.path.isfile(os.path.join(release, "index.html")):
+                return release, None
+    npm = shutil.which("npm")
+    if not npm:
+        return None, "npm is not installed and %s has no speedscope package" % SPEEDSCOPE_CACHE
+    os.makedirs(SPEEDSCOPE_CACHE, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=".fetch-", dir=SPEEDSCOPE_CACHE)
+    try:
+        try:
+            code, out, err = run([npm, "pack", "--silent", "speedscope"], cwd=work, timeout=90,
+                                 env=clean_env(npm_config_update_notifier="false", npm_config_fund="false"))
+        except subprocess.TimeoutExpired:
+            return None, "`npm pack speedscope` timed out"
+        tarballs = [n for n in os.listdir(work) if n.startswith("speedscope-") and n.endswith(".tgz")]
+        if code != 0 or len(tarballs) != 1:
+            return None, "`npm pack speedscope` failed: %s" % (err.strip().splitlines() or ["?"])[-1]
+        import tarfile
+        with tarfile.open(os.path.join(work, tarballs[0])) as tar:
+            for member in tar.getmembers():
+                if not member.name.startswith("package/") or ".." in member.name.split("/") \
+                        or not (member.isfile() or member.isdir()):
+                    return None, "unexpected member %r in %s" % (member.name, tarballs[0])
+            tar.extractall(work)
+        os.remove(os.path.join(work, tarballs[0]))
+        final = os.path.join(SPEEDSCOPE_CACHE, tarballs[0][:-len(".tgz")])
+        try:
+            os.rename(work, final)   # atomic: a concurrent fetch may have won, which is fine
+        except OSError:
+            pass
+    finally:
+        shutil.rmtree(work, True)
+    release = os.path.join(final, "package", "dist", "release")
+    if not os.path.isfile(os.path.join(release, "index.html")):
+        return None, "the speedscope package has no dist/release/index.html"
+    return release, None
+
+
+# Says its pid, then is busy in one function until 0.4 s of wall time
+# has passed: samples whatever the machine's load.
+SPEEDSCOPE_SPINNER = (
+    "import os, time\n"
+    "print(os.getpid())\n"
+    "def speedscope_spin(end):\n"
+    "    while time.time() < end:\n"
+    "        sum(i * i for i in range(1000))\n"
+    "speedscope_spin(time.time() + 0.4)\n"
+)
+
+
+class SpeedscopeImporterTests(TempDirTestCase):
+    """Our speedscope files as speedscope's own importer reads them: the
+    release page loaded in headless chromium from a local HTTP server (same
+    origin, so no CORS), #profileURL= naming the file, and the DOM dumped
+    after the import.  speedscope titles the page "<profile name> -
+    speedscope" and lists each profile with its total weight when the
+    import succeeds, and shows "Something went wrong" when it fails."""
+
+    FAILED = "Something went wrong"
+
+    def setUp(self):
+        super().setUp()
+        self.chromium = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))
+                              if p), None)
+        if not self.chromium:
+            self.skipTest("chromium is not installed (CI: .ci/run installs it): speedscope import check skipped")
+        release, why = speedscope_release()
+        if not release:
+            self.skipTest("speedscope npm package unavailable: %s" % why)
+        self.root = os.path.join(self.tmp, "www")
+        shutil.copytree(release, self.root)
+        # speedscope reports some failures (a file of no known format) with
+        # alert(), which blocks a headless browser until it is killed; the
+        # served copy of its page records the message on <html> instead.
+        # Nothing else of the page or its importer is changed.
+        index = os.path.join(self.root, "index.html")
+        with open(index, encoding="utf-8") as f:
+            page = f.read()
+        self.assertIn("<head>", page)
+        page = page.replace("<head>", "<head><script>window.alert = function (m) {"
+                            " document.documentElement.setAttribute('data-alert', String(m)); };</script>", 1)
+        with open(index, "w", encoding="utf-8") as f:
+            f.write(page)
+        import functools
+        import http.server
+        import threading
+
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(Quiet, directory=self.root))
+        thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(self.server.server_close)
+        self.addCleanup(self.server.shutdown)
+
+    def open_in_speedscope(self, doc_bytes, name="profile.speedscope.json"):
+        """(page title, page text) once speedscope has imported the file."""
+        with open(os.path.join(self.root, name), "wb") as f:
+            f.write(doc_bytes)
+        base = "http://127.0.0.1:%d/" % self.server.server_address[1]
+        profile = tempfile.mkdtemp(prefix="chromium-", dir=self.tmp)
+        # The virtual time budget lets the page's fetch and import finish
+        # before the DOM is dumped, however slow the machine; the real
+        # timeout only stops a hung browser.
+        args = [self.chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--user-data-dir=" + profile, "--virtual-time-budget=10000",
+                "--dump-dom", base + "index.html#profileURL=" + base + name]
+        try:
+            code, out, err = run(args, env=clean_env(HOME=self.tmp), timeout=60)
+        except subprocess.TimeoutExpired:
+            self.fail("chromium did not finish with speedscope's page in 60 s")
+        self.assertEqual(code, 0, err[-2000:])
+        dom = out.decode("utf-8", "replace")
+        self.assertIn("<body", dom, "chromium dumped no page: " + err[-2000:])
+        title = re.search(r"<title>(.*?)</title>", dom, re.S)
+        alert = re.search(r'data-alert="([^"]*)"', dom)
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]*>", " ", dom))
+        if alert:
+            text = "alert: %s; %s" % (alert.group(1), text)
+        return (title.group(1) if title else ""), text
+
+    def convert_quality_fixture(self):
+        path = os.path.join(self.tmp, "quality.txt")
+        shutil.copy(fixture("quality.txt"), path)
+        shutil.copy(fixture("quality.txt.quality.json"), path + ".quality.json")
+        code, out, err = pysample("convert", path, "--to", "speedscope")
+        self.assertEqual(code, 0, err)
+        return out
+
+    def test_speedscope_imports_profile_with_quality(self):
+        out = self.convert_quality_fixture()
+        doc = json.loads(out.decode("utf-8"))
+        # What the converter wrote: the figures of the sidecar, typed, and
+        # the summary in the exporter; the sidecar's rate gives milliseconds.
+        with open(fixture("quality.txt.quality.json")) as f:
+            sidecar = json.load(f)
+        del sidecar["pid"]
+        self.assertEqual(doc["pysample"], sidecar)
+        self.assertRegex(doc["exporter"], r"^pysample \S+ \(98\.7 of 100 Hz, 99 samples\)$")
+        self.assertEqual(doc["name"], "quality.txt")
+        title, text = self.open_in_speedscope(out)
+        self.assertNotIn(self.FAILED, text)
+        self.assertNotIn("alert:", text)
+        self.assertEqual(title, "quality.txt - speedscope", text[:500])
+        # The profile picker: each thread, with its total weight in the
+        # unit the file gives (97 and 2 samples at 100 Hz).
+        self.assertRegex(text, r"thread 27467 \(MainThread\) 970(\.0+)?ms")
+        self.assertRegex(text, r"thread 27470 \(flusher\) 20(\.0+)?ms")
+
+    def test_speedscope_imports_a_recorded_profile(self):
+        """record --format speedscope with the real library: its quality
+        figures in the file, and the file imported."""
+        library = real_library(os.path.join(BUILD_ROOT, "lib")) if BUILD_ROOT else None
+        if not library:
+            self.skipTest("the real library is not built (run through meson test)")
+        script = self.write("spinner.py", SPEEDSCOPE_SPINNER)
+        code, out, err = pysample("record", "--format", "speedscope", "--rate", "100",
+                                  "-o", os.path.join(self.root, "rec.json"), "--", PYTHON, script,
+                                  cwd=self.tmp, env=clean_env(PYSAMPLE_LIB=library))
+        self.assertEqual(code, 0, err)
+        pid = int(out)
+        with open(os.path.join(self.root, "rec.json"), "rb") as f:
+            data = f.read()
+        doc = json.loads(data.decode("utf-8"))
+        quality = doc["pysample"]
+        self.assertEqual((quality["requested_rate_hz"], quality["how"]), (100, "PYSAMPLE_OUTPUT"), quality)
+        self.assertRegex(quality["python"], r"^%d\.%d" % sys.version_info[:2])
+        # At 100 Hz each sample weighs 10 ms; the figures count every sample.
+        total = sum(sum(p["weights"]) for p in doc["profiles"])
+        self.assertAlmostEqual(total, quality["samples"] * 10.0, delta=0.01)
+        self.assertGreater(quality["samples"], 0)
+        self.assertIn("(%s of 100 Hz, %d samples)" % (quality["achieved_rate_hz"], quality["samples"]),
+                      doc["exporter"])
+        self.assertIn("speedscope_spin", [f["name"] for f in doc["shared"]["frames"]])
+        title, text = self.open_in_speedscope(data, "rec.json")
+        self.assertNotIn(self.FAILED, text)
+        self.assertNotIn("alert:", text)
+        self.assertEqual(title, "rec.json - speedscope", text[:500])
+        self.assertIn("thread %d (MainThread)" % pid, text)
+
+    def test_speedscope_reports_a_broken_file(self):
+        """The check above can fail: speedscope's failure is seen."""
+        doc = json.loads(self.convert_quality_fixture().decode("utf-8"))
+        doc["profiles"][0]["samples"][0].append(len(doc["shared"]["frames"]))   # no such frame
+        title, text = self.open_in_speedscope(json.dumps(doc).encode("utf-8"))
+        self.assertIn(self.FAILED, text)
+        self.assertNotIn("quality.txt", title)
+        # Cut short, the file is not JSON: speedscope says it knows no such format.
+        title, text = self.open_in_speedscope(self.convert_quality_fixture()[:300], "cut.json")
+        self.assertRegex(text, r"^alert: Unrecognized format", text[:500])
+        self.assertNotIn("quality.txt", title)
+
+
+# ---------------------------------------------------------------------------
 # convert --to pprof
 # ---------------------------------------------------------------------------
 
