@@ -134,7 +134,10 @@ def test_recursion_on_every_syscall_path(ctx):
     # process_vm_readv is refused (PYSAMPLE_READ_MODE is test-only).
     for _ in repeat(ctx):
         for mode in ("syscall", "file", "pipe"):
-            res, p = stress_run(ctx, [ctx.program("stress_recursion.py"), "0.5", "1500"],
+            # 0.5 s and at least 300 sampler wake-ups: a walk of 1500 frames
+            # through pipe reads takes milliseconds, and under load 0.5 s
+            # alone once left no sample deeper than 95 frames.
+            res, p = stress_run(ctx, [ctx.program("stress_recursion.py"), "0.5", "1500", "300"],
                                 "recursion ok\n", env={"PYSAMPLE_READ_MODE": mode}, fast=True)
             # A walk takes milliseconds here (~1.3 us per read), so more of
             # them overlap a call or return than on the direct path.

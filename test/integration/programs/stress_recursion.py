@@ -1,13 +1,20 @@
 """Recursion whose depth keeps changing between 1 and 3000, so that on
-3.11+ data-stack chunks are allocated and munmap()ed continuously."""
+3.11+ data-stack chunks are allocated and munmap()ed continuously.
+
+    stress_recursion.py SECONDS [MAX_DEPTH [TICKS]]
+
+runs SECONDS at least and, with TICKS, on until the sampler has woken TICKS
+times (sampled.py): on the slow read paths under load a fixed time leaves
+too few deep samples to judge."""
 import random
 import sys
 
-from stress_common import deadline, dive, expected_dive
+import sampled
+from stress_common import dive, expected_dive
 
 
-def recurse_loop(seconds, max_depth):
-    more = deadline(seconds)
+def recurse_loop(seconds, max_depth, ticks):
+    more = sampled.Until(seconds, ticks).more
     rng = random.Random(3)
     dives = 0
     while more():
@@ -23,5 +30,6 @@ def recurse_loop(seconds, max_depth):
     return dives
 
 
-recurse_loop(float(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 3000)
+recurse_loop(float(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 3000,
+             int(sys.argv[3]) if len(sys.argv) > 3 else 0)
 print("recursion ok")
