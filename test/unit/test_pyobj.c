@@ -21,22 +21,7 @@
 #include "pyobj.h"
 #include "python.h"
 
-static _Alignas(64) uint8_t arena[1 << 20];
-static size_t arena_used;
-
-static uintptr_t alloc(size_t n)
-{
-    arena_used = (arena_used + 15) & ~(size_t)15;
-    if (arena_used + n > sizeof arena)
-        abort();
-    uint8_t *p = arena + arena_used;
-    arena_used += n;
-    memset(p, 0, n);
-    return (uintptr_t)p;
-}
-
-static void put_ptr(uintptr_t at, uintptr_t v) { memcpy((void *)at, &v, sizeof v); }
-static void put_i64(uintptr_t at, int64_t v) { memcpy((void *)at, &v, sizeof v); }
+#include "fake_memory.h"
 
 static uintptr_t new_type(const struct ps_layout *L, const char *name, unsigned long flags)
 {
