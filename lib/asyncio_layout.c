@@ -14,6 +14,14 @@
  * behind its own, and its C tasks drop the instance dict pointer
  * (managed dict): its row differs most.
  *
+ * The done-callbacks (shield/wait_for links, tasks.c link_callbacks):
+ * FutureObj_HEAD begins loop, callback0, context0, callbacks in every
+ * version; functools.partial is fn, args, ... in all of them; a
+ * function's func_closure follows code, globals, defaults and kwdefaults
+ * on 3.9 and the seven common fields (globals ... kwdefaults) from 3.10
+ * (offsetof against each version's headers: 48, then 72).  3.14+ need
+ * none of it: asyncio records who awaits whom.
+ *
  * 3.14 and 3.15 describe themselves: the Task's offsets are in _asyncio's
  * _AsyncioDebug table (read by tasks.c), the generator's and the frame's in
  * _Py_DebugOffsets.  Their rows hold only what those tables cannot say:
@@ -49,6 +57,7 @@ static const struct ps_async_layout rows[] = {
       /* loop, 7 pointers, state/log_tb/blocking, dict, weakreflist,
        * _PyErr_StackItem (4 pointers), then the task's fields */
       .fut_loop = 16, .fut_state = 80, .task_fut_waiter = 144, .task_coro = 152, .task_name = 160,
+      .fut_callback0 = 24, .fut_callbacks = 40, .func_closure = 48, .partial_args = 24,
       .gi_frame = 16, .gi_frame_embedded = 0, .gi_frame_state = NO, .gi_qualname = 56,
       .yf_kind = PS_YF_STACKTOP_PTR, .fr_stacktop = 72, .fr_valuestack = 64, .fr_state = NO,
       .long_kind = PS_LONG_OB_SIZE,
@@ -57,6 +66,7 @@ static const struct ps_async_layout rows[] = {
       .minor = 10, .tasks_kind = PS_ATASKS_ALL,
       /* + exception_tb */
       .fut_loop = 16, .fut_state = 88, .task_fut_waiter = 152, .task_coro = 160, .task_name = 168,
+      .fut_callback0 = 24, .fut_callbacks = 40, .func_closure = 72, .partial_args = 24,
       .gi_frame = 16, .gi_frame_embedded = 0, .gi_frame_state = NO, .gi_qualname = 48,
       .yf_kind = PS_YF_STACKDEPTH, .fr_stacktop = 80, .fr_valuestack = 64, .fr_state = 108,
       .long_kind = PS_LONG_OB_SIZE,
@@ -65,6 +75,7 @@ static const struct ps_async_layout rows[] = {
       .minor = 11, .tasks_kind = PS_ATASKS_ALL,
       /* cancelled_exc is one pointer now; frames are embedded in generators */
       .fut_loop = 16, .fut_state = 88, .task_fut_waiter = 128, .task_coro = 136, .task_name = 144,
+      .fut_callback0 = 24, .fut_callbacks = 40, .func_closure = 72, .partial_args = 24,
       .gi_frame = 80, .gi_frame_embedded = 1, .gi_frame_state = 75,
       /* FRAME_CREATED -2, FRAME_SUSPENDED -1 (a yield and an await alike) */
       .gi_show_lo = -2, .gi_show_hi = -1, .gi_yf_lo = -1, .gi_yf_hi = -1, .gi_qualname = 40,
@@ -74,6 +85,7 @@ static const struct ps_async_layout rows[] = {
     {
       .minor = 12, .tasks_kind = PS_ATASKS_SCHEDULED_EAGER,
       .fut_loop = 16, .fut_state = 88, .task_fut_waiter = 128, .task_coro = 136, .task_name = 144,
+      .fut_callback0 = 24, .fut_callbacks = 40, .func_closure = 72, .partial_args = 24,
       .gi_frame = 72, .gi_frame_embedded = 1, .gi_frame_state = 67,
       .gi_show_lo = -2, .gi_show_hi = -1, .gi_yf_lo = -1, .gi_yf_hi = -1, .gi_qualname = 32,
       .yf_kind = PS_YF_IFRAME, .fr_stacktop = 64, .fr_valuestack = 72, .fr_state = NO,
@@ -83,6 +95,7 @@ static const struct ps_async_layout rows[] = {
       .minor = 13, .tasks_kind = PS_ATASKS_SCHEDULED_EAGER,
       /* cancelled_exc before the state; bit-fields last; no dict pointer */
       .fut_loop = 16, .fut_state = 96, .task_fut_waiter = 112, .task_coro = 120, .task_name = 128,
+      .fut_callback0 = 24, .fut_callbacks = 40, .func_closure = 72, .partial_args = 24,
       .gi_frame = 72, .gi_frame_embedded = 1, .gi_frame_state = 67,
       /* CREATED -3, SUSPENDED -2; 3.13 tells an await (SUSPENDED_YIELD_FROM
        * -1) from a yield */
@@ -127,6 +140,10 @@ int ps_async_layout(const struct ps_layout *L, struct ps_async_layout *A, char *
         if (A->gi_frame_state != PS_NOFIELD)
             A->gi_frame_state += shift;
         A->gi_qualname += shift;
+        A->fut_callback0 += shift;
+        A->fut_callbacks += shift;
+        A->func_closure += shift;
+        A->partial_args += shift;
     }
     if (A->tasks_kind == PS_ATASKS_THREAD_LISTS) {
         /* The generator from _Py_DebugOffsets; gi_qualname follows gi_name. */
@@ -137,6 +154,8 @@ int ps_async_layout(const struct ps_layout *L, struct ps_async_layout *A, char *
         A->fr_stacktop = L->fr_stackpointer;
         A->fr_valuestack = PS_NOFIELD;
         A->fr_state = PS_NOFIELD;
+        A->fut_callback0 = A->fut_callbacks = PS_NOFIELD;
+        A->func_closure = A->partial_args = PS_NOFIELD;
     } else {
         A->task_read = A->task_name + 8;
     }
@@ -144,5 +163,7 @@ int ps_async_layout(const struct ps_layout *L, struct ps_async_layout *A, char *
     A->wrapped = ps_ob_head(L);
     A->md_dict = ps_ob_head(L);
     A->wr_object = ps_ob_head(L);
+    A->cell_ref = ps_ob_head(L);
+    A->tuple_items = ps_ob_head(L) + 8;
     return 0;
 }

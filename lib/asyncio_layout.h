@@ -45,6 +45,14 @@ struct ps_async_layout {
     uint32_t task_awaited_by, task_awaited_by_is_set, task_node;
     uint32_t ts_running_task, ts_tasks_head, ts_impl_size;
     uint32_t task_read;         /* bytes to snapshot from a task */
+    /* 3.9-3.13: a future's done-callbacks (callback0, then a list of
+     * (callback, context) tuples), where shield's and wait_for's private
+     * futures show (tasks.c link_callbacks); PS_NOFIELD on 3.14+ */
+    uint32_t fut_callback0, fut_callbacks;
+    uint32_t func_closure;      /* PyFunctionObject: a tuple of cells, or NULL */
+    uint32_t partial_args;      /* functools.partial: its positional args, a tuple */
+    uint32_t cell_ref;          /* PyCellObject.ob_ref */
+    uint32_t tuple_items;       /* PyTupleObject.ob_item (ob_size just before) */
     /* generators and coroutines (PyGenObject and its relatives) */
     uint32_t gi_frame;          /* 3.9/3.10: PyFrameObject*; 3.11+: the embedded frame */
     int gi_frame_embedded;

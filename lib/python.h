@@ -17,6 +17,7 @@ struct ps_python {
      * 0 where the symbol is missing. */
     uintptr_t dict_type, set_type, list_type, long_type, str_type, weakref_type;
     uintptr_t coro_type, gen_type, agen_type, none;
+    uintptr_t func_type, cell_type, tuple_type;   /* a done-callback's closure */
     struct ps_layout L;
 };
 

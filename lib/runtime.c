@@ -56,6 +56,9 @@ enum ps_detect ps_python_detect_with(struct ps_python *py, void *(*lookup)(const
     py->gen_type = (uintptr_t)sym("PyGen_Type");
     py->agen_type = (uintptr_t)sym("PyAsyncGen_Type");
     py->none = (uintptr_t)sym("_Py_NoneStruct");
+    py->func_type = (uintptr_t)sym("PyFunction_Type");
+    py->cell_type = (uintptr_t)sym("PyCell_Type");
+    py->tuple_type = (uintptr_t)sym("PyTuple_Type");
 
     uint32_t hex = 0;
     const unsigned long *pv = sym("Py_Version");

@@ -29,8 +29,12 @@
  * waits on: another task (await task), or gather's _GatheringFuture whose
  * _children lists the tasks.  A task in `async with TaskGroup()` waits on a
  * plain future inside TaskGroup.__aexit__, whose first local is the group
- * and whose _tasks set holds the children.  Nothing else links tasks
- * (shield's outer future knows its inner one only through a callback).
+ * and whose _tasks set holds the children.  shield() and (3.9-3.11)
+ * wait_for() make the awaiting task wait on a private plain future that
+ * only the inner task's done-callbacks know: shield's _inner_done_callback
+ * holds it in a closure cell, wait_for's functools.partial(_release_waiter,
+ * waiter) in its args.  A callback's cells or args equal to another
+ * task's fut_waiter make that task the awaiter (link_callbacks).
  *
  * A suspended task's coroutine chain: its coroutine's frame (3.11+ embedded
  * in the coroutine object, before a PyFrameObject it points to) and what
@@ -78,6 +82,7 @@ enum akind { K_OTHER = 0, K_CORO, K_GEN, K_AGEN, K_ASEND, K_WRAPPER };
 
 struct ps_task {
     uintptr_t addr, loop, coro, waiter, name;
+    uintptr_t cb0, cbs;      /* 3.9-3.13: done-callbacks (callback0, the list) */
     uintptr_t coro_frame;    /* the coroutine's own frame, 0 if unknown */
     uintptr_t tg;            /* a TaskGroup its chain waits in, or 0 */
     uintptr_t awaited_by;    /* 3.14+: the task (or set of them) awaiting it */
@@ -118,6 +123,8 @@ struct ps_tasks {
     int n;
     int64_t skipped;         /* tasks not read this tick */
     struct ps_taskref *refs; /* tasks sorted by address */
+    struct ps_taskref *wrefs; /* tasks waiting on a plain future, by its address */
+    int nw;
     uintptr_t *keys;
     uint64_t *fr;
     size_t nfr;
@@ -154,11 +161,14 @@ struct ps_tasks *ps_tasks_new(const struct ps_python *py)
     T->A = A;
     T->t = calloc(PS_TASKS_MAX, sizeof *T->t);
     T->refs = calloc(PS_TASKS_MAX, sizeof *T->refs);
+    T->wrefs = calloc(PS_TASKS_MAX, sizeof *T->wrefs);
     T->keys = calloc(PS_TASKS_MAX, sizeof *T->keys);
     T->fr = calloc((size_t)PS_TASKS_MAX * PS_TASKS_CORO_DEPTH, sizeof *T->fr);
-    if (T->t == NULL || T->refs == NULL || T->keys == NULL || T->fr == NULL) {
+    if (T->t == NULL || T->refs == NULL || T->wrefs == NULL || T->keys == NULL ||
+        T->fr == NULL) {
         free(T->t);
         free(T->refs);
+        free(T->wrefs);
         free(T->keys);
         free(T->fr);
         free(T);
@@ -328,6 +338,9 @@ static int read_task(struct ps_tasks *T, uintptr_t addr, struct ps_task *t)
     if (A->tasks_kind == PS_ATASKS_THREAD_LISTS) {
         t->awaited_by = ps_ptr_at(snap, A->task_awaited_by);
         t->awaited_by_is_set = snap[A->task_awaited_by_is_set];
+    } else {
+        t->cb0 = ps_ptr_at(snap, A->fut_callback0);
+        t->cbs = ps_ptr_at(snap, A->fut_callbacks);
     }
     /* A task being initialised (3.14+ lists it before its name is set)
      * is not one yet. */
@@ -611,6 +624,125 @@ static void link_children(struct ps_tasks *T, int i)
     }
 }
 
+/*
+ * shield() and wait_for() (3.9-3.13).  The awaiting task waits on a plain
+ * future private to them, which only the inner task's done-callbacks know:
+ *   shield:          _inner_done_callback, a function whose closure cell
+ *                    holds the outer future (before 3.14)
+ *   wait_for (<3.12): functools.partial(_release_waiter, waiter)
+ * So: the tasks waiting on a plain future, sorted by that future
+ * (wrefs[]); then, for each task no awaiter was found for, the objects its
+ * callbacks hold (closure cells, a partial's args) looked up there.  Only
+ * a function, cell, tuple or functools.partial recognised by its type is
+ * read; at most CB_MAX callbacks of CB_REFS objects each, so a task costs a
+ * few reads.  A match needs both tasks on one loop; anything else is no
+ * link.
+ */
+#define CB_MAX 8
+#define CB_REFS 8
+
+static int waiter_index(const struct ps_tasks *T, uintptr_t fut)
+{
+    int lo = 0, hi = T->nw - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        uintptr_t a = T->wrefs[mid].addr;
+        if (a == fut)
+            return T->wrefs[mid].ix;
+        if (a < fut)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+/* Up to max items of the tuple tup.  Returns the count, or -1. */
+static int tuple_items(const struct ps_tasks *T, uintptr_t tup, uintptr_t *items, int max)
+{
+    int64_t size;
+    if (T->py.tuple_type == 0 || ps_obj_type(&T->py, tup) != T->py.tuple_type ||
+        ps_read(&size, tup + T->A.tuple_items - 8, sizeof size) != 0 || size < 0)
+        return -1;
+    int n = size < max ? (int)size : max;
+    if (n > 0 && ps_read(items, tup + T->A.tuple_items, (size_t)n * sizeof *items) != 0)
+        return -1;
+    return n;
+}
+
+/* The objects callback cb holds that could be a private future: a
+ * function's closure cell contents, or a functools.partial's args. */
+static int callback_refs(const struct ps_tasks *T, uintptr_t cb, uintptr_t *refs, int max)
+{
+    const struct ps_python *py = &T->py;
+    uintptr_t type = ps_obj_type(py, cb), tup;
+    if (type == 0)
+        return 0;
+    if (type == py->func_type && py->func_type != 0) {
+        uintptr_t cells[CB_REFS];
+        if (ps_read_ptr(cb + T->A.func_closure, &tup) != 0 || tup == 0)
+            return 0;
+        int n = tuple_items(T, tup, cells, max < CB_REFS ? max : CB_REFS), k = 0;
+        for (int c = 0; c < n; c++)
+            if (py->cell_type != 0 && ps_obj_type(py, cells[c]) == py->cell_type &&
+                ps_read_ptr(cells[c] + T->A.cell_ref, &refs[k]) == 0 && refs[k] != 0)
+                k++;
+        return k;
+    }
+    if (ps_type_named(py, type, "functools.partial") &&
+        ps_read_ptr(cb + T->A.partial_args, &tup) == 0) {
+        int n = tuple_items(T, tup, refs, max);
+        return n < 0 ? 0 : n;
+    }
+    return 0;
+}
+
+static void link_callbacks(struct ps_tasks *T)
+{
+    uintptr_t cbs[CB_MAX], items[CB_MAX], refs[CB_REFS];
+    T->nw = 0;
+    for (int i = 0; i < T->n; i++) {
+        const struct ps_task *t = &T->t[i];
+        if (t->loop_ix >= 0 && T->loops[t->loop_ix].thread != 0 && ps_obj_ok(t->waiter) &&
+            ps_obj_type(&T->py, t->waiter) == T->future_type) {
+            T->wrefs[T->nw].addr = t->waiter;
+            T->wrefs[T->nw].ix = i;
+            T->nw++;
+        }
+    }
+    if (T->nw == 0)
+        return;
+    qsort(T->wrefs, (size_t)T->nw, sizeof T->wrefs[0], by_addr);
+    for (int i = 0; i < T->n; i++) {
+        struct ps_task *t = &T->t[i];
+        if (t->parent >= 0 || t->loop_ix < 0 || T->loops[t->loop_ix].thread == 0)
+            continue;
+        int nc = 0;
+        if (ps_obj_ok(t->cb0))
+            cbs[nc++] = t->cb0;
+        if (ps_obj_ok(t->cbs)) {
+            /* (callback, context) tuples */
+            int n = ps_list_items(&T->py, t->cbs, items, CB_MAX - nc);
+            for (int k = 0; k < n; k++) {
+                uintptr_t pair[2];
+                if (tuple_items(T, items[k], pair, 2) == 2 && ps_obj_ok(pair[0]))
+                    cbs[nc++] = pair[0];
+            }
+        }
+        for (int c = 0; c < nc && t->parent < 0; c++) {
+            int nr = callback_refs(T, cbs[c], refs, CB_REFS);
+            for (int r = 0; r < nr; r++) {
+                int p = waiter_index(T, refs[r]);
+                if (p >= 0 && p != i && T->t[p].loop_ix == t->loop_ix) {
+                    t->parent = p;
+                    T->t[p].has_child = 1;
+                    break;
+                }
+            }
+        }
+    }
+}
+
 /* 3.14+: the tasks of each thread of interp, from its list; each thread
  * with tasks is one entry of loops[] (its running task from the thread
  * state).  Tasks of threads that exited (the interpreter's list) are not
@@ -771,6 +903,7 @@ void ps_tasks_tick(struct ps_tasks *T, struct ps_codecache *cc, struct ps_symtab
     for (int i = 0; i < T->n; i++)
         if (T->t[i].loop_ix >= 0 && T->loops[T->t[i].loop_ix].thread != 0)
             link_children(T, i);
+    link_callbacks(T);
 }
 
 int ps_tasks_on_thread(const struct ps_tasks *T, unsigned long pthread_id)

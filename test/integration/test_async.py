@@ -135,6 +135,51 @@ def test_nested_chain_in_order(ctx):
               "[task innertask] > inner in order" % (good, n), p.dump())
 
 
+def check_linked(ctx, p, outer_task, inner_task, want, between=()):
+    """Every waiting sample of inner_task (at least 40) shows, in order,
+    [task outer_task], the frames want[:-1] (with the frames named in
+    between after them), [task inner_task], and want[-1]."""
+    names = {n for n, _ in want}
+    stacks = [s for s in p.stacks if last_task(s) == inner_task]
+    n = sum(s.count for s in stacks)
+    ctx.check(n >= 40, "%s: %d samples" % (inner_task, n), p.dump())
+    good = 0
+    for s in stacks:
+        raw = [f.raw for f in s.frames]
+        t = [x for x, _ in tasks_of(s)]
+        got = [(f.name, f.line) for f in s.frames if f.name in names]
+        if t[-2:] != [outer_task, inner_task] or got != want:
+            continue
+        o = raw.index(next(r for r in raw if r.startswith("[task %s " % outer_task)))
+        i = raw.index(next(r for r in raw if r.startswith("[task %s " % inner_task)))
+        outer_frames = [f.name for f in s.frames[o + 1:i]]
+        inner_frames = [(f.name, f.line) for f in s.frames[i + 1:]]
+        if (outer_frames[:1] == [want[0][0]] and all(b in outer_frames for b in between) and
+                inner_frames[:1] == [want[-1]] and s.frames[-1].name == "sleep"):
+            good += s.count
+    ctx.check(good >= 0.8 * n, "%d of %d samples of %s show [task %s] > %s > %s [task %s] > "
+              "%s:%d > sleep in order" % (good, n, inner_task, outer_task,
+                                          "%s:%d" % want[0], " > ".join(between), inner_task,
+                                          want[-1][0], want[-1][1]), p.dump())
+    check_chains_possible(ctx, p)
+
+
+def test_shield_links_to_awaiting_task(ctx):
+    prog = ctx.program("async_tasks.py")
+    res, p, _ = run(ctx, "shield")
+    want = [("shield_outer", program_lines(prog, "@shield-await")),
+            ("shielded", program_lines(prog, "@shielded-sleep"))]
+    check_linked(ctx, p, "shieldouter", "shieldinner", want)
+
+
+def test_wait_for_links_to_awaiting_task(ctx):
+    prog = ctx.program("async_tasks.py")
+    res, p, _ = run(ctx, "wait_for")
+    want = [("wf_outer", program_lines(prog, "@wf-await")),
+            ("wf_inner", program_lines(prog, "@wf-inner-sleep"))]
+    check_linked(ctx, p, "wfouter", "wfinner", want, between=("wait_for",))
+
+
 def test_taskgroup(ctx):
     if ctx.version < (3, 11):
         ctx.skip("TaskGroup is 3.11+")

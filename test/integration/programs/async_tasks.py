@@ -96,6 +96,42 @@ async def chain():
     return {}
 
 
+# --- await asyncio.shield(task), await asyncio.wait_for(task, timeout) ---
+# Before 3.14 (shield) and 3.12 (wait_for) the awaiting task waits on a
+# private future only the inner task's done-callbacks know.
+
+async def shielded(until):
+    while until.more():
+        await asyncio.sleep(0.01)  # @shielded-sleep
+
+
+async def shield_outer(until):
+    inner = asyncio.create_task(shielded(until), name="shieldinner")
+    await asyncio.shield(inner)  # @shield-await
+
+
+async def shield_scenario():
+    until = sampled.Until(0.5, 60)
+    await asyncio.create_task(shield_outer(until), name="shieldouter")
+    return {}
+
+
+async def wf_inner(until):
+    while until.more():
+        await asyncio.sleep(0.01)  # @wf-inner-sleep
+
+
+async def wf_outer(until):
+    inner = asyncio.create_task(wf_inner(until), name="wfinner")
+    await asyncio.wait_for(inner, 600)  # @wf-await
+
+
+async def wait_for_scenario():
+    until = sampled.Until(0.5, 60)
+    await asyncio.create_task(wf_outer(until), name="wfouter")
+    return {}
+
+
 # --- TaskGroup (3.11+) ---
 
 async def tg_child(until):
@@ -186,7 +222,8 @@ async def churn():
 
 
 SCENARIOS = {"share": share, "gather3": gather3, "chain": chain, "taskgroup": taskgroup,
-             "agen_with": agen_with, "churn": churn}
+             "agen_with": agen_with, "churn": churn, "shield": shield_scenario,
+             "wait_for": wait_for_scenario}
 
 if __name__ == "__main__":
     name = sys.argv[1]
