@@ -44,9 +44,8 @@ enum { K_OTHER = 0, K_INTERP, K_EVAL };
 
 struct pcent {
     uintptr_t pc;
-    const struct ps_symtab *tab;   /* the table func belongs to ... */
+    const struct ps_symtab *tab;   /* the table func belongs to */
     uint32_t func;
-    uint32_t clears;   /* ... and its clear count then */
     uint32_t objs_gen;
     uint8_t kind;
 };
@@ -70,7 +69,7 @@ static uint32_t marker(struct ps_symtab *t, const char *s)
 static const struct pcent *resolve(struct ps_symtab *t, uintptr_t a)
 {
     struct pcent *e = &cache[(a ^ (a >> 13)) & (PS_PCCACHE - 1)];
-    if (e->pc == a && e->tab == t && e->clears == t->clears && e->objs_gen == objs_gen &&
+    if (e->pc == a && e->tab == t && e->objs_gen == objs_gen &&
         e->func != PS_ID_NONE)
         return e;
     char buf[64];
@@ -91,7 +90,6 @@ static const struct pcent *resolve(struct ps_symtab *t, uintptr_t a)
     }
     e->pc = a;
     e->tab = t;
-    e->clears = t->clears;
     e->objs_gen = objs_gen;
     return e;
 }

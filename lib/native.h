@@ -149,8 +149,9 @@ struct ps_pyframe {
  * unwind, innermost first (npcs 0 and have_native 0: no native part, for
  * which a marker says why).
  */
-/* The loaded objects changed, or a different symbol table is passed:
- * cached names are stale. */
+/* The names cached per address are stale: the loaded objects changed, or
+ * the symbol table their ids belong to was emptied (profile.c, where the
+ * code cache is dropped for the same reason). */
 void ps_native_objects_changed(void);
 
 int ps_native_merge(struct ps_symtab *t, enum ps_native_mode mode,

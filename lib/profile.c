@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "native.h"
 #include "profile.h"
 #include "render.h"
 
@@ -58,12 +59,13 @@ static int clear_locked(void)
         return -1;
     /* A symbol table that met its limit (a program making functions or
      * threads without end) is rebuilt now that no stack refers to it, so
-     * the next profile names them again; the code cache goes with it, as
-     * its entries hold its ids.  The sampler keeps none across ticks
+     * the next profile names them again; the code cache and native.c's
+     * names per address go with it, as their entries hold its ids.  The sampler keeps none across ticks
      * except the reserved markers, whose ids every table shares. */
     if (ps_symtab_refused(&profile.p.syms)) {
         ps_symtab_clear(&profile.p.syms);
         ps_codecache_clear(&profile.p.cc);
+        ps_native_objects_changed();
     }
     return 0;
 }

@@ -310,5 +310,4 @@ void ps_symtab_clear(struct ps_symtab *s)
     strtab_empty(s->funcs);
     strtab_empty(s->labels);
     add_reserved(s);
-    s->clears++;
 }

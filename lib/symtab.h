@@ -58,8 +58,6 @@ struct ps_symtab {
     struct ps_strtab *labels;  /* thread labels */
     size_t max_funcs, max_labels;
     int refused;               /* a new symbol met a limit */
-    uint32_t clears;           /* times emptied: ids of before are void
-                                * (native.c caches ids across ticks) */
 };
 
 /* One symbol as stored: name, and file (a library for a native function;
