@@ -35,15 +35,9 @@ int pysample_write(const char *path)
         return -EINVAL;
     if (ps_lifecycle_python() == NULL)
         return -ENOENT;
-    char *data;
-    size_t len;
     struct ps_section sec;
     ps_section_enter(&sec, NULL);
-    int rc = ps_profile_render(&data, &len) != 0 ? -ENOMEM : 0;
-    if (rc == 0) {
-        rc = ps_output_write(path, data, len, NULL, 0);
-        free(data);
-    }
+    int rc = ps_profile_write(path, NULL, 0);
     ps_section_leave(&sec);
     return rc;
 }

@@ -117,8 +117,37 @@ static int open_temp(const char *path, int mode, char *tmp, size_t tmplen)
     return -EEXIST;
 }
 
-/* Writes data to a new temporary file next to path; its identity in *st. */
-static int write_temp(const char *path, const char *data, size_t len, int mode,
+/* put for a file descriptor: all of data, or a negative errno. */
+static int put_fd(void *ctx, const char *data, size_t len)
+{
+    int fd = *(const int *)ctx;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? -errno : -EIO;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+/* fill for content that is one buffer. */
+struct buffer {
+    const char *data;
+    size_t len;
+};
+
+static int fill_buffer(void *ctx, ps_output_put_fn put, void *put_ctx)
+{
+    const struct buffer *b = ctx;
+    return put(put_ctx, b->data, b->len);
+}
+
+/* Writes fill's content to a new temporary file next to path; its identity
+ * in *st.  A failed fill leaves no file behind. */
+static int write_temp(const char *path, ps_output_fill_fn fill, void *ctx, int mode,
                       char *tmp, size_t tmplen, struct stat *st)
 {
     int fd = open_temp(path, mode, tmp, tmplen);
@@ -126,18 +155,11 @@ static int write_temp(const char *path, const char *data, size_t len, int mode,
         return fd;
     /* The umask may have narrowed the mode; the user asked for this one. */
     fchmod(fd, (mode_t)mode);
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            int e = w < 0 ? errno : EIO;
-            close(fd);
-            unlink(tmp);
-            return -e;
-        }
-        off += (size_t)w;
+    int rc = fill(ctx, put_fd, &fd);
+    if (rc != 0) {
+        close(fd);
+        unlink(tmp);
+        return rc < 0 ? rc : -EIO;
     }
     if (st != NULL && fstat(fd, st) != 0) {
         int e = errno;
@@ -153,10 +175,10 @@ static int write_temp(const char *path, const char *data, size_t len, int mode,
     return 0;
 }
 
-int ps_write_atomic(const char *path, const char *data, size_t len, int mode)
+static int write_atomic_with(const char *path, ps_output_fill_fn fill, void *ctx, int mode)
 {
     char tmp[4200];
-    int rc = write_temp(path, data, len, mode, tmp, sizeof tmp, NULL);
+    int rc = write_temp(path, fill, ctx, mode, tmp, sizeof tmp, NULL);
     if (rc != 0)
         return rc;
     if (rename(tmp, path) != 0) {
@@ -165,6 +187,12 @@ int ps_write_atomic(const char *path, const char *data, size_t len, int mode)
         return -e;
     }
     return 0;
+}
+
+int ps_write_atomic(const char *path, const char *data, size_t len, int mode)
+{
+    struct buffer b = { data, len };
+    return write_atomic_with(path, fill_buffer, &b, mode);
 }
 
 /* Puts tmp at path only if nothing is there: 0, -EEXIST, or another error. */
@@ -289,7 +317,7 @@ void ps_output_after_fork(void)
 }
 
 /* Writes this process's profile to its name (see the top of the file). */
-static int write_own(const char *data, size_t len, char *written, size_t writtenlen)
+static int write_own(ps_output_fill_fn fill, void *ctx, char *written, size_t writtenlen)
 {
     char path[4096], tmp[4200], skipped[4096] = "";
     struct stat tmpst, st, skipped_st;
@@ -300,7 +328,7 @@ static int write_own(const char *data, size_t len, char *written, size_t written
     if ((rc = candidate(0, path, sizeof path)) != 0)
         return rc;
     /* Every candidate is in the same directory as the first. */
-    if ((rc = write_temp(path, data, len, output.mode, tmp, sizeof tmp, &tmpst)) != 0)
+    if ((rc = write_temp(path, fill, ctx, output.mode, tmp, sizeof tmp, &tmpst)) != 0)
         return rc;
     for (unsigned k = output.claimed ? output.cand : 0; k < PS_MAX_CANDIDATES; k++) {
         if ((rc = candidate(k, path, sizeof path)) != 0)
@@ -349,18 +377,25 @@ static int write_own(const char *data, size_t len, char *written, size_t written
     return rc != 0 ? rc : -EEXIST;
 }
 
-int ps_output_write(const char *tmpl, const char *data, size_t len,
-                    char *written, size_t writtenlen)
+int ps_output_write_with(const char *tmpl, ps_output_fill_fn fill, void *ctx,
+                         char *written, size_t writtenlen)
 {
     char path[4096];
     if (tmpl == NULL)
-        return write_own(data, len, written, writtenlen);
+        return write_own(fill, ctx, written, writtenlen);
     char host[256];
     host_name(host, sizeof host);
     if (ps_expand_path(tmpl, (long)getpid(), host, output.start_time, path, sizeof path) != 0)
         return -EINVAL;
-    int rc = ps_write_atomic(path, data, len, output.mode);
+    int rc = write_atomic_with(path, fill, ctx, output.mode);
     if (rc == 0 && written != NULL)
         snprintf(written, writtenlen, "%s", path);
     return rc;
+}
+
+int ps_output_write(const char *tmpl, const char *data, size_t len,
+                    char *written, size_t writtenlen)
+{
+    struct buffer b = { data, len };
+    return ps_output_write_with(tmpl, fill_buffer, &b, written, writtenlen);
 }

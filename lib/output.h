@@ -35,6 +35,17 @@ void ps_output_after_fork(void);
 int ps_output_write(const char *tmpl, const char *data, size_t len,
                     char *written, size_t writtenlen);
 
+/*
+ * The same with content that is made while it is written: fill calls
+ * put(put_ctx, data, len) for each piece in order and returns 0, or the
+ * first non-zero value put returned, or a negative errno of its own; then
+ * nothing is put in place and the temporary file is removed.
+ */
+typedef int (*ps_output_put_fn)(void *put_ctx, const char *data, size_t len);
+typedef int (*ps_output_fill_fn)(void *ctx, ps_output_put_fn put, void *put_ctx);
+int ps_output_write_with(const char *tmpl, ps_output_fill_fn fill, void *ctx,
+                         char *written, size_t writtenlen);
+
 /* Lower level, exposed for tests and benchmarks: atomic write of data to
  * path (rename over whatever is there). */
 int ps_write_atomic(const char *path, const char *data, size_t len, int mode);

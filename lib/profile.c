@@ -7,10 +7,12 @@
  * thread that does not exist there.  A program thread never waits on it
  * for longer than a tick.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "native.h"
+#include "output.h"
 #include "profile.h"
 #include "render.h"
 
@@ -49,6 +51,26 @@ int ps_profile_render(char **out, size_t *len)
     pthread_mutex_lock(&profile.lock);
     int rc = ps_render(&profile.p.tab, &profile.p.syms, out, len);
     pthread_mutex_unlock(&profile.lock);
+    return rc;
+}
+
+static int fill_rendered(void *ctx, ps_output_put_fn put, void *put_ctx)
+{
+    return ps_rendered_emit(ctx, put, put_ctx);
+}
+
+int ps_profile_write(const char *tmpl, char *written, size_t writtenlen)
+{
+    if (!profile.ready)
+        return -ENOMEM;
+    struct ps_rendered *rd;
+    pthread_mutex_lock(&profile.lock);
+    int rc = ps_render_prepare(&profile.p.tab, &profile.p.syms, &rd);
+    pthread_mutex_unlock(&profile.lock);
+    if (rc != 0)
+        return -ENOMEM;
+    rc = ps_output_write_with(tmpl, fill_rendered, rd, written, writtenlen);
+    ps_rendered_free(rd);
     return rc;
 }
 

@@ -7,10 +7,10 @@
  * while a write is already rendering waits for the next write, which is
  * the one that contains what happened before the request.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "message.h"
@@ -45,24 +45,17 @@ unsigned ps_writer_ask(enum ps_write_kind kind)
 /* Renders and writes; every ticket asked before the render is served. */
 void ps_writer_write_now(int say_errors)
 {
-    char *data;
-    size_t len;
     char path[4096];
     pthread_mutex_lock(&writer.lock);
     unsigned covers = atomic_load(&writer.asked);
-    if (ps_profile_render(&data, &len) != 0) {
-        atomic_store(&writer.done, covers);
-        pthread_mutex_unlock(&writer.lock);
-        ps_say("out of memory while writing the profile");
-        return;
-    }
-    int rc = ps_output_write(NULL, data, len, path, sizeof path);
+    int rc = ps_profile_write(NULL, path, sizeof path);
     if (rc == 0 && writer.after != NULL)
         writer.after(path);
     atomic_store(&writer.done, covers);
     pthread_mutex_unlock(&writer.lock);
-    free(data);
-    if (rc != 0 && say_errors)
+    if (rc == -ENOMEM)
+        ps_say("out of memory while writing the profile");
+    else if (rc != 0 && say_errors)
         ps_say("cannot write the profile for %s: %s", writer.output, strerror(-rc));
 }
 

@@ -11,12 +11,45 @@
 
 #define FULL ps_frame(PS_SYM_STACKS_FULL, PS_LINE_NONE)
 
+/* A sink that collects what it is handed, or fails at call fail_at. */
+struct collect {
+    char *buf;
+    size_t len, cap;
+    int calls, fail_at;
+};
+
+static int collect(void *ctx, const char *data, size_t len)
+{
+    struct collect *c = ctx;
+    if (++c->calls == c->fail_at)
+        return -28;
+    CHECK(len > 0 && data[len - 1] == '\n');   /* whole lines only */
+    if (c->len + len + 1 > c->cap) {
+        c->cap = (c->len + len + 1) * 2;
+        c->buf = realloc(c->buf, c->cap);
+    }
+    memcpy(c->buf + c->len, data, len);
+    c->len += len;
+    c->buf[c->len] = '\0';
+    return 0;
+}
+
+/* The text, from ps_render; the chunked path must give the same bytes. */
 static char *render(const struct ps_stacktab *t, const struct ps_symtab *s)
 {
     char *out;
     size_t len;
     CHECK_EQ_INT(ps_render(t, s, &out, &len), 0);
     CHECK_EQ_INT(strlen(out), len);
+    struct ps_rendered *rd;
+    struct collect c = { 0 };
+    CHECK_EQ_INT(ps_render_prepare(t, s, &rd), 0);
+    CHECK(ps_rendered_size(rd) >= len);
+    CHECK_EQ_INT(ps_rendered_emit(rd, collect, &c), 0);
+    CHECK_EQ_INT(c.len, len);
+    CHECK(len == 0 || (c.buf != NULL && memcmp(c.buf, out, len) == 0));
+    ps_rendered_free(rd);
+    free(c.buf);
     return out;
 }
 
@@ -187,6 +220,39 @@ int main(void)
     CHECK(strstr(out, "thread ? ([pysample: too many threads]);[pysample: function table full] 1\n")
           != NULL);
     free(out);
+    ps_stacktab_free(&t);
+    ps_symtab_free(&s);
+
+    /* Chunks: lines longer than a chunk (256 KiB) and many short ones give
+     * the same text both ways; a sink's error ends the emit and is
+     * returned. */
+    CHECK_EQ_INT(ps_symtab_init(&s, 10000), 0);
+    CHECK_EQ_INT(ps_stacktab_init(&t, 10000, FULL), 0);
+    char longname[2100];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    uint32_t lf = ps_sym_python(&s, longname, "long.py");
+    th = ps_sym_label(&s, 1, NULL);
+    th2 = ps_sym_label(&s, 2, NULL);
+    fn = ps_sym_python(&s, "f", "f.py");
+    uint64_t deep[300];
+    for (int i = 0; i < 300; i++)
+        deep[i] = ps_frame(lf, i);   /* ~640 KB */
+    CHECK_EQ_INT(ps_stacktab_add(&t, th, deep, 300, 1), 0);
+    for (int i = 0; i < 5000; i++) {
+        uint64_t st[] = { ps_frame(fn, i), ps_frame(lf, i % 7) };
+        CHECK_EQ_INT(ps_stacktab_add(&t, th2, st, 2, 1 + (uint64_t)i), 0);
+    }
+    out = render(&t, &s);
+    CHECK(strlen(out) > 3 * 256 * 1024);
+    free(out);
+    struct ps_rendered *rd;
+    struct collect c = { .fail_at = 2 };
+    CHECK_EQ_INT(ps_render_prepare(&t, &s, &rd), 0);
+    CHECK_EQ_INT(ps_rendered_emit(rd, collect, &c), -28);
+    CHECK_EQ_INT(c.calls, 2);
+    ps_rendered_free(rd);
+    free(c.buf);
     ps_stacktab_free(&t);
     ps_symtab_free(&s);
     CHECK_DONE();
