@@ -55,6 +55,7 @@ results.md, the tables docs/performance.md is made from.
 """
 import argparse
 import json
+import math
 import os
 import platform
 import random
@@ -71,10 +72,14 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 WORKLOAD = os.path.join(HERE, "workload.py")
 ASYNC_WORKLOAD = os.path.join(HERE, "async_workload.py")
 
+# Issue #14's targets ("The targets move").  Pinned cost is judged per
+# sample against the floor measured in the same rounds, not as a share of
+# the program's CPU.
 TARGETS = {
-    "pinned_100": 0.01, "pinned_1000": 0.03, "pinned_10000": 0.15,
-    "per_sample_10_ns": 2000, "per_frame_ns": 30,
-    "rate_ratio": 0.99,
+    "pinned_per_sample_x_floor": 1.10,
+    "per_sample_10_ns": 2000, "per_frame_ns": 20,
+    "rate_ratio": 0.99, "rate_ratio_16": 0.95,
+    "idle_faulthandler_x_plain": 1.5,
     "true_off_ms": 0.3, "python_on_ms": 3.0,
     "write_100k_s": 0.5,
 }
@@ -127,6 +132,23 @@ def spread(xs, fmt="%.3f"):
     if not xs:
         return "-"
     return (fmt + "-" + fmt) % (min(xs), max(xs))
+
+
+def pooled_per_sample(diffs_s, samples):
+    """Added CPU per sample over all rounds (sum of the paired differences
+    over the sum of samples, ns) and its standard error.  At 100 Hz a run
+    takes ~60 samples while identical runs' CPU differs by tens of ms: a
+    per-round ratio is then thousands of us either way, and the ratio of
+    two such figures is meaningless.  The standard error says when the
+    difference is below what the rounds can resolve."""
+    n = len(diffs_s)
+    total = sum(samples)
+    if n == 0 or total <= 0:
+        return float("nan"), float("nan")
+    mean_samples = total / n
+    est = sum(diffs_s) / total * 1e9
+    se = (statistics.stdev(diffs_s) / math.sqrt(n) / mean_samples * 1e9) if n > 1 else float("inf")
+    return est, se
 
 
 class Ctx:
@@ -249,8 +271,11 @@ def bench_slowdown(ctx, py, pins=(False, True), reps=5, target_s=0.6):
             # wake-up measured in the same rounds on the same placement.
             added = [(c - b) / max(n, 1) * 1e9 for c, b, n in
                      zip(rows[r]["cpu"], base["cpu"], rows[r]["samples"])]
+            pooled, se = pooled_per_sample([c - b for c, b in zip(rows[r]["cpu"], base["cpu"])],
+                                           rows[r]["samples"])
             out.setdefault("per_sample", {})[str(r)] = {
                 "added_cpu_ns_per_sample": med(added), "spread": spread(added, "%.0f"),
+                "pooled_ns_per_sample": pooled, "pooled_se_ns": se,
                 "floor_cpu_ns_per_wake": med(floor[r]), "floor_spread": spread(floor[r], "%.0f"),
                 "busy_floor_ns_per_wake": med(busy[r]), "busy_floor_spread": spread(busy[r], "%.0f")}
         for r in rates[1:]:
@@ -560,6 +585,22 @@ def find_pythons(extra):
     return out
 
 
+def refusal(ctx, py):
+    """The library's message if it refuses this interpreter (a version
+    past the newest supported, a 3.9-3.12 trace-refs build): profiling is
+    off, so no statistics are written.  None if it profiles."""
+    stats = ctx.path("stats")
+    env = ctx.env(100, stats)
+    _, _, err = run([py, "-c", "pass"], env)
+    if os.path.exists(env["PYSAMPLE_OUTPUT"]):
+        os.unlink(env["PYSAMPLE_OUTPUT"])
+    if os.path.exists(stats):
+        os.unlink(stats)
+        return None
+    said = [l for l in err.splitlines() if l.startswith("pysample:")]
+    return " ".join(said) or "no statistics written and nothing said"
+
+
 def machine():
     cpu = "?"
     try:
@@ -630,6 +671,12 @@ def main():
                     continue
                 log("version %s" % label)
                 v = {}
+                why = refusal(ctx, path)
+                if why:
+                    v["refused"] = why
+                    log("  refused: %s" % why)
+                    per[label] = v
+                    continue
                 try:
                     v["slowdown"] = bench_slowdown(ctx, path, pins=(True,), reps=2 if q else 3, target_s=0.4)
                     v["cost"] = bench_cost(ctx, path, threads=(1,), reps=1 if q else 2, seconds=0.7)
@@ -678,6 +725,30 @@ def table_head(L, header):
     L.append("|" + "---|" * (header.count("|") - 1))
 
 
+def per_sample_row(place, r, x):
+    """One row of the per-sample table; noise is said, not divided."""
+    est, se = x.get("pooled_ns_per_sample"), x.get("pooled_se_ns")
+    floor = x["busy_floor_ns_per_wake"]
+    if est is None:
+        # Results of an older run.py: the median of rounds, noise when the
+        # rounds' spread reaches across zero.
+        est, se = x["added_cpu_ns_per_sample"], float("nan")
+        lo_hi = re.fullmatch(r"(-?[\d.]+)-(-?[\d.]+)", x["spread"])
+        noise = lo_hi is None or float(lo_hi.group(1)) <= 0 or floor <= 0
+    else:
+        noise = not (abs(est) >= 2 * se) or floor <= 0
+    fig = "%.1f us +- %.1f" % (est / 1e3, se / 1e3) if se == se else "%.1f us" % (est / 1e3)
+    if noise:
+        ratio, ok = "noise", "not judged (noise)"
+    else:
+        ratio = "%.2f" % (est / floor)
+        ok = mark(est / floor <= TARGETS["pinned_per_sample_x_floor"])
+    tgt = "<= %.2f x floor" % TARGETS["pinned_per_sample_x_floor"] if place == "pinned" else ""
+    return "| %s | %s Hz | %s | %s | %.1f us | %s | %s | %.1f us | %s | %s |" % (
+        place, r, fig, x["spread"], floor / 1e3, x["busy_floor_spread"], ratio,
+        x["floor_cpu_ns_per_wake"] / 1e3, tgt, ok if tgt else "")
+
+
 def render(R):
     L = []
     m = R["machine"]
@@ -699,8 +770,7 @@ def render(R):
                 x = s[r]
                 added = x["cpu_ratio"] - 1
                 if place == "pinned":
-                    t = TARGETS["pinned_%s" % r]
-                    tgt, ok = "CPU <= +%.0f%%" % (t * 100), mark(added <= t)
+                    tgt, ok = "per sample: next table", ""
                 elif r in ("100", "1000"):
                     tgt, ok = "wall within noise", mark(min(float(v) for v in x["wall_ratio_spread"].split("-")) <= 1.0
                                                          or x["wall_ratio"] - 1 <= 0.03)
@@ -712,7 +782,9 @@ def render(R):
         L.append("")
         L.append("Added process CPU per sample beside the floor, both run in the same rounds and placement: "
                  "what a bare waker thread (bench_wake busy) adds to a C busy loop per wake-up (the issue's "
-                 "floor), and the waker's own CPU per wake-up; target pinned: within 10 % of the first.")
+                 "floor), and the waker's own CPU per wake-up; target pinned: within 10 % of the first.  "
+                 "Pooled over the rounds (sum of paired CPU differences / sum of samples) +- its standard "
+                 "error; a figure within two standard errors of zero is noise, and so is a ratio to it.")
         L.append("")
         table_head(L, "| placement | rate | added CPU per sample | spread | floor: added to a busy loop per wake-up | spread | ratio | waker's own CPU per wake-up | target | |")
         for place in ("free", "pinned"):
@@ -721,12 +793,7 @@ def render(R):
                 continue
             for r in ("100", "1000", "10000"):
                 x = s["per_sample"][r]
-                ratio = x["added_cpu_ns_per_sample"] / max(x["busy_floor_ns_per_wake"], 1)
-                tgt, ok = ("<= 1.10 x floor", mark(ratio <= 1.10)) if place == "pinned" else ("", "")
-                L.append("| %s | %s Hz | %.1f us | %s | %.1f us | %s | %.2f | %.1f us | %s | %s |" %
-                         (place, r, x["added_cpu_ns_per_sample"] / 1e3, x["spread"],
-                          x["busy_floor_ns_per_wake"] / 1e3, x["busy_floor_spread"], ratio,
-                          x["floor_cpu_ns_per_wake"] / 1e3, tgt, ok))
+                L.append(per_sample_row(place, r, x))
         peer_rows = [(place, r) for place in ("free", "pinned") for r in ("100", "1000", "10000")
                      if "peer_" + r in R["slowdown"].get(place, {})]
         if peer_rows:
@@ -759,12 +826,14 @@ def render(R):
         L.append("")
         if "10/1" in c:
             w = c["10/1"]["walk_ns"]
-            L.append("- 10-frame stack: %.0f ns per sample of walking (target <= 2000 ns: %s); "
+            L.append("- 10-frame stack: %.0f ns per sample of walking (target <= %d ns: %s); "
                      "%.0f ns all-in, of which the wake-up floor below is most." %
-                     (w, mark(w <= TARGETS["per_sample_10_ns"]), c["10/1"]["all_in_ns"]))
+                     (w, TARGETS["per_sample_10_ns"], mark(w <= TARGETS["per_sample_10_ns"]),
+                      c["10/1"]["all_in_ns"]))
         if "per_frame_ns" in c:
-            L.append("- Per additional frame, code objects cached: %.1f ns (target <= 30 ns: %s)." %
-                     (c["per_frame_ns"], mark(c["per_frame_ns"] <= TARGETS["per_frame_ns"])))
+            L.append("- Per additional frame, code objects cached: %.1f ns (target <= %d ns: %s)." %
+                     (c["per_frame_ns"], TARGETS["per_frame_ns"],
+                      mark(c["per_frame_ns"] <= TARGETS["per_frame_ns"])))
         if "wake_floor" in R:
             L.append("- Platform floor (test/bench/bench_wake.c, a bare timed-wait loop): " +
                      ", ".join("%s Hz: %.1f us CPU per wake-up, lateness p50 %.0f us / p99 %.0f us" %
@@ -781,6 +850,9 @@ def render(R):
             if t == "1" and int(r) <= 10000:
                 tgt = ">= 99%%, p99 < %g us" % (1e6 / int(r))
                 ok = mark(x["ratio"] >= TARGETS["rate_ratio"] and x["late_p99_us"] < 1e6 / int(r))
+            elif t == "16" and r == "5000":
+                tgt = ">= %.0f%%" % (TARGETS["rate_ratio_16"] * 100)
+                ok = mark(x["ratio"] >= TARGETS["rate_ratio_16"])
             L.append("| %s Hz | %s | %.3f | %s | %.0f us | %.0f us | %s | %.0f | %.1f%% | %s | %s |" %
                      (r, t, x["ratio"], x["ratio_spread"], x["late_p50_us"], x["late_p99_us"],
                       x["late_p99_spread"], x["skipped"], x["sampler_core_share"] * 100, tgt, ok))
@@ -806,8 +878,10 @@ def render(R):
                       x["cpu_ms"], "%+.2f" % x["added_cpu_ms"] if "added_cpu_ms" in x else "", tgt, ok))
         L.append("")
     if "memory" in R:
-        heading(L, "5. Memory and output (test/bench/bench_stacktab.c: 4 threads, depth 8-40, 3000 functions)")
-        table_head(L, "| samples | distinct stacks | table RSS KiB | per stack B | add ns/sample | render s (CPU) | write s (CPU) | render+write wall spread | extra peak while writing KiB | output MB | target | |")
+        heading(L, "5. Memory and output (test/bench/bench_stacktab.c: 4 threads, depth 8-40, 3000 functions)",
+                "Sort: the lines put in order (under the profile lock in the library); write: the "
+                "lines made a chunk at a time and written (the lock released).")
+        table_head(L, "| samples | distinct stacks | table RSS KiB | per stack B | add ns/sample | sort s (CPU) | make+write s (CPU) | render+write wall spread | extra peak while writing KiB | output MB | target | |")
         for k, x in R["memory"].items():
             s, d = k.split("/")
             tgt, ok = "", ""
@@ -825,7 +899,8 @@ def render(R):
         I = R["idle"]
         heading(L, "7. Sampler CPU per second of an idle program (%s, one thread asleep 40 frames deep)" % R["primary"],
                 "ms of CPU per second of the program (%% of a core / 10).  Floor: a bare thread waking at the "
-                "rate (bench_wake), same rounds and placement.  Target: with faulthandler within 1.5 x plain.")
+                "rate (bench_wake), same rounds and placement.  Targets: with faulthandler within 1.5 x plain; "
+                "plain no more than the floor plus the walk (item 2: a few us per tick), judged by eye.")
         table_head(L, "| placement | rate | floor | plain | x floor | achieved | -X faulthandler | x plain | faulthandler after start | x plain | read modes | peer | target | |")
         rates = sorted({int(k.split("/")[0]) for k in I if not k.startswith("0/")})
         for place in ("free", "pinned"):
@@ -898,6 +973,9 @@ def render(R):
                     "startup_python": R["startup_python"]}
             rows = dict([(R["primary"] + " (primary)", prim)] + list(rows.items()))
         for label, v in rows.items():
+            if "refused" in v:
+                L.append("| %s | refused by the library: `%s` |" % (label, v["refused"].replace("|", "/")[:300]))
+                continue
             if "error" in v:
                 L.append("| %s | failed: %s |" % (label, v["error"].replace("|", "/")[:200]))
                 continue
