@@ -132,6 +132,12 @@ class Result:
 RATE_NOTE = re.compile(r"^pysample: .* below 90% of the requested ", re.M)
 
 
+def other_lines(stderr):
+    """Every non-empty line of stderr except the achieved-rate note: what a
+    run that must print nothing may print on a loaded machine."""
+    return [l for l in stderr.splitlines() if l and not RATE_NOTE.match(l)]
+
+
 def our_messages(stderr):
     """The library's lines on stderr, except the achieved-rate note."""
     return [l for l in stderr.splitlines() if l.startswith("pysample:") and not RATE_NOTE.match(l)]

@@ -264,10 +264,36 @@ def test_idle_armed_process_sleeps(ctx):
 
 
 def test_arm_in_non_python_process_is_inert(ctx):
-    res = subprocess.run(["/bin/sh", "-c", "ls -l /proc/$$/fd | grep -c socket; ls /proc/$$/task | wc -l"],
-                         env=ctx.env({"PYSAMPLE_ARM": "1"}), capture_output=True, text=True, timeout=60)
-    ctx.check(res.stdout.split() == ["0", "1"] and res.stderr == "",
-              "a shell with PYSAMPLE_ARM=1: no socket, no thread, no output", res.stdout, res.stderr)
+    """A shell with PYSAMPLE_ARM=1, inspected from outside while it waits
+    in read(): no socket, no second thread, and nothing on stderr.  (Asked
+    from inside, with ls on /proc/$$/fd, the shell's own short-lived pipe
+    descriptors raced the listing on a loaded machine.)"""
+    sh = subprocess.Popen(["/bin/sh", "-c", "read x"], env=ctx.env({"PYSAMPLE_ARM": "1"}),
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        # The constructor has run once the shell's main loop reads stdin
+        # (system call 0 on x86-64; any blocked state elsewhere).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with open("/proc/%d/syscall" % sh.pid) as f:
+                state = f.read().split()
+            if state and state[0] != "running" and \
+                    (state[0] == "0" or os.uname().machine != "x86_64"):
+                break
+            time.sleep(0.01)
+        sockets = 0
+        for fd in os.listdir("/proc/%d/fd" % sh.pid):
+            try:
+                sockets += os.readlink("/proc/%d/fd/%s" % (sh.pid, fd)).startswith("socket:")
+            except OSError:
+                pass
+        threads = len(os.listdir("/proc/%d/task" % sh.pid))
+    finally:
+        out, err = sh.communicate("x\n", timeout=60)
+    ctx.check(sockets == 0 and threads == 1 and err == "" and sh.returncode == 0,
+              "a shell with PYSAMPLE_ARM=1: no socket, no thread, no output",
+              "sockets %d threads %d rc %s" % (sockets, threads, sh.returncode), err)
 
 
 def _schedstat_ns(pid, tid=None):
