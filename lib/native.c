@@ -32,6 +32,7 @@
  * function id, valid for one profile generation and one list of loaded
  * objects.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +53,23 @@ struct pcent {
 
 static struct pcent cache[PS_PCCACHE];
 static uint32_t objs_gen = 1;
+
+/* Outcomes of the native samples (PYSAMPLE_STATS), counted by the sampler
+ * thread, read by whoever writes the statistics: relaxed atomics. */
+enum { O_ROOT = 0, O_UNAVAILABLE, O_MISMATCH, O_N };
+static _Atomic uint64_t outcomes[O_N], truncated_by[PS_STOP_N];
+
+/* The names of enum ps_unwind_stop, for the statistics. */
+static const char *const stop_names[PS_STOP_N] = {
+    [PS_STOP_ROOT] = "root", [PS_STOP_NO_REGS] = "no_regs", [PS_STOP_MAX] = "max",
+    [PS_STOP_NO_OBJECT] = "no_object", [PS_STOP_CFI] = "cfi", [PS_STOP_SIGNAL] = "signal",
+    [PS_STOP_REGISTER] = "register", [PS_STOP_READ] = "read", [PS_STOP_BAD_FRAME] = "bad_frame",
+};
+
+static void count(_Atomic uint64_t *c)
+{
+    atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
 
 void ps_native_objects_changed(void)
 {
@@ -111,8 +129,9 @@ static int put(uint64_t *out, int d, int cap, uint32_t func)
 
 int ps_native_merge(struct ps_symtab *t, enum ps_native_mode mode,
                     const struct ps_pyframe *py, int npy, const uintptr_t *pcs, int npcs,
-                    int native_truncated, const char *no_native_why, uint64_t *out, int cap)
+                    int stop, const char *no_native_why, uint64_t *out, int cap)
 {
+    int native_truncated = stop != PS_STOP_ROOT;
     /* Groups of Python frames, innermost first: group g is
      * py[gstart[g] .. gend[g]]. */
     int gstart[PS_NATIVE_MAX], gend[PS_NATIVE_MAX], ng = 0;
@@ -144,12 +163,18 @@ int ps_native_merge(struct ps_symtab *t, enum ps_native_mode mode,
     const char *why = no_native_why;
     if (why == NULL && npcs == 0)
         why = "[native: unavailable]";
-    if (why == NULL && (evals > ng || (!native_truncated && evals != ng)))
+    int outcome = O_UNAVAILABLE;
+    if (why == NULL && (evals > ng || (!native_truncated && evals != ng))) {
         why = "[native: mismatch]";
+        outcome = O_MISMATCH;
+    }
     if (why != NULL) {
+        count(&outcomes[outcome]);
         d = put_py(out, d, cap, py, 0, npy - 1);
         return put(out, d, cap, marker(t, why));
     }
+    count(native_truncated ? &truncated_by[stop > 0 && stop < PS_STOP_N ? stop : PS_STOP_CFI]
+                           : &outcomes[O_ROOT]);
 
     /* Groups the unwind did not reach (it stopped early). */
     if (evals < ng)
@@ -172,4 +197,34 @@ int ps_native_merge(struct ps_symtab *t, enum ps_native_mode mode,
         d = put(out, d, cap, func[i]);
     }
     return d;
+}
+
+int ps_native_stats(char *buf, size_t len)
+{
+    uint64_t tr = 0;
+    for (int i = 1; i < PS_STOP_N; i++)
+        tr += atomic_load_explicit(&truncated_by[i], memory_order_relaxed);
+    struct ps_unwind_counts u;
+    ps_unwind_counts(&u);
+    size_t n = 0;
+    int m = snprintf(buf, len,
+                     "native_root %llu\nnative_truncated %llu\nnative_unavailable %llu\n"
+                     "native_mismatch %llu\nnative_rule_hits %llu\nnative_rule_misses %llu\n"
+                     "native_fp_frames %llu\nnative_nocfi_frames %llu\n"
+                     "native_unwinds %llu\nnative_unwind_frames %llu\nnative_unwind_ns %llu\n",
+                     (unsigned long long)atomic_load(&outcomes[O_ROOT]), (unsigned long long)tr,
+                     (unsigned long long)atomic_load(&outcomes[O_UNAVAILABLE]),
+                     (unsigned long long)atomic_load(&outcomes[O_MISMATCH]),
+                     (unsigned long long)u.hits, (unsigned long long)u.misses,
+                     (unsigned long long)u.fp_frames, (unsigned long long)u.nocfi_frames,
+                     (unsigned long long)u.walks, (unsigned long long)u.frames,
+                     (unsigned long long)u.ns);
+    for (int i = 1; m > 0 && (size_t)m < len - n && i < PS_STOP_N; i++) {
+        n += (size_t)m;
+        m = snprintf(buf + n, len - n, "native_truncated_%s %llu\n", stop_names[i],
+                     (unsigned long long)atomic_load(&truncated_by[i]));
+    }
+    if (m < 0 || (size_t)m >= len - n)
+        return 0;
+    return (int)(n + (size_t)m);
 }

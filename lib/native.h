@@ -90,6 +90,9 @@ int ps_native_platform_init(char *why, size_t whylen);
 int ps_native_capture(long tid, struct ps_regs *regs);
 int ps_native_release(void);
 int ps_native_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+/* The registers of a ucontext_t (a signal handler's, or getcontext()'s in
+ * the unit tests), as the unwinder takes them.  Async-signal-safe. */
+void ps_regs_from_context(const void *ucontext, struct ps_regs *rs);
 void ps_native_after_fork(void);
 
 struct ps_native_counts {
@@ -122,17 +125,54 @@ uintptr_t ps_obj_offset(const struct ps_obj *o, uintptr_t pc);
  * time (file I/O and malloc: never during a hold). */
 const char *ps_obj_symbol(const struct ps_obj *o, uintptr_t pc);
 void ps_objs_free(void);
+/* The refresh's second half, for the unit tests' fake objects (Linux):
+ * the list becomes these n objects, code [lo, hi) with its unwind table at
+ * eh_hdr (0: none), no symbols, as if the loader had reported them.  A
+ * refresh keeps them until the loader's counters move or ps_objs_free. */
+struct ps_obj_desc {
+    uintptr_t lo, hi, eh_hdr;
+    const char *name;
+};
+int ps_objs_replace(const struct ps_obj_desc *d, size_t n);
 
 /* --- unwinding (unwind.c) ------------------------------------------------- */
 
+/* Why an unwind stopped: 0 at the root, else the walk is truncated. */
+enum ps_unwind_stop {
+    PS_STOP_ROOT = 0,    /* the outermost frame: not truncated */
+    PS_STOP_NO_REGS,     /* no pc or stack pointer to start from */
+    PS_STOP_MAX,         /* the frame limit */
+    PS_STOP_NO_OBJECT,   /* a pc in no loaded object's code (JIT code, garbage) */
+    PS_STOP_CFI,         /* CFI we do not follow (an expression, an unknown opcode) */
+    PS_STOP_SIGNAL,      /* a signal frame (a handler's return trampoline) */
+    PS_STOP_REGISTER,    /* the CFA's register is not known (blocked: sp and pc only) */
+    PS_STOP_READ,        /* a saved register or an unwind table was unreadable */
+    PS_STOP_BAD_FRAME,   /* a step down the stack, or one too large */
+    PS_STOP_N
+};
+
 /*
  * Unwinds regs into pcs[0..] (innermost first; pcs[0] is the interrupted
- * pc, the others return addresses).  Returns the count; *truncated is set
- * if the walk stopped for any reason other than reaching the root (an
- * unknown rule, no unwind information, an unreadable or implausible
- * frame, or max).  Reads only through ps_read; allocates nothing.
+ * pc, the others return addresses).  Returns the count; *stop says why
+ * the walk ended (PS_STOP_ROOT: at the root; anything else: truncated).
+ * Reads only through ps_read; allocates nothing, takes no lock.  One
+ * thread at a time (the sampler's): it keeps a cache of unwind rules.
  */
-int ps_unwind(const struct ps_regs *regs, uintptr_t *pcs, int max, int *truncated);
+int ps_unwind(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop);
+
+/* The unwind rules cached per address are stale: the list of loaded
+ * objects changed (ps_objs_refresh calls it; so does ps_objs_free). */
+void ps_unwind_forget(void);
+
+/* How frames were unwound, for PYSAMPLE_STATS: rules found in the cache,
+ * rules looked up in the CFI, frames that were frame-pointer frames by
+ * their CFI, frames of code without CFI walked by frame pointers; and
+ * the walks, their frames and their time (wall, ns) in all. */
+struct ps_unwind_counts {
+    uint64_t hits, misses, fp_frames, nocfi_frames;
+    uint64_t walks, frames, ns;
+};
+void ps_unwind_counts(struct ps_unwind_counts *c);
 
 /* --- merging (native.c) --------------------------------------------------- */
 
@@ -143,19 +183,30 @@ struct ps_pyframe {
     int entry;
 };
 
-/*
- * Writes the merged stack, root first, into out (room for cap frames) and
- * returns its depth.  py: the Python walk, innermost first; pcs: the
- * unwind, innermost first (npcs 0 and have_native 0: no native part, for
- * which a marker says why).
- */
 /* The names cached per address are stale: the loaded objects changed, or
  * the symbol table their ids belong to was emptied (profile.c, where the
  * code cache is dropped for the same reason). */
 void ps_native_objects_changed(void);
 
+/*
+ * Writes the merged stack, root first, into out (room for cap frames) and
+ * returns its depth.  py: the Python walk, innermost first; pcs: the
+ * unwind, innermost first, and stop why it ended (ps_unwind); npcs 0: no
+ * native part, and no_native_why (or "[native: unavailable]") says so.
+ * Each call counts one outcome (ps_native_stats).
+ */
 int ps_native_merge(struct ps_symtab *t, enum ps_native_mode mode,
                     const struct ps_pyframe *py, int npy, const uintptr_t *pcs, int npcs,
-                    int native_truncated, const char *no_native_why, uint64_t *out, int cap);
+                    int stop, const char *no_native_why, uint64_t *out, int cap);
+
+/*
+ * The native samples' outcomes so far, as PYSAMPLE_STATS lines into buf:
+ * native_root (unwound to the root), native_truncated and, per cause,
+ * native_truncated_<cause> (enum ps_unwind_stop), native_unavailable,
+ * native_mismatch; then how frames were unwound and what the walks cost
+ * (ps_unwind_counts: native_rule_hits ... native_unwind_ns).
+ * Returns the length written (0 if it does not fit).
+ */
+int ps_native_stats(char *buf, size_t len);
 
 #endif

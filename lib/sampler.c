@@ -586,7 +586,7 @@ static uint64_t late_percentile(const uint64_t *hist, double q)
 
 static void write_stats(void)
 {
-    char path[1100], buf[2048];
+    char path[1100], buf[4096];
     const char *p = strstr(sampler.cfg.stats_path, "%p");
     if (p != NULL)
         snprintf(path, sizeof path, "%.*s%ld%s", (int)(p - sampler.cfg.stats_path),
@@ -636,6 +636,7 @@ static void write_stats(void)
                          (unsigned long long)nc.restarted, (unsigned long long)nc.eintr_left);
         if (m > 0 && (size_t)m < sizeof buf - (size_t)n)
             n += m;
+        n += ps_native_stats(buf + n, sizeof buf - (size_t)n);
     }
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)

@@ -10,21 +10,34 @@
  * offset/val_offset/register/same/undefined, remember/restore_state), and
  * the register-arithmetic CFA expression of PLT stubs.  Anything else
  * (other expressions, signal trampolines, 64-bit DWARF, a CFA register
- * whose value is unknown) stops the walk, which is then reported truncated; it is never guessed.
- * An object with no unwind information for pc falls back to the frame
+ * whose value is unknown) stops the walk, which is then reported
+ * truncated, with why (enum ps_unwind_stop); it is never guessed.  An
+ * object with no unwind information for pc falls back to the frame
  * pointer chain, as do architectures other than x86-64 (compiled and
  * walked by frame pointers only: aarch64).
+ *
+ * The common case is cheap: what the CFI says for an address is compiled
+ * into a small rule (CFA register and offset, where the return address
+ * and the saved registers are) and cached per address, so a return
+ * address seen before costs one lookup and, for the frame, one read of
+ * its saved registers.  Where the CFI for an address is the standard rbp
+ * frame (3.15 and other code built with frame pointers), the step is the
+ * frame-pointer step: one 16-byte read.  The CFI stays the authority: the
+ * frame-pointer chain is followed without it only where there is none.
  *
  * The walk reads memory of a thread that may be running (a blocked thread
  * can wake up): every load goes through ps_read(), every step must move
  * the stack pointer up, and every return address must lie inside a loaded
  * object's code.  The root is where the CFI marks the return address
  * undefined (_start, clone/clone3 thread starts) or a frame pointer or
- * return address of 0.
+ * return address of 0.  Frame 0 is the interrupted pc itself, looked up
+ * as is; the others are return addresses, looked up at pc - 1.
  *
  * No allocation, no lock: it runs while a thread is held in our handler.
  */
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "memread.h"
 #include "native.h"
@@ -36,20 +49,32 @@
 
 /* ---- frame pointers ------------------------------------------------------ */
 
+/* Counters of how frames were unwound (PYSAMPLE_STATS), written by the
+ * sampler thread only: relaxed loads and stores, no read-modify-write. */
+static struct {
+    _Atomic uint64_t hits, misses, fp_frames, nocfi_frames, walks, frames, ns;
+} counts;
+#define ADD(x, v) atomic_store_explicit(&(x), atomic_load_explicit(&(x), memory_order_relaxed) + (v), \
+                                        memory_order_relaxed)
+#define BUMP(x) ADD(x, 1)
+
 /* One step along the frame-pointer chain: [fp] the caller's fp, [fp + 8]
- * the return address.  1 on success, 0 at the root, -1 if implausible. */
-static int fp_step(struct ps_regs *rs)
+ * the return address.  1 on success, 0 at the root, -cause to stop.  A
+ * zero fp is the root only where no CFI says there is a frame (cfi 0:
+ * code without unwind tables); where the CFI says rbp holds this frame's
+ * base (cfi 1), it is a register that does not hold what it should. */
+static int fp_step(struct ps_regs *rs, int cfi)
 {
     if (!ps_regs_has(rs, PS_REG_FP))
-        return -1;
+        return -PS_STOP_REGISTER;
     uint64_t fp = rs->r[PS_REG_FP], sp = rs->r[PS_REG_SP];
-    if (fp == 0)
+    if (fp == 0 && !cfi)
         return 0;
     if ((fp & 7) != 0 || fp < sp || fp - sp > PS_MAX_FRAME)
-        return -1;
+        return -PS_STOP_BAD_FRAME;
     uint64_t pair[2];
     if (ps_read(pair, (uintptr_t)fp, sizeof pair) != 0)
-        return -1;
+        return -PS_STOP_READ;
     if (pair[1] == 0)
         return 0;
     ps_regs_set(rs, PS_REG_FP, pair[0]);
@@ -180,14 +205,18 @@ static uint64_t rd_enc(struct cur *c, uint8_t enc, uintptr_t data_base)
     return v;
 }
 
-/* Copies the CIE or FDE record at addr (length word included) into buf. */
+/* Copies the CIE or FDE record at addr (length word included) into buf.
+ * 0; -1 if it is no record we read (a terminator, 64-bit DWARF, which is
+ * not emitted for .eh_frame, or longer than PS_CFI_MAX); -PS_STOP_READ. */
 static int read_record(uintptr_t addr, uint8_t *buf, size_t *len)
 {
     uint32_t l32;
-    if (ps_read(&l32, addr, 4) != 0 || l32 == 0 || l32 == 0xffffffffu)
-        return -1;   /* a terminator, or 64-bit DWARF (not emitted for .eh_frame) */
-    if ((size_t)l32 + 4 > PS_CFI_MAX || ps_read(buf, addr, (size_t)l32 + 4) != 0)
+    if (ps_read(&l32, addr, 4) != 0)
+        return -PS_STOP_READ;
+    if (l32 == 0 || l32 == 0xffffffffu || (size_t)l32 + 4 > PS_CFI_MAX)
         return -1;
+    if (ps_read(buf, addr, (size_t)l32 + 4) != 0)
+        return -PS_STOP_READ;
     *len = (size_t)l32 + 4;
     return 0;
 }
@@ -195,21 +224,24 @@ static int read_record(uintptr_t addr, uint8_t *buf, size_t *len)
 /*
  * Finds the FDE covering pc through the binary search table of the
  * .eh_frame_hdr at hdr.  Only the table encoding every toolchain emits
- * (datarel|sdata4 pairs, sorted) is read.  Returns the FDE's address.
+ * (datarel|sdata4 pairs, sorted) is read.  0 with *fde set; -1 if the
+ * table has no entry for pc; -PS_STOP_READ.
  */
-static uintptr_t find_fde(uintptr_t hdr, uintptr_t pc)
+static int find_fde(uintptr_t hdr, uintptr_t pc, uintptr_t *fde)
 {
     uint8_t h[4];
-    if (ps_read(h, hdr, 4) != 0 || h[0] != 1 || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
-        return 0;
+    if (ps_read(h, hdr, 4) != 0)
+        return -PS_STOP_READ;
+    if (h[0] != 1 || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
+        return -1;
     uint8_t rest[16];
     if (ps_read(rest, hdr + 4, sizeof rest) != 0)
-        return 0;
+        return -PS_STOP_READ;
     struct cur c = { rest, rest + sizeof rest, hdr + 4, rest, 0 };
     (void)rd_enc(&c, h[1], hdr);                /* eh_frame_ptr */
     uint64_t count = rd_enc(&c, h[2], hdr);
     if (c.bad || count == 0 || count > (1u << 24))
-        return 0;
+        return -1;
     uintptr_t table = hdr + 4 + (uintptr_t)(c.p - c.start);
     /* Last entry whose initial location is <= pc. */
     uint64_t lo = 0, hi = count;
@@ -217,16 +249,19 @@ static uintptr_t find_fde(uintptr_t hdr, uintptr_t pc)
         uint64_t mid = lo + (hi - lo) / 2;
         int32_t loc;
         if (ps_read(&loc, table + mid * 8, 4) != 0)
-            return 0;
+            return -PS_STOP_READ;
         if ((uintptr_t)((intptr_t)hdr + loc) <= pc)
             lo = mid;
         else
             hi = mid;
     }
     int32_t e[2];
-    if (ps_read(e, table + lo * 8, 8) != 0 || (uintptr_t)((intptr_t)hdr + e[0]) > pc)
-        return 0;
-    return (uintptr_t)((intptr_t)hdr + e[1]);
+    if (ps_read(e, table + lo * 8, 8) != 0)
+        return -PS_STOP_READ;
+    if ((uintptr_t)((intptr_t)hdr + e[0]) > pc)
+        return -1;
+    *fde = (uintptr_t)((intptr_t)hdr + e[1]);
+    return 0;
 }
 
 struct cie {
@@ -290,6 +325,22 @@ static int parse_cie(const uint8_t *buf, size_t len, uintptr_t addr, struct cie 
     return 0;
 }
 
+static void set_rule(struct cfi_row *row, uint64_t reg, enum rule r, int64_t arg)
+{
+    if (reg < PS_REG_N) {   /* registers we do not track are not followed */
+        row->rule[reg] = (uint8_t)r;
+        row->arg[reg] = arg;
+    }
+}
+
+/* The rule the CIE's instructions gave reg (initial NULL: while running them). */
+static void restore_rule(struct cfi_row *row, const struct cfi_row *initial, uint64_t reg)
+{
+    if (reg < PS_REG_N)
+        set_rule(row, reg, initial ? (enum rule)initial->rule[reg] : R_SAME,
+                 initial ? initial->arg[reg] : 0);
+}
+
 /* Runs CFA instructions [p, end) while the location is <= target. */
 static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, uintptr_t loc,
                    uintptr_t target, struct cfi_row *row, const struct cfi_row *initial,
@@ -299,7 +350,6 @@ static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, u
     int depth = 0;
     struct cur c = { p, end, rec_addr, rec_start, 0 };
 
-#define REG_OK(r) ((uint64_t)(r) < (uint64_t)PS_REG_N)
     while (c.p < c.end && !c.bad) {
         uint8_t op = *c.p++;
         uint8_t hi = op & 0xc0, lo = op & 0x3f;
@@ -311,18 +361,11 @@ static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, u
             continue;
         }
         if (hi == 0x80) {               /* offset */
-            int64_t off = (int64_t)rd_uleb(&c) * ci->data_align;
-            if (REG_OK(lo)) {
-                row->rule[lo] = R_OFFSET;
-                row->arg[lo] = off;
-            }
+            set_rule(row, lo, R_OFFSET, (int64_t)rd_uleb(&c) * ci->data_align);
             continue;
         }
         if (hi == 0xc0) {               /* restore */
-            if (REG_OK(lo)) {
-                row->rule[lo] = initial ? initial->rule[lo] : R_SAME;
-                row->arg[lo] = initial ? initial->arg[lo] : 0;
-            }
+            restore_rule(row, initial, lo);
             continue;
         }
         switch (op) {
@@ -343,36 +386,21 @@ static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, u
             break;
         case 0x05:                      /* offset_extended */
             reg = rd_uleb(&c);
-            delta = rd_uleb(&c);
-            if (REG_OK(reg)) {
-                row->rule[reg] = R_OFFSET;
-                row->arg[reg] = (int64_t)delta * ci->data_align;
-            }
+            set_rule(row, reg, R_OFFSET, (int64_t)rd_uleb(&c) * ci->data_align);
             break;
         case 0x06:                      /* restore_extended */
-            reg = rd_uleb(&c);
-            if (REG_OK(reg)) {
-                row->rule[reg] = initial ? initial->rule[reg] : R_SAME;
-                row->arg[reg] = initial ? initial->arg[reg] : 0;
-            }
+            restore_rule(row, initial, rd_uleb(&c));
             break;
         case 0x07:                      /* undefined */
-            reg = rd_uleb(&c);
-            if (REG_OK(reg))
-                row->rule[reg] = R_UNDEF;
+            set_rule(row, rd_uleb(&c), R_UNDEF, 0);
             break;
         case 0x08:                      /* same_value */
-            reg = rd_uleb(&c);
-            if (REG_OK(reg))
-                row->rule[reg] = R_SAME;
+            set_rule(row, rd_uleb(&c), R_SAME, 0);
             break;
         case 0x09: {                    /* register */
             reg = rd_uleb(&c);
             uint64_t r2 = rd_uleb(&c);
-            if (REG_OK(reg)) {
-                row->rule[reg] = REG_OK(r2) ? R_REG : R_UNKNOWN;
-                row->arg[reg] = (int64_t)r2;
-            }
+            set_rule(row, reg, r2 < PS_REG_N ? R_REG : R_UNKNOWN, (int64_t)r2);
             break;
         }
         case 0x0a:                      /* remember_state */
@@ -414,19 +442,12 @@ static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, u
             if (n > (uint64_t)(c.end - c.p))
                 return -1;
             c.p += n;
-            if (REG_OK(reg))
-                row->rule[reg] = R_UNKNOWN;
+            set_rule(row, reg, R_UNKNOWN, 0);
             break;
         }
         case 0x11:                      /* offset_extended_sf */
             reg = rd_uleb(&c);
-            {
-                int64_t off = rd_sleb(&c) * ci->data_align;
-                if (REG_OK(reg)) {
-                    row->rule[reg] = R_OFFSET;
-                    row->arg[reg] = off;
-                }
-            }
+            set_rule(row, reg, R_OFFSET, rd_sleb(&c) * ci->data_align);
             break;
         case 0x12:                      /* def_cfa_sf */
             row->cfa_reg = (int)rd_uleb(&c);
@@ -438,38 +459,23 @@ static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, u
             break;
         case 0x14:                      /* val_offset */
             reg = rd_uleb(&c);
-            delta = rd_uleb(&c);
-            if (REG_OK(reg)) {
-                row->rule[reg] = R_VAL_OFFSET;
-                row->arg[reg] = (int64_t)delta * ci->data_align;
-            }
+            set_rule(row, reg, R_VAL_OFFSET, (int64_t)rd_uleb(&c) * ci->data_align);
             break;
         case 0x15:                      /* val_offset_sf */
             reg = rd_uleb(&c);
-            {
-                int64_t off = rd_sleb(&c) * ci->data_align;
-                if (REG_OK(reg)) {
-                    row->rule[reg] = R_VAL_OFFSET;
-                    row->arg[reg] = off;
-                }
-            }
+            set_rule(row, reg, R_VAL_OFFSET, rd_sleb(&c) * ci->data_align);
             break;
         case 0x2e:                      /* GNU_args_size */
             (void)rd_uleb(&c);
             break;
         case 0x2f:                      /* GNU_negative_offset_extended */
             reg = rd_uleb(&c);
-            delta = rd_uleb(&c);
-            if (REG_OK(reg)) {
-                row->rule[reg] = R_OFFSET;
-                row->arg[reg] = -(int64_t)delta * ci->data_align;
-            }
+            set_rule(row, reg, R_OFFSET, -(int64_t)rd_uleb(&c) * ci->data_align);
             break;
         default:
             return -1;                  /* an opcode we do not know: stop */
         }
     }
-#undef REG_OK
     return c.bad ? -1 : 0;
 }
 
@@ -529,156 +535,356 @@ static int eval_cfa_expr(const uint8_t *p, uint64_t len, const struct ps_regs *r
 }
 
 /*
- * The CFI row for pc (lookup: pc, or pc - 1 for a return address, which
- * may lie just past a call at the very end of a function).  Returns 0,
- * -1 if there is no usable CFI (fall back to frame pointers), -2 if there
- * is CFI we do not follow (stop).
+ * The CFI row for lookup (pc, or pc - 1 for a return address, which may
+ * lie just past a call at the very end of a function) in the table at
+ * hdr.  Returns 0; -1 if there is no CFI for it (frame pointers are
+ * tried); else -cause: PS_STOP_SIGNAL for a signal frame, PS_STOP_CFI for
+ * CFI we do not follow, PS_STOP_READ if the tables could not be read.  A
+ * CFA expression (PLT stubs) is evaluated against rs into *cfa here,
+ * while the record it points into is alive.
  */
 static int cfi_row_for(uintptr_t hdr, uintptr_t lookup, const struct ps_regs *rs,
-                       struct cfi_row *row, uint64_t *cfa, int *signal_frame)
+                       struct cfi_row *row, uint64_t *cfa)
 {
     uint8_t fde[PS_CFI_MAX], cie_buf[PS_CFI_MAX];
     size_t flen, clen;
-    uintptr_t fde_addr = find_fde(hdr, lookup);
-    if (fde_addr == 0 || read_record(fde_addr, fde, &flen) != 0)
-        return -1;
+    uintptr_t fde_addr;
+    int rc = find_fde(hdr, lookup, &fde_addr);
+    if (rc == 0)
+        rc = read_record(fde_addr, fde, &flen);
+    if (rc != 0)
+        return rc;
     uint32_t cie_off;
     memcpy(&cie_off, fde + 4, 4);
     if (cie_off == 0)
         return -1;   /* it is a CIE: the table pointed at the wrong record */
     uintptr_t cie_addr = fde_addr + 4 - cie_off;
     struct cie ci;
-    if (read_record(cie_addr, cie_buf, &clen) != 0 || parse_cie(cie_buf, clen, cie_addr, &ci) != 0)
-        return -2;
+    rc = read_record(cie_addr, cie_buf, &clen);
+    if (rc != 0)
+        return rc == -1 ? -PS_STOP_CFI : rc;
+    if (parse_cie(cie_buf, clen, cie_addr, &ci) != 0)
+        return -PS_STOP_CFI;
     struct cur c = { fde + 8, fde + flen, fde_addr, fde, 0 };
     uintptr_t start = (uintptr_t)rd_enc(&c, ci.fde_enc, 0);
     uintptr_t range = (uintptr_t)rd_enc(&c, (uint8_t)(ci.fde_enc & 0x0f), 0);
     if (ci.has_aug_data) {
         uint64_t alen = rd_uleb(&c);
         if (alen > (uint64_t)(c.end - c.p))
-            return -2;
+            return -PS_STOP_CFI;
         c.p += alen;
     }
     if (c.bad || lookup < start || lookup - start >= range)
         return -1;   /* a gap between FDEs: no CFI for this pc */
+    if (ci.signal_frame)
+        return -PS_STOP_SIGNAL;
 
     memset(row, 0, sizeof *row);   /* every rule R_SAME */
     row->cfa_reg = -1;
     if (run_cfi(&ci, ci.insns, ci.insns_end, 0, UINTPTR_MAX, row, NULL, cie_addr, cie_buf) != 0)
-        return -2;
+        return -PS_STOP_CFI;
     struct cfi_row initial = *row;
     if (run_cfi(&ci, c.p, c.end, start, lookup, row, &initial, fde_addr, fde) != 0)
-        return -2;
-    *signal_frame = ci.signal_frame;
-    if (row->cfa_unknown) {
-        /* Evaluated here, while the record it points into is alive. */
-        if (row->cfa_expr == NULL ||
-            eval_cfa_expr(row->cfa_expr, row->cfa_expr_len, rs, cfa) != 0)
-            return -2;
-        return 0;
-    }
-    if (row->cfa_reg < 0 || row->cfa_reg >= PS_REG_N || !ps_regs_has(rs, row->cfa_reg))
-        return -2;
-    *cfa = rs->r[row->cfa_reg] + (uint64_t)row->cfa_off;
+        return -PS_STOP_CFI;
+    if (row->cfa_unknown &&
+        (row->cfa_expr == NULL || eval_cfa_expr(row->cfa_expr, row->cfa_expr_len, rs, cfa) != 0))
+        return -PS_STOP_CFI;
     return 0;
 }
 
-/* One CFI step.  1 on success, 0 at the root, -1 to stop (truncated), -3
- * when there is no CFI for pc (the caller tries frame pointers). */
-static int cfi_step(struct ps_regs *rs, int first)
+/* ---- the rule cache ------------------------------------------------------ */
+
+/*
+ * What the CFI says for one lookup address, compiled: where the CFA is
+ * and how each register that does not keep its value is had.  Filled the
+ * first time an address is unwound through, so that a return address
+ * seen again costs one lookup here instead of a binary search of the
+ * .eh_frame_hdr, two record copies of up to 4 KiB and a CFI program.
+ * Direct-mapped, one entry per address.  Negative answers are kept too
+ * (no CFI there: frame pointers; CFI we do not follow; a signal frame);
+ * what depends on more than the address is not (a CFA expression, which
+ * is computed from the registers: PLT stubs; a table we could not read).
+ *
+ * One thread uses it, the sampler's: ps_unwind runs there, and so does
+ * ps_objs_refresh, which forgets it (ps_unwind_forget) whenever the list
+ * of loaded objects changed, so no entry outlives the code it describes
+ * (an object unloaded and another loaded at its address).  No lock, no
+ * atomics; a thread held in our handler never touches it.
+ */
+#define PS_RULES 2048       /* entries, a power of two: 2048 * 88 bytes */
+#define PS_RULE_SAVED 8     /* registers one rule restores (gcc, clang: at most 7) */
+
+enum kind { K_ROW = 1, K_NOCFI, K_STOP };
+enum how { H_OFFSET = 1, H_VAL_OFFSET, H_REG, H_DROP };
+
+struct urule {
+    uintptr_t at;           /* the lookup address */
+    uint32_t gen;           /* rules_gen when filled (0: never) */
+    uint8_t kind;
+    uint8_t stop;           /* K_STOP: why (enum ps_unwind_stop) */
+    int8_t cfa_reg;         /* -1: the CFA is an expression's (never cached) */
+    uint8_t root;           /* the return address is undefined: the outermost frame */
+    uint8_t fp;             /* CFA = rbp + 16, return address at -8, rbp at -16 */
+    uint8_t n;              /* saved[0..n) */
+    int32_t cfa_off;
+    struct { int32_t off; uint8_t reg, how; } saved[PS_RULE_SAVED];
+};
+
+static struct urule rules[PS_RULES];
+static uint32_t rules_gen = 1;
+
+void ps_unwind_forget(void)
 {
-    uintptr_t pc = rs->r[PS_REG_PC];
-    const struct ps_obj *o = ps_objs_find(first ? pc : pc - 1);
-    if (o == NULL)
-        return -1;
-    uintptr_t hdr = ps_obj_eh_frame_hdr(o);
-    if (hdr == 0)
-        return -3;
-    struct cfi_row row;
-    int sigframe = 0;
-    uint64_t cfa = 0;
-    int rc = cfi_row_for(hdr, first ? pc : pc - 1, rs, &row, &cfa, &sigframe);
-    if (rc == -1)
-        return -3;
-    if (rc != 0 || sigframe)
-        return -1;
-    struct ps_regs next = { .valid = 0 };
+    if (++rules_gen == 0) {   /* wrapped: no old entry may look valid */
+        memset(rules, 0, sizeof rules);
+        rules_gen = 1;
+    }
+}
+
+/* The offset reg is saved at, or 1 if it is not saved at CFA + offset. */
+static int64_t saved_at(const struct urule *ru, int reg)
+{
+    for (int i = 0; i < ru->n; i++)
+        if (ru->saved[i].reg == reg)
+            return ru->saved[i].how == H_OFFSET ? ru->saved[i].off : 1;
+    return 1;
+}
+
+/* row as a rule; -1 if it does not fit one (a CFA register we do not
+ * track, more than PS_RULE_SAVED registers, offsets beyond 2 GiB). */
+static int compile(const struct cfi_row *row, struct urule *ru)
+{
+    ru->kind = K_ROW;
+    ru->cfa_reg = -1;
+    if (!row->cfa_unknown) {
+        if (row->cfa_reg < 0 || row->cfa_reg >= PS_REG_N || row->cfa_off != (int32_t)row->cfa_off)
+            return -1;
+        ru->cfa_reg = (int8_t)row->cfa_reg;
+        ru->cfa_off = (int32_t)row->cfa_off;
+    }
     for (int i = 0; i < PS_REG_N; i++) {
-        switch (row.rule[i]) {
-        case R_SAME:
-            if (ps_regs_has(rs, i))
-                ps_regs_set(&next, i, rs->r[i]);
-            break;
-        case R_OFFSET: {
-            uint64_t v;
-            if (ps_read(&v, (uintptr_t)(cfa + (uint64_t)row.arg[i]), 8) != 0)
-                return -1;
-            ps_regs_set(&next, i, v);
-            break;
-        }
-        case R_VAL_OFFSET:
-            ps_regs_set(&next, i, cfa + (uint64_t)row.arg[i]);
-            break;
-        case R_REG:
-            if (ps_regs_has(rs, (int)row.arg[i]))
-                ps_regs_set(&next, i, rs->r[row.arg[i]]);
-            break;
+        uint8_t how;
+        switch (row->rule[i]) {
+        case R_SAME: continue;
+        case R_OFFSET: how = H_OFFSET; break;
+        case R_VAL_OFFSET: how = H_VAL_OFFSET; break;
+        case R_REG: how = H_REG; break;
         case R_UNDEF:
-        case R_UNKNOWN:
-        default:
+            if (i == PS_REG_PC) {
+                ru->root = 1;
+                continue;
+            }
+            how = H_DROP;
+            break;
+        default: how = H_DROP; break;
+        }
+        if (ru->n == PS_RULE_SAVED || row->arg[i] != (int32_t)row->arg[i])
+            return -1;
+        ru->saved[ru->n].reg = (uint8_t)i;
+        ru->saved[ru->n].how = how;
+        ru->saved[ru->n].off = (int32_t)row->arg[i];
+        ru->n++;
+    }
+    ru->fp = ru->cfa_reg == PS_REG_FP && ru->cfa_off == 16 && saved_at(ru, PS_REG_PC) == -8 &&
+             saved_at(ru, PS_REG_FP) == -16;
+    return 0;
+}
+
+/* What the CFI says for at, into ru: a rule, no CFI, or a stop and why.
+ * Returns 1 if that may be cached, 0 if not, -PS_STOP_NO_OBJECT if at is
+ * in no loaded object's code. */
+static int find_rule(uintptr_t at, const struct ps_regs *rs, struct urule *ru, uint64_t *cfa)
+{
+    memset(ru, 0, sizeof *ru);
+    const struct ps_obj *o = ps_objs_find(at);
+    if (o == NULL)
+        return -PS_STOP_NO_OBJECT;
+    uintptr_t hdr = ps_obj_eh_frame_hdr(o);
+    struct cfi_row row;
+    int rc = hdr == 0 ? -1 : cfi_row_for(hdr, at, rs, &row, cfa);
+    if (rc == -1) {
+        ru->kind = K_NOCFI;
+    } else if (rc < 0) {
+        ru->kind = K_STOP;
+        ru->stop = (uint8_t)-rc;
+        return rc != -PS_STOP_READ;
+    } else if (compile(&row, ru) != 0) {
+        ru->kind = K_STOP;
+        ru->stop = PS_STOP_CFI;
+    }
+    return ru->kind != K_ROW || ru->cfa_reg >= 0;
+}
+
+/*
+ * Applies a rule to rs (cfa: the CFA, where the rule's is an
+ * expression's).  The registers saved relative to the CFA lie side by
+ * side (pushed at entry): one read takes them all.  A frame whose CFI is
+ * the standard rbp frame and nothing else is one frame-pointer step.
+ */
+static int apply(const struct urule *ru, uint64_t cfa, struct ps_regs *rs)
+{
+    if (ru->root)
+        return 0;
+    if (ru->fp && ru->n == 2)
+        return fp_step(rs, 1);
+    if (ru->cfa_reg >= 0) {
+        if (!ps_regs_has(rs, ru->cfa_reg))
+            return -PS_STOP_REGISTER;
+        cfa = rs->r[ru->cfa_reg] + (uint64_t)(int64_t)ru->cfa_off;
+    }
+    uint64_t sp = rs->r[PS_REG_SP];
+    if (cfa <= sp || cfa - sp > PS_MAX_FRAME)
+        return -PS_STOP_BAD_FRAME;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int i = 0; i < ru->n; i++)
+        if (ru->saved[i].how == H_OFFSET) {
+            lo = ru->saved[i].off < lo ? ru->saved[i].off : lo;
+            hi = ru->saved[i].off + 8 > hi ? ru->saved[i].off + 8 : hi;
+        }
+    uint8_t blk[PS_RULE_SAVED * 16];
+    int have = lo < hi && hi - lo <= (int64_t)sizeof blk &&
+               ps_read(blk, (uintptr_t)(cfa + (uint64_t)lo), (size_t)(hi - lo)) == 0;
+    struct ps_regs next = *rs;   /* same_value for what the rule does not name */
+    for (int i = 0; i < ru->n; i++) {
+        int r = ru->saved[i].reg, off = ru->saved[i].off;
+        uint64_t v;
+        switch (ru->saved[i].how) {
+        case H_OFFSET:
+            if (have)
+                memcpy(&v, blk + (off - lo), 8);
+            else if (ps_read(&v, (uintptr_t)(cfa + (uint64_t)(int64_t)off), 8) != 0)
+                return -PS_STOP_READ;
+            ps_regs_set(&next, r, v);
+            break;
+        case H_VAL_OFFSET:
+            ps_regs_set(&next, r, cfa + (uint64_t)(int64_t)off);
+            break;
+        case H_REG:   /* from a register we may not know */
+            if (ps_regs_has(rs, off))
+                ps_regs_set(&next, r, rs->r[off]);
+            else
+                next.valid &= ~(1ull << r);
+            break;
+        default:      /* H_DROP */
+            next.valid &= ~(1ull << r);
             break;
         }
     }
-    if (row.rule[PS_REG_PC] == R_UNDEF)
-        return 0;   /* the outermost frame */
     if (!ps_regs_has(&next, PS_REG_PC))
-        return -1;
+        return -PS_STOP_CFI;
     if (next.r[PS_REG_PC] == 0)
         return 0;
     ps_regs_set(&next, PS_REG_SP, cfa);
-    if (cfa <= rs->r[PS_REG_SP] || cfa - rs->r[PS_REG_SP] > PS_MAX_FRAME)
-        return -1;
     *rs = next;
     return 1;
 }
 
+/* One CFI step (frame pointers where there is no CFI): 1, 0 at the root,
+ * or -cause. */
+static int cfi_step(struct ps_regs *rs, int first)
+{
+    uintptr_t pc = rs->r[PS_REG_PC], at = first ? pc : pc - 1;
+    struct urule *slot = &rules[(at ^ (at >> 11) ^ (at >> 22)) & (PS_RULES - 1)];
+    struct urule fresh;
+    const struct urule *ru = slot;
+    uint64_t cfa = 0;
+    if (slot->gen == rules_gen && slot->at == at) {
+        BUMP(counts.hits);
+    } else {
+        int keep = find_rule(at, rs, &fresh, &cfa);
+        if (keep < 0)
+            return keep;
+        BUMP(counts.misses);
+        ru = &fresh;
+        if (keep) {
+            fresh.at = at;
+            fresh.gen = rules_gen;
+            *slot = fresh;
+        }
+    }
+    switch (ru->kind) {
+    case K_NOCFI:
+        BUMP(counts.nocfi_frames);
+        return fp_step(rs, 0);
+    case K_STOP:
+        return -ru->stop;
+    default:
+        if (ru->fp)
+            BUMP(counts.fp_frames);
+        return apply(ru, cfa, rs);
+    }
+}
+
+#else
+
+void ps_unwind_forget(void)
+{
+}
+
 #endif /* __x86_64__ */
 
-int ps_unwind(const struct ps_regs *regs, uintptr_t *pcs, int max, int *truncated)
+static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
 {
     struct ps_regs rs = *regs;
     int n = 0;
-    *truncated = 0;
+    *stop = PS_STOP_ROOT;
     if (!ps_regs_has(&rs, PS_REG_PC) || !ps_regs_has(&rs, PS_REG_SP)) {
-        *truncated = 1;
+        *stop = PS_STOP_NO_REGS;
         return 0;
     }
     for (;;) {
         if (n >= max) {
-            *truncated = 1;
+            *stop = PS_STOP_MAX;
             return n;
         }
         pcs[n++] = (uintptr_t)rs.r[PS_REG_PC];
         uint64_t old_sp = rs.r[PS_REG_SP];
-        int rc;
 #if defined(__x86_64__)
-        rc = cfi_step(&rs, n == 1);
-        if (rc == -3)
-            rc = fp_step(&rs);
+        int rc = cfi_step(&rs, n == 1);
 #else
-        rc = fp_step(&rs);
+        int rc = fp_step(&rs, 0);
 #endif
-        if (rc == 0)
-            return n;
-        if (rc < 0) {
-            *truncated = 1;
+        if (rc <= 0) {
+            *stop = -rc;
             return n;
         }
-        /* A return address outside every object's code, or a stack that
-         * did not move up: not a frame. */
-        if (rs.r[PS_REG_SP] <= old_sp || ps_objs_find((uintptr_t)rs.r[PS_REG_PC] - 1) == NULL) {
-            *truncated = 1;
+        /* A stack that did not move up, or a return address outside every
+         * object's code: not a frame. */
+        if (rs.r[PS_REG_SP] <= old_sp) {
+            *stop = PS_STOP_BAD_FRAME;
+            return n;
+        }
+        if (ps_objs_find((uintptr_t)rs.r[PS_REG_PC] - 1) == NULL) {
+            *stop = PS_STOP_NO_OBJECT;
             return n;
         }
     }
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);   /* the vDSO: no system call */
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int ps_unwind(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
+{
+    uint64_t t0 = mono_ns();
+    int n = walk(regs, pcs, max, stop);
+    ADD(counts.ns, mono_ns() - t0);
+    ADD(counts.frames, (uint64_t)n);
+    ADD(counts.walks, 1);
+    return n;
+}
+
+void ps_unwind_counts(struct ps_unwind_counts *c)
+{
+    c->walks = atomic_load_explicit(&counts.walks, memory_order_relaxed);
+    c->frames = atomic_load_explicit(&counts.frames, memory_order_relaxed);
+    c->ns = atomic_load_explicit(&counts.ns, memory_order_relaxed);
+    c->hits = atomic_load_explicit(&counts.hits, memory_order_relaxed);
+    c->misses = atomic_load_explicit(&counts.misses, memory_order_relaxed);
+    c->fp_frames = atomic_load_explicit(&counts.fp_frames, memory_order_relaxed);
+    c->nocfi_frames = atomic_load_explicit(&counts.nocfi_frames, memory_order_relaxed);
 }

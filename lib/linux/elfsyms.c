@@ -140,6 +140,47 @@ static void drop_syms(struct ps_obj *o)
     o->bytes = 0;
 }
 
+/*
+ * Makes objs (n of them, malloc'ed; ownership passes here) the list.  The
+ * symbols of objects that stayed (same code address, bias and path) are
+ * kept, the others' freed.  The unwinder's rules cached per address are
+ * forgotten: an object may have gone and another come at its address.
+ */
+static void install(struct ps_obj *objs, size_t n, uintptr_t interp)
+{
+    qsort(objs, n, sizeof *objs, by_lo);
+    for (size_t i = 0; i < T.n; i++) {
+        struct ps_obj *old = &T.objs[i];
+        struct ps_obj *keep = NULL;
+        for (size_t j = 0; j < n && keep == NULL; j++)
+            if (objs[j].lo == old->lo && objs[j].bias == old->bias &&
+                strcmp(objs[j].path, old->path) == 0)
+                keep = &objs[j];
+        if (keep != NULL && old->syms_state != 0) {
+            keep->syms = old->syms;
+            keep->strs = old->strs;
+            keep->nsyms = old->nsyms;
+            keep->bytes = old->bytes;
+            keep->syms_state = old->syms_state;
+        } else {
+            drop_syms(old);
+        }
+        free(old->path);
+    }
+    free(T.objs);
+    T.objs = objs;
+    T.n = n;
+    ps_unwind_forget();
+    /* The interpreter's code: the object whose data holds _PyRuntime
+     * (the executable, or libpython), by its load bias. */
+    Dl_info di;
+    struct link_map *lm = NULL;
+    if (interp != 0 && dladdr1((void *)interp, &di, (void **)&lm, RTLD_DL_LINKMAP) != 0 &&
+        lm != NULL)
+        for (size_t i = 0; i < T.n; i++)
+            T.objs[i].interp = T.objs[i].bias == (uintptr_t)lm->l_addr;
+}
+
 int ps_objs_refresh(uintptr_t interp)
 {
     struct collect c = { .first_only = 1 };
@@ -154,41 +195,34 @@ int ps_objs_refresh(uintptr_t interp)
     if (all.objs == NULL)
         return 0;
     dl_iterate_phdr(collect_cb, &all);
-    qsort(all.objs, all.n, sizeof *all.objs, by_lo);
-    /* Keep the symbols of objects that stayed; free the others'. */
-    for (size_t i = 0; i < T.n; i++) {
-        struct ps_obj *old = &T.objs[i];
-        struct ps_obj *keep = NULL;
-        for (size_t j = 0; j < all.n && keep == NULL; j++)
-            if (all.objs[j].lo == old->lo && all.objs[j].bias == old->bias &&
-                strcmp(all.objs[j].path, old->path) == 0)
-                keep = &all.objs[j];
-        if (keep != NULL && old->syms_state != 0) {
-            keep->syms = old->syms;
-            keep->strs = old->strs;
-            keep->nsyms = old->nsyms;
-            keep->bytes = old->bytes;
-            keep->syms_state = old->syms_state;
-        } else {
-            drop_syms(old);
-        }
-        free(old->path);
-    }
-    free(T.objs);
-    T.objs = all.objs;
-    T.n = all.n;
-    /* The interpreter's code: the object whose data holds _PyRuntime
-     * (the executable, or libpython), by its load bias. */
-    Dl_info di;
-    struct link_map *lm = NULL;
-    if (interp != 0 && dladdr1((void *)interp, &di, (void **)&lm, RTLD_DL_LINKMAP) != 0 &&
-        lm != NULL)
-        for (size_t i = 0; i < T.n; i++)
-            T.objs[i].interp = T.objs[i].bias == (uintptr_t)lm->l_addr;
+    install(all.objs, all.n, interp);
     T.adds = c.adds;
     T.subs = c.subs;
     T.have_counts = 1;
     return 1;
+}
+
+int ps_objs_replace(const struct ps_obj_desc *d, size_t n)
+{
+    struct ps_obj *objs = calloc(n ? n : 1, sizeof *objs);
+    if (objs == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        objs[i].lo = d[i].lo;
+        objs[i].hi = d[i].hi;
+        objs[i].eh_hdr = d[i].eh_hdr;
+        objs[i].syms_state = -1;
+        objs[i].path = strdup(d[i].name);
+        objs[i].name = objs[i].path;
+        if (objs[i].path == NULL) {
+            while (i > 0)
+                free(objs[--i].path);
+            free(objs);
+            return -1;
+        }
+    }
+    install(objs, n, 0);
+    return 0;
 }
 
 void ps_objs_free(void)
@@ -201,6 +235,7 @@ void ps_objs_free(void)
     T.objs = NULL;
     T.n = 0;
     T.have_counts = 0;
+    ps_unwind_forget();
 }
 
 const struct ps_obj *ps_objs_find(uintptr_t pc)

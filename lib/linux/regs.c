@@ -269,6 +269,11 @@ static void copy_regs(const ucontext_t *uc, struct ps_regs *rs)
 }
 #endif
 
+void ps_regs_from_context(const void *ucontext, struct ps_regs *rs)
+{
+    copy_regs(ucontext, rs);
+}
+
 /* Holds the thread until the sampler releases it, or PS_HOLD_NS. */
 static void hold(void)
 {

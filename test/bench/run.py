@@ -41,6 +41,12 @@ Items (--only takes their names, comma-separated):
                10 and 50, one thread blocked (registers from /proc) and one
                running (held by the signal), beside PYSAMPLE_NATIVE=0;
                1 kHz (docs/native.md)
+  rooted   11. PYSAMPLE_NATIVE=1 in real programs (scripts/demo.py and
+               test/bench/native_mix.py: json, hashlib, zlib in three
+               threads) under 3.12.1 (-O3, no frame pointers), Debian's
+               stripped python3.11 and the 3.15 build (frame pointers):
+               the fraction of samples that unwound to the root, and of
+               the others, why not (PYSAMPLE_STATS native_* counters)
 
 Every figure of items 1, 2 and 7 is reported beside the platform's floor
 (test/bench/bench_wake.c: a bare thread that only wakes at the rate), run
@@ -71,6 +77,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 WORKLOAD = os.path.join(HERE, "workload.py")
 ASYNC_WORKLOAD = os.path.join(HERE, "async_workload.py")
+NATIVE_MIX = os.path.join(HERE, "native_mix.py")
+DEMO = os.path.join(ROOT, "scripts", "demo.py")
 
 # Issue #14's targets ("The targets move").  Pinned cost is judged per
 # sample against the floor measured in the same rounds, not as a share of
@@ -385,7 +393,11 @@ def bench_native(ctx, py, depths=(10, 50), reps=3, seconds=1.0, rate=1000):
             if st.get("samples", 0) == 0:
                 continue
             r = res.setdefault("%s/%d/%d" % (m, d, n), {"cpu": [], "tick": [], "native": [],
-                                                       "lost": []})
+                                                       "lost": [], "unwind": [], "frames": []})
+            if st.get("native_unwinds", 0) > 0:
+                # The unwind alone (wall, inside ps_unwind), and its depth.
+                r["unwind"].append(st["native_unwind_ns"] / st["native_unwinds"])
+                r["frames"].append(st["native_unwind_frames"] / st["native_unwinds"])
             r["cpu"].append(st["sampler_cpu_ns"] / st["samples"])
             r["tick"].append(st["tick_p50_ns"])
             r["native"].append(st.get("native_blocked", 0) + st.get("native_held", 0))
@@ -394,8 +406,56 @@ def bench_native(ctx, py, depths=(10, 50), reps=3, seconds=1.0, rate=1000):
     for k, r in res.items():
         out[k] = {"cpu_ns": med(r["cpu"]), "cpu_spread": spread(r["cpu"], "%.0f"),
                   "tick_p50_ns": med(r["tick"]), "native": med(r["native"]),
-                  "lost": max(r["lost"])}
-    log("  native: " + ", ".join("%s %.1f us" % (k, v["cpu_ns"] / 1e3) for k, v in sorted(out.items())))
+                  "lost": max(r["lost"]), "unwind_ns": med(r["unwind"]),
+                  "unwind_spread": spread(r["unwind"], "%.0f"), "frames": med(r["frames"])}
+    log("  native: " + ", ".join("%s %.1f us (unwind %.0f ns, %.0f frames)" %
+                                 (k, v["cpu_ns"] / 1e3, v["unwind_ns"], v["frames"])
+                                 for k, v in sorted(out.items())))
+    return out
+
+
+# Interpreters of item 11: without frame pointers, Debian's stripped one,
+# with frame pointers (labels of test/find_pythons.py).
+ROOTED_PYTHONS = r"3\.12\.1|debian-3\.11\.\d+|3\.15"
+
+
+def bench_rooted(ctx, pythons, reps=2, seconds=3.0, rate=200):
+    """Item 11: what fraction of native samples unwound to the root in
+    real programs, and why the others did not."""
+    progs = {"demo": lambda: [DEMO], "mix": lambda: [NATIVE_MIX, str(seconds)]}
+    out = {}
+    for label, py in pythons:
+        if not re.fullmatch(ROOTED_PYTHONS, label):
+            continue
+        for name, argv in progs.items():
+            tot = {}
+            for rep in range(reps):
+                stats = ctx.path("stats")
+                env = ctx.env(rate, stats)
+                env["PYSAMPLE_NATIVE"] = "1"
+                env["PYSAMPLE_DEMO_SECONDS"] = str(seconds)
+                try:
+                    run([py] + argv(), env)
+                except RuntimeError as e:
+                    log("  rooted %s %s: %s" % (label, name, str(e)[:300]))
+                    continue
+                for k, v in read_stats(stats).items():
+                    if k.startswith("native_") and isinstance(v, int):
+                        tot[k] = tot.get(k, 0) + v
+            n = sum(tot.get("native_" + k, 0) for k in ("root", "truncated", "unavailable", "mismatch"))
+            if n == 0:
+                continue
+            r = {"samples": n}
+            for k in ("root", "truncated", "unavailable", "mismatch"):
+                r[k] = tot.get("native_" + k, 0) / n
+            r["causes"] = {k[len("native_truncated_"):]: v for k, v in tot.items()
+                           if k.startswith("native_truncated_") and v}
+            for k in ("rule_hits", "rule_misses", "fp_frames", "nocfi_frames", "lost", "gone", "failed"):
+                r[k] = tot.get("native_" + k, 0)
+            out["%s/%s" % (name, label)] = r
+            log("  rooted %s %s: %d samples, root %.1f %%, truncated %.1f %% %s, unavailable %.1f %%, "
+                "mismatch %.1f %%" % (name, label, n, 100 * r["root"], 100 * r["truncated"], r["causes"],
+                                      100 * r["unavailable"], 100 * r["mismatch"]))
     return out
 
 
@@ -619,7 +679,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", default="/tmp/pysample-bench")
-    ap.add_argument("--only", default="slowdown,cost,rate,startup,memory,versions,idle,wake,async,native")
+    ap.add_argument("--only", default="slowdown,cost,rate,startup,memory,versions,idle,wake,async,native,rooted")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     ap.add_argument("--primary", help="label of the interpreter measured in full (default: newest)")
     ap.add_argument("--python", action="append", default=[], help="extra interpreter")
@@ -664,6 +724,8 @@ def main():
             results["async"] = bench_async(ctx, py, reps=1 if q else 3)
         if "native" in only:
             results["native"] = bench_native(ctx, py, reps=1 if q else 3)
+        if "rooted" in only:
+            results["rooted"] = bench_rooted(ctx, pythons, reps=1 if q else 2)
         if "versions" in only:
             per = {}
             for label, path in pythons:
@@ -954,14 +1016,34 @@ def render(R):
                 "own work (wall, p50).  Blocked: the thread waits on an Event, its registers "
                 "come from /proc/self/task/TID/syscall; running: it runs Python code and is "
                 "held in the SIGURG handler while its stack is unwound.")
-        table_head(L, "| thread | Python depth | native | CPU per sample | spread | tick p50 | native samples | lost |")
+        table_head(L, "| thread | Python depth | native | CPU per sample | spread | tick p50 | unwind (frames) | native samples | lost |")
         for k in sorted(N, key=lambda k: (k.split("/")[0], int(k.split("/")[1]), k.split("/")[2])):
             m, d, n = k.split("/")
             x = N[k]
-            L.append("| %s | %s | %s | %.1f us | %s ns | %.1f us | %d | %d |" %
+            uw = "-" if x.get("unwind_ns", float("nan")) != x.get("unwind_ns") or n == "0" else \
+                "%.2f us (%.0f)" % (x["unwind_ns"] / 1e3, x["frames"])
+            L.append("| %s | %s | %s | %.1f us | %s ns | %.1f us | %s | %d | %d |" %
                      ("blocked" if m == "idle" else "running", d, "on" if n == "1" else "off",
-                      x["cpu_ns"] / 1e3, x["cpu_spread"], x["tick_p50_ns"] / 1e3, x["native"],
+                      x["cpu_ns"] / 1e3, x["cpu_spread"], x["tick_p50_ns"] / 1e3, uw, x["native"],
                       x["lost"]))
+        L.append("")
+    if "rooted" in R:
+        N = R["rooted"]
+        heading(L, "11. Native samples that unwound to the root (PYSAMPLE_NATIVE=1, 200 Hz)",
+                "demo: scripts/demo.py; mix: test/bench/native_mix.py (json, hashlib, zlib in "
+                "three threads).  Truncated: the walk stopped early, by cause; unavailable: no "
+                "registers (a running thread that did not answer the signal in time, or a "
+                "blocked one that left its call while read); mismatch: the native and Python "
+                "walks disagreed.")
+        table_head(L, "| program | interpreter | samples | to the root | truncated (causes) | unavailable | mismatch | rules cached / looked up | fp frames | no-CFI frames |")
+        for k in sorted(N):
+            prog, label = k.split("/", 1)
+            x = N[k]
+            causes = ", ".join("%s %d" % kv for kv in sorted(x["causes"].items())) or "-"
+            L.append("| %s | %s | %d | %.1f %% | %.1f %% (%s) | %.1f %% | %.1f %% | %d / %d | %d | %d |" %
+                     (prog, label, x["samples"], 100 * x["root"], 100 * x["truncated"], causes,
+                      100 * x["unavailable"], 100 * x["mismatch"], x["rule_hits"], x["rule_misses"],
+                      x["fp_frames"], x["nocfi_frames"]))
         L.append("")
     if "versions" in R:
         heading(L, "6. Per interpreter (items 1 pinned, 2 with one thread, 3 with one thread, 4 python)")

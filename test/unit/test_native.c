@@ -6,19 +6,28 @@
  *            executable's .symtab, static functions included);
  *   unwind   a real stack, captured with getcontext(), unwound through
  *            this executable and the C library to the root (_start), in
- *            order; garbage registers end in a truncation, not a fault;
+ *            order, and again from the rule cache; garbage registers end
+ *            in a truncation with its cause, not a fault;
+ *   rules    fake code with hand-written CFI in fake memory (an -O3 frame,
+ *            a frame-pointer frame, the root, a signal frame, a gap): each
+ *            step follows the CFI, not the frame-pointer chain; repeats
+ *            come from the cache; the cache is forgotten when the objects
+ *            change (a table at the same address that says otherwise);
  *   merge    a function named _PyEval_EvalFrameDefault on that stack
  *            stands for a group of fake Python frames, in its place, with
  *            the frames below it hidden (PYSAMPLE_NATIVE=1) or kept (all).
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "memread.h"
 #include "native.h"
 #include "symtab.h"
+
+#include "fake_memory.h"
 
 #if defined(__x86_64__) && defined(__linux__)
 #include <ucontext.h>
@@ -29,27 +38,12 @@ static volatile int sink;
 static uintptr_t pcs[PS_NATIVE_MAX];
 static int npcs, truncated;
 
-/* The registers getcontext() saved, as the signal handler would give them. */
-static void regs_of(const ucontext_t *uc, struct ps_regs *rs)
-{
-    const greg_t *g = uc->uc_mcontext.gregs;
-    rs->valid = 0;
-    ps_regs_set(rs, 3, (uint64_t)g[REG_RBX]);
-    ps_regs_set(rs, 6, (uint64_t)g[REG_RBP]);
-    ps_regs_set(rs, 7, (uint64_t)g[REG_RSP]);
-    ps_regs_set(rs, 12, (uint64_t)g[REG_R12]);
-    ps_regs_set(rs, 13, (uint64_t)g[REG_R13]);
-    ps_regs_set(rs, 14, (uint64_t)g[REG_R14]);
-    ps_regs_set(rs, 15, (uint64_t)g[REG_R15]);
-    ps_regs_set(rs, 16, (uint64_t)g[REG_RIP]);
-}
-
 NOINLINE static void leaf_capture(void)
 {
     ucontext_t uc;
     struct ps_regs rs;
     getcontext(&uc);
-    regs_of(&uc, &rs);
+    ps_regs_from_context(&uc, &rs);
     npcs = ps_unwind(&rs, pcs, PS_NATIVE_MAX, &truncated);
     sink++;
 }
@@ -111,9 +105,25 @@ static void test_objects(void)
 
 static void test_unwind(void)
 {
+    /* The same walk twice: the same frames up to outer, and the second
+     * time from the rule cache, but for the return address into this
+     * function (two call sites) and a pair that may share a slot (the
+     * cache is direct-mapped). */
+    struct ps_unwind_counts c0, c1;
     outer();
+    uintptr_t first[PS_NATIVE_MAX];
+    int nfirst = npcs, ofirst = find("outer");
+    memcpy(first, pcs, sizeof first);
+    ps_unwind_counts(&c0);
+    outer();
+    ps_unwind_counts(&c1);
     CHECK(npcs >= 5);
-    CHECK_EQ_INT(truncated, 0);   /* reached _start's undefined return address */
+    CHECK_EQ_INT(truncated, PS_STOP_ROOT);   /* reached _start's undefined return address */
+    CHECK_EQ_INT(npcs, nfirst);
+    CHECK(ofirst > 0 && ofirst == find("outer"));
+    CHECK(ofirst > 0 && memcmp(first, pcs, (size_t)(ofirst + 1) * sizeof pcs[0]) == 0);
+    CHECK(c1.hits - c0.hits >= (uint64_t)npcs - 3);
+    CHECK(c1.misses - c0.misses <= 3);
     int l = find("leaf_capture"), m = find("middle"), e = find("_PyEval_EvalFrameDefault"),
         o = find("outer"), mn = find("main");
     CHECK_EQ_INT(l, 0);
@@ -130,19 +140,207 @@ static void test_unwind(void)
     ps_regs_set(&rs, PS_REG_PC, 0x1234);
     ps_regs_set(&rs, PS_REG_SP, 0x2000);
     CHECK_EQ_INT(ps_unwind(&rs, out, 8, &tr), 1);
-    CHECK_EQ_INT(tr, 1);
+    CHECK_EQ_INT(tr, PS_STOP_NO_OBJECT);
     ps_regs_set(&rs, PS_REG_PC, (uintptr_t)&middle + 4);
     CHECK_EQ_INT(ps_unwind(&rs, out, 8, &tr), 1);   /* [sp] unreadable */
-    CHECK_EQ_INT(tr, 1);
+    CHECK(tr != PS_STOP_ROOT);
     ps_regs_set(&rs, PS_REG_SP, UINT64_MAX - 7);
     CHECK_EQ_INT(ps_unwind(&rs, out, 8, &tr), 1);
-    CHECK_EQ_INT(tr, 1);
+    CHECK(tr != PS_STOP_ROOT);
     /* No registers at all. */
     rs.valid = 0;
     CHECK_EQ_INT(ps_unwind(&rs, out, 8, &tr), 0);
-    CHECK_EQ_INT(tr, 1);
-    /* A walk cut at max. */
-    CHECK_EQ_INT(ps_unwind(&(struct ps_regs){ .valid = 0 }, out, 8, &tr), 0);
+    CHECK_EQ_INT(tr, PS_STOP_NO_REGS);
+}
+
+/* ---- rules: fake code, fake CFI, fake stack ------------------------------- */
+
+/* Fake code: 2 KiB inside one page (every address its own cache slot). */
+enum { F_LEAF = 0x100, F_FP = 0x200, F_ROOT = 0x300, F_SIG = 0x400, F_GAP = 0x600, F_END = 0x800 };
+
+struct bytes {
+    uint8_t b[512];
+    size_t n;
+};
+
+static void emit(struct bytes *o, const void *p, size_t n)
+{
+    memcpy(o->b + o->n, p, n);
+    o->n += n;
+}
+
+static void emit_u32(struct bytes *o, uint32_t v) { emit(o, &v, 4); }
+static void emit_u64(struct bytes *o, uint64_t v) { emit(o, &v, 8); }
+
+/* A CIE of version 1, "zR" or "zRS", absolute 8-byte FDE addresses, code
+ * alignment 1, data alignment -8, return address column 16; its initial
+ * rules: CFA = rsp + 8, return address at CFA - 8. */
+static size_t emit_cie(struct bytes *o, int signal)
+{
+    size_t at = o->n;
+    static const uint8_t z[] = { 0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x00,
+                                 0x0c, 7, 8, 0x90, 1 };
+    static const uint8_t zs[] = { 0, 0, 0, 0, 1, 'z', 'R', 'S', 0, 1, 0x78, 16, 1, 0x00,
+                                  0x0c, 7, 8, 0x90, 1 };
+    emit_u32(o, signal ? sizeof zs : sizeof z);
+    emit(o, signal ? zs : z, signal ? sizeof zs : sizeof z);
+    return at;
+}
+
+/* An FDE for [lo, lo + len) with instructions insns; returns its offset. */
+static size_t emit_fde(struct bytes *o, size_t cie, uint64_t lo, uint64_t len,
+                       const uint8_t *insns, size_t n)
+{
+    size_t at = o->n;
+    emit_u32(o, (uint32_t)(4 + 8 + 8 + 1 + n));
+    emit_u32(o, (uint32_t)(at + 4 - cie));   /* back to the CIE */
+    emit_u64(o, lo);
+    emit_u64(o, len);
+    emit(o, "", 1);                          /* no augmentation data */
+    emit(o, insns, n);
+    return at;
+}
+
+/*
+ * A .eh_frame and its .eh_frame_hdr in fake memory for code at base: the
+ * leaf is an -O3 frame (CFA = rsp + leaf_cfa after its prologue, rbx at
+ * CFA - 16 when leaf_cfa is 48), F_FP a frame-pointer frame, F_ROOT the
+ * outermost frame, F_SIG a signal frame, F_GAP without CFI.  Returns the
+ * header's address.
+ */
+static uintptr_t fake_cfi(uintptr_t base, int leaf_cfa)
+{
+    struct bytes eh = { .n = 0 };
+    size_t cie = emit_cie(&eh, 0);
+    uint8_t leaf48[] = { 0x41, 0x0e, 16, 0x83, 2, 0x44, 0x0e, 48 };
+    uint8_t leaf32[] = { 0x41, 0x0e, 32 };
+    uint8_t fp[] = { 0x41, 0x0e, 16, 0x86, 2, 0x43, 0x0d, 6 };
+    uint8_t root[] = { 0x07, 16 };
+    size_t f[4];
+    f[0] = leaf_cfa == 48 ? emit_fde(&eh, cie, base + F_LEAF, 0x100, leaf48, sizeof leaf48)
+                          : emit_fde(&eh, cie, base + F_LEAF, 0x100, leaf32, sizeof leaf32);
+    f[1] = emit_fde(&eh, cie, base + F_FP, 0x100, fp, sizeof fp);
+    f[2] = emit_fde(&eh, cie, base + F_ROOT, 0x100, root, sizeof root);
+    size_t sig = emit_cie(&eh, 1);
+    f[3] = emit_fde(&eh, sig, base + F_SIG, 0x100, root, 0);
+    emit_u32(&eh, 0);                        /* terminator */
+    uintptr_t frame = alloc(eh.n);
+    memcpy((void *)frame, eh.b, eh.n);
+
+    /* version 1, eh_frame_ptr udata4, count udata4, table datarel|sdata4 */
+    uintptr_t hdr = alloc(12 + 4 * 8 + 16);
+    uint8_t h[4] = { 1, 0x03, 0x03, 0x3b };
+    memcpy((void *)hdr, h, 4);
+    uint32_t v = (uint32_t)frame, count = 4;
+    memcpy((void *)(hdr + 4), &v, 4);
+    memcpy((void *)(hdr + 8), &count, 4);
+    static const uint64_t starts[4] = { F_LEAF, F_FP, F_ROOT, F_SIG };
+    for (int i = 0; i < 4; i++) {
+        int32_t e[2] = { (int32_t)(base + starts[i] - hdr), (int32_t)(frame + f[i] - hdr) };
+        memcpy((void *)(hdr + 12 + 8 * (uintptr_t)i), e, 8);
+    }
+    return hdr;
+}
+
+static void test_rules(void)
+{
+    uintptr_t page = alloc(8192), base = (page + 4095) & ~(uintptr_t)4095;
+    uintptr_t hdr1 = fake_cfi(base, 48), hdr2 = fake_cfi(base, 32);
+    struct ps_obj_desc obj = { base, base + F_END, hdr1, "fake.so" };
+    CHECK_EQ_INT(ps_objs_replace(&obj, 1), 0);
+
+    /* The stack: the leaf's frame at S (rbx saved at S + 32, the return
+     * address into F_FP at S + 40), then F_FP's frame at B = S + 64 (the
+     * caller's rbp, the return address into F_ROOT). */
+    uintptr_t S = alloc(256), B = S + 64;
+    put_i64(S + 32, 0x1111);
+    put_ptr(S + 40, base + F_FP + 0x40);
+    put_ptr(B, 0x77);
+    put_ptr(B + 8, base + F_ROOT + 0x10);
+    put_ptr(S + 24, base + F_ROOT + 0x20);   /* where the second table's leaf returns */
+
+    struct ps_regs rs = { .valid = 0 };
+    ps_regs_set(&rs, PS_REG_PC, base + F_LEAF + 0x20);
+    ps_regs_set(&rs, PS_REG_SP, S);
+    ps_regs_set(&rs, PS_REG_FP, B);
+    ps_regs_set(&rs, 3, 0x2222);
+    uintptr_t out[8];
+    int stop;
+    struct ps_unwind_counts c0, c1, c2;
+
+    /* The CFI's walk: leaf -> F_FP (by the leaf's CFI, not by rbp, which
+     * points at F_FP's frame and would skip it) -> F_ROOT. */
+    ps_unwind_counts(&c0);
+    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &stop), 3);
+    CHECK_EQ_INT(stop, PS_STOP_ROOT);
+    CHECK_EQ_INT(out[0], base + F_LEAF + 0x20);
+    CHECK_EQ_INT(out[1], base + F_FP + 0x40);
+    CHECK_EQ_INT(out[2], base + F_ROOT + 0x10);
+    ps_unwind_counts(&c1);
+    CHECK_EQ_INT(c1.misses - c0.misses, 3);
+    CHECK_EQ_INT(c1.hits - c0.hits, 0);
+    CHECK_EQ_INT(c1.fp_frames - c0.fp_frames, 1);   /* F_FP's frame, by its CFI */
+
+    /* Again: every rule from the cache, the same walk. */
+    memset(out, 0, sizeof out);
+    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &stop), 3);
+    CHECK_EQ_INT(stop, PS_STOP_ROOT);
+    CHECK_EQ_INT(out[1], base + F_FP + 0x40);
+    CHECK_EQ_INT(out[2], base + F_ROOT + 0x10);
+    ps_unwind_counts(&c2);
+    CHECK_EQ_INT(c2.hits - c1.hits, 3);
+    CHECK_EQ_INT(c2.misses - c1.misses, 0);
+
+    /* Cut after one frame: the frame limit is a cause of its own. */
+    CHECK_EQ_INT(ps_unwind(&rs, out, 1, &stop), 1);
+    CHECK_EQ_INT(stop, PS_STOP_MAX);
+
+    /* A frame-pointer frame whose rbp is 0 is no root: the CFI says rbp
+     * holds the frame's base. */
+    struct ps_regs fr = { .valid = 0 };
+    ps_regs_set(&fr, PS_REG_PC, base + F_FP + 0x40);
+    ps_regs_set(&fr, PS_REG_SP, S);
+    ps_regs_set(&fr, PS_REG_FP, 0);
+    CHECK_EQ_INT(ps_unwind(&fr, out, 8, &stop), 1);
+    CHECK(stop != PS_STOP_ROOT);
+    /* ... and one whose rbp is not known (a blocked thread: sp, pc). */
+    fr.valid &= ~(1ull << PS_REG_FP);
+    CHECK_EQ_INT(ps_unwind(&fr, out, 8, &stop), 1);
+    CHECK_EQ_INT(stop, PS_STOP_REGISTER);
+
+    /* A signal frame stops the walk, saying so (twice: from the cache). */
+    for (int i = 0; i < 2; i++) {
+        ps_regs_set(&fr, PS_REG_PC, base + F_SIG + 0x8);
+        CHECK_EQ_INT(ps_unwind(&fr, out, 8, &stop), 1);
+        CHECK_EQ_INT(stop, PS_STOP_SIGNAL);
+    }
+
+    /* No CFI for the pc (the gap): the frame-pointer chain, then CFI. */
+    ps_unwind_counts(&c0);
+    ps_regs_set(&fr, PS_REG_PC, base + F_GAP + 0x8);
+    ps_regs_set(&fr, PS_REG_FP, B);
+    CHECK_EQ_INT(ps_unwind(&fr, out, 8, &stop), 2);
+    CHECK_EQ_INT(stop, PS_STOP_ROOT);
+    CHECK_EQ_INT(out[1], base + F_ROOT + 0x10);
+    ps_unwind_counts(&c1);
+    CHECK_EQ_INT(c1.nocfi_frames - c0.nocfi_frames, 1);
+
+    /* Another object at the same address whose CFI says otherwise (the
+     * leaf's CFA is rsp + 32): the cache must not answer for the old one. */
+    obj.eh_hdr = hdr2;
+    CHECK_EQ_INT(ps_objs_replace(&obj, 1), 0);
+    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &stop), 2);
+    CHECK_EQ_INT(stop, PS_STOP_ROOT);
+    CHECK_EQ_INT(out[1], base + F_ROOT + 0x20);
+
+    /* Gone altogether: its addresses are in no object. */
+    CHECK_EQ_INT(ps_objs_replace(NULL, 0), 0);
+    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &stop), 1);
+    CHECK_EQ_INT(stop, PS_STOP_NO_OBJECT);
+
+    /* The real objects again, for what follows. */
+    ps_objs_free();
+    CHECK_EQ_INT(ps_objs_refresh(0), 1);
 }
 
 static void names_of(struct ps_symtab *t, const uint64_t *st, int d, char *buf, size_t len)
@@ -156,8 +354,22 @@ static void names_of(struct ps_symtab *t, const uint64_t *st, int d, char *buf, 
     }
 }
 
+/* A PYSAMPLE_STATS counter of ps_native_stats, or -1. */
+static long long stat_of(const char *name)
+{
+    char buf[2048], key[96];
+    buf[0] = '\n';   /* so that the first line is found as the others */
+    CHECK(ps_native_stats(buf + 1, sizeof buf - 1) > 0);
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(buf, key);
+    return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
 static void test_merge(void)
 {
+    long long root = stat_of("native_root"), mism = stat_of("native_mismatch"),
+              unav = stat_of("native_unavailable"), tmax = stat_of("native_truncated_max"),
+              tr = stat_of("native_truncated");
     struct ps_symtab t;
     CHECK_EQ_INT(ps_symtab_init(&t, 1000), 0);
     /* A new table where the last one was: the cached names are void (the
@@ -183,7 +395,7 @@ static void test_merge(void)
 
     /* A walk that stopped below the evaluation loop: the Python frames it
      * did not reach at the root, then the marker. */
-    d = ps_native_merge(&t, PS_NATIVE_ON, py, 2, pcs, 2, 1, NULL, st, PS_NATIVE_MAX + 8);
+    d = ps_native_merge(&t, PS_NATIVE_ON, py, 2, pcs, 2, PS_STOP_MAX, NULL, st, PS_NATIVE_MAX + 8);
     names_of(&t, st, d, buf, sizeof buf);
     CHECK_EQ_STR(buf, "py_a;py_b;[native: truncated];middle;leaf_capture");
 
@@ -202,6 +414,15 @@ static void test_merge(void)
     py[0].entry = 0;
     CHECK_EQ_INT(ps_native_merge(&t, PS_NATIVE_ON, py, 2, pcs, npcs, 0, NULL, st, 3), 3);
     ps_symtab_free(&t);
+
+    /* Each merge counted once, by outcome. */
+    CHECK_EQ_INT(stat_of("native_root") - root, 3);
+    CHECK_EQ_INT(stat_of("native_mismatch") - mism, 1);
+    CHECK_EQ_INT(stat_of("native_unavailable") - unav, 1);
+    CHECK_EQ_INT(stat_of("native_truncated_max") - tmax, 1);
+    CHECK_EQ_INT(stat_of("native_truncated") - tr, 1);
+    char small[16];
+    CHECK_EQ_INT(ps_native_stats(small, sizeof small), 0);
 }
 
 static void run_all(const char *path)
@@ -210,6 +431,7 @@ static void run_all(const char *path)
     npcs = 0;
     test_unwind();
     test_merge();
+    test_rules();
 }
 
 int main(void)
