@@ -55,8 +55,38 @@ enum ps_native_mode { PS_NATIVE_OFF = 0, PS_NATIVE_ON, PS_NATIVE_ALL };
 
 struct ps_regs {
     uint64_t r[PS_REG_N];
-    uint64_t valid;         /* bit i: r[i] is known */
+    uint64_t valid;         /* bit i: r[i] is known; PS_REGS_LEAF_RET: leaf_ret is */
+    uint64_t leaf_ret;      /* the frame-0 contract, below */
 };
+
+/*
+ * The frame-0 contract.  pcs[0] of an unwind is always the interrupted pc.
+ * A function that has not pushed its frame record (a leaf that never does:
+ * arm64 leaves, the system-call stubs of macOS's libsystem_kernel; any
+ * function in its prologue or epilogue) is not in the frame-pointer chain,
+ * which then starts at its caller's record and would skip that caller.  A
+ * capture that can tell (lib/darwin/native.c: arm64 lr, x86_64 [sp]) sets
+ * PS_REGS_LEAF_RET in valid and leaf_ret to the interrupted function's
+ * return address: the unwind takes it as frame 1 and goes on from the same
+ * registers (fp still points at that caller's record).  Nothing else sets
+ * it (Linux captures never do), so leaf_ret is read only under that bit.
+ */
+#define PS_REGS_LEAF_RET (1ull << 63)
+
+/*
+ * A return address read from a frame record, as a plain address.  On macOS
+ * arm64 the system libraries are arm64e code, which signs the return
+ * address before saving it (pointer authentication); the signature sits in
+ * the bits above the 47-bit user address space.  Elsewhere: unchanged.
+ */
+static inline uint64_t ps_ret_addr(uint64_t a)
+{
+#if defined(__APPLE__) && defined(__aarch64__)
+    return a & ((1ull << 47) - 1);
+#else
+    return a;
+#endif
+}
 
 static inline void ps_regs_set(struct ps_regs *rs, int i, uint64_t v)
 {
@@ -104,7 +134,7 @@ struct ps_native_counts {
 };
 void ps_native_counts(struct ps_native_counts *c);
 
-/* --- loaded objects and symbols (lib/linux/elfsyms.c) ------------------- */
+/* --- loaded objects and symbols (lib/linux/elfsyms.c, lib/darwin/machosyms.c) */
 
 struct ps_obj;
 

@@ -75,11 +75,12 @@ static int fp_step(struct ps_regs *rs, int cfi)
     uint64_t pair[2];
     if (ps_read(pair, (uintptr_t)fp, sizeof pair) != 0)
         return -PS_STOP_READ;
-    if (pair[1] == 0)
+    uint64_t ra = ps_ret_addr(pair[1]);
+    if (ra == 0)
         return 0;
     ps_regs_set(rs, PS_REG_FP, pair[0]);
     ps_regs_set(rs, PS_REG_SP, fp + 16);
-    ps_regs_set(rs, PS_REG_PC, pair[1]);
+    ps_regs_set(rs, PS_REG_PC, ra);
     return 1;
 }
 
@@ -838,6 +839,18 @@ static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
             return n;
         }
         pcs[n++] = (uintptr_t)rs.r[PS_REG_PC];
+        /* Frame 0 without its frame record (native.h, the frame-0
+         * contract): its return address is frame 1, and the registers
+         * already describe that caller's frame. */
+        if (rs.valid & PS_REGS_LEAF_RET) {
+            rs.valid &= ~PS_REGS_LEAF_RET;
+            if (ps_objs_find((uintptr_t)rs.leaf_ret - 1) == NULL) {
+                *stop = PS_STOP_NO_OBJECT;
+                return n;
+            }
+            rs.r[PS_REG_PC] = rs.leaf_ret;
+            continue;
+        }
         uint64_t old_sp = rs.r[PS_REG_SP];
 #if defined(__x86_64__)
         int rc = cfi_step(&rs, n == 1);
