@@ -77,10 +77,60 @@ void ps_darwin_threads_after_fork(void);
  * Returns 0 or -1 (out of memory: no copy, reads stay live).
  */
 int ps_darwin_copy_reserve(size_t records, size_t bytes);
+/* 1 if the buffer already has that room (no allocation needed), else 0. */
+int ps_darwin_copy_fits(size_t records, size_t bytes);
 void ps_darwin_copy_record(void);
 void ps_darwin_copy_replay(void);
 void ps_darwin_copy_off(void);
 /* Copies [addr, addr + n) out of the recording: 0, or -1 if not recorded. */
 int ps_darwin_copy_get(void *dst, uintptr_t addr, size_t n);
+
+/* --- the native hold (native.c, suspend.c) ----------------------------------
+ *
+ * With PYSAMPLE_NATIVE, ps_native_capture (native.c) suspends the thread,
+ * reads its registers with thread_get_state and leaves it suspended: the
+ * sampler unwinds it right away, then ps_thread_copy_begin (suspend.c)
+ * copies its Python frames within the same suspension and resumes it.  One
+ * window for both, so the native and the Python stack describe the same
+ * instant.  Whatever happens, the thread is resumed before anything that
+ * may allocate runs: ps_thread_copy_begin resumes it on every path,
+ * ps_thread_copy_end and ps_darwin_hold_end on theirs.
+ *
+ *   ps_darwin_hold_begin  reserves the copy's room as the last copy needed
+ *                         it, then suspends; 0, or -1 (the thread ended)
+ *   ps_darwin_held        the port of tid if it is held now, else
+ *                         MACH_PORT_NULL (ps_thread_copy_begin's question)
+ *   ps_darwin_hold_copied the copy was taken inside the hold; resumed
+ *   ps_darwin_hold_end    resumes a thread still held; 0 if its copy was
+ *                         taken inside the hold, -1 if not
+ *   ps_darwin_hold_forget the child of fork: the held thread is not there
+ */
+int ps_darwin_hold_begin(long tid, mach_port_t port);
+mach_port_t ps_darwin_held(long tid);
+void ps_darwin_hold_copied(void);
+int ps_darwin_hold_end(void);
+void ps_darwin_hold_forget(void);
+
+/* Which thread state the registers are read as: the machine's, or the one
+ * that test/cross/test_darwin_copy.c asks for (it runs the logic of both
+ * on Linux against a fake Mach layer). */
+#ifndef PS_DARWIN_ARM64
+#if defined(__aarch64__) || defined(__arm64__)
+#define PS_DARWIN_ARM64 1
+#else
+#define PS_DARWIN_ARM64 0
+#endif
+#endif
+
+/* --- images (machosyms.c) ---------------------------------------------------- */
+
+/*
+ * 1 if a and b lie in the same function of the same image, 0 if not (other
+ * images, or two functions), -1 if that is not known yet (the image's
+ * function starts are read with its symbols, the first time one of its
+ * addresses is named).  No allocation, no lock: it runs while a thread is
+ * suspended (native.c's frame-0 rule).
+ */
+int ps_darwin_same_function(uintptr_t a, uintptr_t b);
 
 #endif

@@ -125,6 +125,11 @@ int ps_darwin_copy_reserve(size_t records, size_t bytes)
     return 0;
 }
 
+int ps_darwin_copy_fits(size_t records, size_t bytes)
+{
+    return records <= copy.caprecs && bytes <= copy.capdata;
+}
+
 void ps_darwin_copy_record(void)
 {
     copy.owner = pthread_self();

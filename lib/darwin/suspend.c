@@ -16,6 +16,10 @@
  *      older frames are then usually already in the copy and a 20-frame
  *      stack costs two or three reads instead of twenty.
  *   3. thread_resume().
+ * With PYSAMPLE_NATIVE the suspension begins earlier, in ps_native_capture
+ * (native.c), which reads the registers; the sampler unwinds the native
+ * stack while the thread is still suspended, and step 1 here is skipped:
+ * one suspension for both stacks (darwin.h, "the native hold").
  *   4. The ordinary walk (frames.c) runs with replay on, reading the frames
  *      from the copy; resolving a new code object may allocate, which is
  *      now safe.  ps_thread_copy_end() turns replay off.
@@ -25,7 +29,9 @@
  * symbol bind), no pthread call that locks.  What runs there is this file,
  * ps_read() (atomics), read.c (memcpy and the mach_vm_read_overwrite trap,
  * whose MIG reply port is per-thread), frames.c's ps_thread_top_frame (pure
- * code) and thread_resume.  The symbols they use are bound before the first
+ * code) and thread_resume; with native stacks also thread_get_state,
+ * native.c's frame-0 rule, unwind.c and machosyms.c's lookups (tables built
+ * before the tick).  The symbols they use are bound before the first
  * suspension (probes in ps_plat_read_init and ps_threads_track, and the
  * dylib is linked to bind at load where the linker allows it).
  *
@@ -45,6 +51,70 @@
 
 static unsigned char scratch[SPAN + 1024];
 
+/* The native hold (darwin.h): a thread that ps_native_capture suspended. */
+enum { HOLD_NONE = 0, HOLD_SUSPENDED, HOLD_COPIED };
+static struct {
+    int state;
+    long tid;
+    mach_port_t port;
+} hold;
+/* What the last copy reserved: a hold reserves as much before suspending,
+ * so that the copy made inside it needs no allocation. */
+static size_t last_records, last_bytes;
+
+int ps_darwin_hold_begin(long tid, mach_port_t port)
+{
+    (void)ps_darwin_hold_end();
+    if (last_records != 0 && ps_darwin_copy_reserve(last_records, last_bytes) != 0)
+        return -1;
+    if (thread_suspend(port) != KERN_SUCCESS) {
+        ps_darwin_thread_gone(tid);
+        return -1;
+    }
+    hold.state = HOLD_SUSPENDED;
+    hold.tid = tid;
+    hold.port = port;
+    return 0;
+}
+
+mach_port_t ps_darwin_held(long tid)
+{
+    return hold.state == HOLD_SUSPENDED && hold.tid == tid ? hold.port : MACH_PORT_NULL;
+}
+
+void ps_darwin_hold_copied(void)
+{
+    if (hold.state == HOLD_SUSPENDED) {
+        thread_resume(hold.port);
+        hold.state = HOLD_COPIED;
+    }
+}
+
+int ps_darwin_hold_end(void)
+{
+    int rc = hold.state == HOLD_COPIED ? 0 : -1;
+    if (hold.state == HOLD_SUSPENDED)
+        thread_resume(hold.port);
+    hold.state = HOLD_NONE;
+    return rc;
+}
+
+void ps_darwin_hold_forget(void)
+{
+    hold.state = HOLD_NONE;
+}
+
+/* A thread still held when the copy cannot be made inside the hold: it
+ * is resumed now (the walk after this may allocate), and the native part
+ * of this sample is dropped (ps_darwin_hold_end says -1). */
+static void drop_hold(void)
+{
+    if (hold.state == HOLD_SUSPENDED) {
+        thread_resume(hold.port);
+        hold.state = HOLD_NONE;
+    }
+}
+
 /* Records [lo, frame + n) in one read, lo as far down as SPAN within the
  * frame's page.  Failure is fine: the caller reads the frame alone. */
 static void read_span(uintptr_t frame, size_t n)
@@ -62,23 +132,37 @@ int ps_thread_copy_begin(const struct ps_python *py, long tid, uintptr_t tsp, ui
     uint8_t fr[512];
 
     ps_darwin_copy_off();
-    if (tid <= 0 || tid == ps_gettid() || L->fr_read > sizeof fr || max_frames < 0)
+    /* Held by ps_native_capture: already suspended, with its registers
+     * taken; the copy below joins that suspension (darwin.h). */
+    mach_port_t port = ps_darwin_held(tid);
+    int held = port != MACH_PORT_NULL;
+    if (tid <= 0 || tid == ps_gettid() || L->fr_read > sizeof fr || max_frames < 0) {
+        drop_hold();
         return 0;  /* unknown thread, or ourselves: read it live */
-    mach_port_t port = ps_darwin_thread_port(tid);
+    }
+    if (!held)
+        port = ps_darwin_thread_port(tid);
     if (port == MACH_PORT_NULL)
         return 0;
 
     /* Room for every read the loop below may make; allocating is allowed
-     * here, before the suspension. */
+     * here, before the suspension (a held thread: only if the room is
+     * already there, else it is resumed first). */
     size_t frames = (size_t)ps_walk_budget(max_frames);
     int span = L->frame_kind == PS_FRAMES_INTERP;
-    if (ps_darwin_copy_reserve(frames + SPAN_ROOM / SPAN + 8,
-                               frames * L->fr_read + L->ts_read + 64 + (span ? SPAN_ROOM : 0)) != 0)
+    size_t records = frames + SPAN_ROOM / SPAN + 8;
+    size_t bytes = frames * L->fr_read + L->ts_read + 64 + (span ? SPAN_ROOM : 0);
+    last_records = records;
+    last_bytes = bytes;
+    if (held && !ps_darwin_copy_fits(records, bytes)) {
+        drop_hold();
+        held = 0;
+    }
+    if (!held && ps_darwin_copy_reserve(records, bytes) != 0)
         return 0;
 
     ps_darwin_copy_record();
-    kern_return_t kr = thread_suspend(port);
-    if (kr != KERN_SUCCESS) {
+    if (!held && thread_suspend(port) != KERN_SUCCESS) {
         ps_darwin_copy_off();
         ps_darwin_thread_gone(tid);
         return -1;  /* the thread has ended */
@@ -107,7 +191,10 @@ int ps_thread_copy_begin(const struct ps_python *py, long tid, uintptr_t tsp, ui
             break;
         frame = back;
     }
-    thread_resume(port);
+    if (held)
+        ps_darwin_hold_copied();   /* resumes it */
+    else
+        thread_resume(port);
     /* --- resumed ------------------------------------------------------- */
 
     if (!ts_ok) {
@@ -123,5 +210,8 @@ const int ps_plat_walk_reads_copy = 1;
 
 void ps_thread_copy_end(void)
 {
+    /* Never leave a thread suspended past the sample (a safety net: the
+     * sampler ends every hold with ps_native_release). */
+    drop_hold();
     ps_darwin_copy_off();
 }
