@@ -294,6 +294,7 @@ int ps_objs_refresh(uintptr_t interp)
     free(T.objs);
     T.objs = objs;
     T.n = n;
+    ps_unwind_forget();   /* its cache is per address: stale now */
     /* The interpreter's code: the image whose segments hold _PyRuntime
      * (the executable, or libpython / the Python framework). */
     for (size_t i = 0; i < T.n; i++)
@@ -310,6 +311,7 @@ void ps_objs_free(void)
     T.objs = NULL;
     T.n = 0;
     T.have_list = 0;
+    ps_unwind_forget();
     while (n > 0) {
         n--;
         drop_syms(&objs[n]);
