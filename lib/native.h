@@ -6,14 +6,17 @@
  *
  *   capture   the thread's registers (platform: lib/linux/regs.c): a thread
  *             blocked in a system call from /proc, a running one from a
- *             signal whose handler holds it still until released;
+ *             signal whose handler holds it still until released; macOS
+ *             (lib/darwin/native.c): thread_get_state of the thread
+ *             suspended until its Python frames are copied (suspend.c);
  *   unwind    the register set into return addresses (unwind.c: DWARF CFI
  *             from the in-memory .eh_frame_hdr, frame pointers where there
  *             is no CFI), every load through ps_read();
  *   merge     the native frames with the Python walk (native.c): each
  *             evaluation-loop frame stands for the Python frames it runs.
  *
- * The loaded objects and their symbols (lib/linux/elfsyms.c) are refreshed
+ * The loaded objects and their symbols (lib/linux/elfsyms.c,
+ * lib/darwin/machosyms.c) are refreshed
  * by the sampler thread before each tick, outside any hold: looking an
  * address up in them during a hold takes no lock and allocates nothing.
  */
