@@ -210,13 +210,14 @@ int ps_native_stats(char *buf, size_t len)
     int m = snprintf(buf, len,
                      "native_root %llu\nnative_truncated %llu\nnative_unavailable %llu\n"
                      "native_mismatch %llu\nnative_rule_hits %llu\nnative_rule_misses %llu\n"
-                     "native_fp_frames %llu\nnative_nocfi_frames %llu\n"
+                     "native_fp_frames %llu\nnative_nocfi_frames %llu\nnative_signal_frames %llu\n"
                      "native_unwinds %llu\nnative_unwind_frames %llu\nnative_unwind_ns %llu\n",
                      (unsigned long long)atomic_load(&outcomes[O_ROOT]), (unsigned long long)tr,
                      (unsigned long long)atomic_load(&outcomes[O_UNAVAILABLE]),
                      (unsigned long long)atomic_load(&outcomes[O_MISMATCH]),
                      (unsigned long long)u.hits, (unsigned long long)u.misses,
                      (unsigned long long)u.fp_frames, (unsigned long long)u.nocfi_frames,
+                     (unsigned long long)u.signal_frames,
                      (unsigned long long)u.walks, (unsigned long long)u.frames,
                      (unsigned long long)u.ns);
     for (int i = 1; m > 0 && (size_t)m < len - n && i < PS_STOP_N; i++) {

@@ -177,7 +177,7 @@ enum ps_unwind_stop {
     PS_STOP_MAX,         /* the frame limit */
     PS_STOP_NO_OBJECT,   /* a pc in no loaded object's code (JIT code, garbage) */
     PS_STOP_CFI,         /* CFI we do not follow (an expression, an unknown opcode) */
-    PS_STOP_SIGNAL,      /* a signal frame (a handler's return trampoline) */
+    PS_STOP_SIGNAL,      /* signal frames (nested more than we follow, or not Linux) */
     PS_STOP_REGISTER,    /* the CFA's register is not known (blocked: sp and pc only) */
     PS_STOP_READ,        /* a saved register or an unwind table was unreadable */
     PS_STOP_BAD_FRAME,   /* a step down the stack, or one too large */
@@ -199,10 +199,11 @@ void ps_unwind_forget(void);
 
 /* How frames were unwound, for PYSAMPLE_STATS: rules found in the cache,
  * rules looked up in the CFI, frames that were frame-pointer frames by
- * their CFI, frames of code without CFI walked by frame pointers; and
+ * their CFI, frames of code without CFI walked by frame pointers, signal
+ * handlers' frames crossed into the interrupted context; and
  * the walks, their frames and their time (wall, ns) in all. */
 struct ps_unwind_counts {
-    uint64_t hits, misses, fp_frames, nocfi_frames;
+    uint64_t hits, misses, fp_frames, nocfi_frames, signal_frames;
     uint64_t walks, frames, ns;
 };
 void ps_unwind_counts(struct ps_unwind_counts *c);

@@ -9,8 +9,8 @@
  * gcc and clang emit for ordinary code are followed (def_cfa with offsets,
  * offset/val_offset/register/same/undefined, remember/restore_state), and
  * the register-arithmetic CFA expression of PLT stubs.  Anything else
- * (other expressions, signal trampolines, 64-bit DWARF, a CFA register
- * whose value is unknown) stops the walk, which is then reported
+ * (other expressions, 64-bit DWARF, a CFA register whose value is
+ * unknown) stops the walk, which is then reported
  * truncated, with why (enum ps_unwind_stop); it is never guessed.  An
  * object with no unwind information for pc falls back to the frame
  * pointer chain, as do architectures other than x86-64 (compiled and
@@ -31,13 +31,19 @@
  * object's code.  The root is where the CFI marks the return address
  * undefined (_start, clone/clone3 thread starts) or a frame pointer or
  * return address of 0.  Frame 0 is the interrupted pc itself, looked up
- * as is; the others are return addresses, looked up at pc - 1.
+ * as is; the others are return addresses, looked up at pc - 1.  A signal
+ * handler's frame (Linux: the C library's return trampoline) is crossed
+ * into the context the signal interrupted, from the kernel's signal frame.
  *
  * No allocation, no lock: it runs while a thread is held in our handler.
  */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
+#if defined(__linux__)
+#include <sys/ucontext.h>
+#endif
 
 #include "memread.h"
 #include "native.h"
@@ -46,13 +52,15 @@
  * a wrong step (the thread stacks here are at most a few MiB; one frame
  * of more than 16 MiB is no real frame). */
 #define PS_MAX_FRAME (16u << 20)
+/* Signal handlers' frames one walk goes through (nested handlers). */
+#define PS_SIGNAL_FRAMES 4
 
 /* ---- frame pointers ------------------------------------------------------ */
 
 /* Counters of how frames were unwound (PYSAMPLE_STATS), written by the
  * sampler thread only: relaxed loads and stores, no read-modify-write. */
 static struct {
-    _Atomic uint64_t hits, misses, fp_frames, nocfi_frames, walks, frames, ns;
+    _Atomic uint64_t hits, misses, fp_frames, nocfi_frames, signal_frames, walks, frames, ns;
 } counts;
 #define ADD(x, v) atomic_store_explicit(&(x), atomic_load_explicit(&(x), memory_order_relaxed) + (v), \
                                         memory_order_relaxed)
@@ -780,8 +788,32 @@ static int apply(const struct urule *ru, uint64_t cfa, struct ps_regs *rs)
     return 1;
 }
 
+#if defined(__linux__)
+/*
+ * Through a signal handler's frame: pc is in the C library's return
+ * trampoline (__restore_rt, whose CIE is marked 'S'), where the stack
+ * pointer points at the ucontext_t the kernel saved the interrupted
+ * registers in (the kernel's signal frame layout, an ABI: glibc's CFI
+ * for the trampoline says the same with expressions).  The walk goes on
+ * from the interrupted pc, which is exact, not a return address; that
+ * context may be on another stack (sigaltstack), so the step need not
+ * move up.  2, or -cause.
+ */
+static int sigframe_step(struct ps_regs *rs)
+{
+    ucontext_t uc;
+    uintptr_t at = (uintptr_t)rs->r[PS_REG_SP] + offsetof(ucontext_t, uc_mcontext.gregs);
+    if (ps_read(&uc.uc_mcontext.gregs, at, sizeof uc.uc_mcontext.gregs) != 0)
+        return -PS_STOP_READ;
+    ps_regs_from_context(&uc, rs);
+    BUMP(counts.signal_frames);
+    return 2;
+}
+#endif
+
 /* One CFI step (frame pointers where there is no CFI): 1, 0 at the root,
- * or -cause. */
+ * 2 into an interrupted context (exact pc, maybe another stack), or
+ * -cause. */
 static int cfi_step(struct ps_regs *rs, int first)
 {
     uintptr_t pc = rs->r[PS_REG_PC], at = first ? pc : pc - 1;
@@ -808,6 +840,10 @@ static int cfi_step(struct ps_regs *rs, int first)
         BUMP(counts.nocfi_frames);
         return fp_step(rs, 0);
     case K_STOP:
+#if defined(__linux__)
+        if (ru->stop == PS_STOP_SIGNAL)
+            return sigframe_step(rs);
+#endif
         return -ru->stop;
     default:
         if (ru->fp)
@@ -833,6 +869,10 @@ static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
         *stop = PS_STOP_NO_REGS;
         return 0;
     }
+    /* exact: pc is where the thread stopped (frame 0, or the context a
+     * signal interrupted), not a return address.  Signal frames crossed
+     * may change stacks: a few only (each is a handler running). */
+    int exact = 1, signals = 0;
     for (;;) {
         if (n >= max) {
             *stop = PS_STOP_MAX;
@@ -853,7 +893,7 @@ static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
         }
         uint64_t old_sp = rs.r[PS_REG_SP];
 #if defined(__x86_64__)
-        int rc = cfi_step(&rs, n == 1);
+        int rc = cfi_step(&rs, exact);
 #else
         int rc = fp_step(&rs, 0);
 #endif
@@ -861,13 +901,18 @@ static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
             *stop = -rc;
             return n;
         }
+        exact = rc == 2;
+        if (exact && ++signals > PS_SIGNAL_FRAMES) {
+            *stop = PS_STOP_SIGNAL;
+            return n;
+        }
         /* A stack that did not move up, or a return address outside every
          * object's code: not a frame. */
-        if (rs.r[PS_REG_SP] <= old_sp) {
+        if (!exact && rs.r[PS_REG_SP] <= old_sp) {
             *stop = PS_STOP_BAD_FRAME;
             return n;
         }
-        if (ps_objs_find((uintptr_t)rs.r[PS_REG_PC] - 1) == NULL) {
+        if (ps_objs_find((uintptr_t)rs.r[PS_REG_PC] - !exact) == NULL) {
             *stop = PS_STOP_NO_OBJECT;
             return n;
         }
@@ -900,4 +945,5 @@ void ps_unwind_counts(struct ps_unwind_counts *c)
     c->misses = atomic_load_explicit(&counts.misses, memory_order_relaxed);
     c->fp_frames = atomic_load_explicit(&counts.fp_frames, memory_order_relaxed);
     c->nocfi_frames = atomic_load_explicit(&counts.nocfi_frames, memory_order_relaxed);
+    c->signal_frames = atomic_load_explicit(&counts.signal_frames, memory_order_relaxed);
 }

@@ -9,7 +9,8 @@
  *            order, and again from the rule cache; garbage registers end
  *            in a truncation with its cause, not a fault;
  *   rules    fake code with hand-written CFI in fake memory (an -O3 frame,
- *            a frame-pointer frame, the root, a signal frame, a gap): each
+ *            a frame-pointer frame, the root, a signal frame crossed into
+ *            the context it interrupted, a gap): each
  *            step follows the CFI, not the frame-pointer chain; repeats
  *            come from the cache; the cache is forgotten when the objects
  *            change (a table at the same address that says otherwise);
@@ -17,6 +18,7 @@
  *            stands for a group of fake Python frames, in its place, with
  *            the frames below it hidden (PYSAMPLE_NATIVE=1) or kept (all).
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,12 +310,33 @@ static void test_rules(void)
     CHECK_EQ_INT(ps_unwind(&fr, out, 8, &stop), 1);
     CHECK_EQ_INT(stop, PS_STOP_REGISTER);
 
-    /* A signal frame stops the walk, saying so (twice: from the cache). */
-    for (int i = 0; i < 2; i++) {
+    /* A signal handler's frame (F_SIG, the trampoline): the walk goes on
+     * in the context the kernel saved at sp, here on a stack above (an
+     * alternate signal stack is anywhere), interrupted at F_FP's first
+     * byte: looked up there, not one byte before (the leaf's CFI, which
+     * would read 0x5 at X + 40), then its return address at [X]. */
+    uintptr_t U = alloc(sizeof(ucontext_t)), X = alloc(64);
+    uintptr_t gregs = U + offsetof(ucontext_t, uc_mcontext.gregs);
+    put_ptr(gregs + 8 * REG_RIP, base + F_FP);
+    put_ptr(gregs + 8 * REG_RSP, X);
+    put_ptr(X, base + F_ROOT + 0x30);
+    put_ptr(X + 40, 0x5);
+    ps_regs_set(&fr, PS_REG_SP, U);
+    for (int i = 0; i < 2; i++) {   /* twice: the second time from the cache */
         ps_regs_set(&fr, PS_REG_PC, base + F_SIG + 0x8);
-        CHECK_EQ_INT(ps_unwind(&fr, out, 8, &stop), 1);
-        CHECK_EQ_INT(stop, PS_STOP_SIGNAL);
+        memset(out, 0, sizeof out);
+        CHECK_EQ_INT(ps_unwind(&fr, out, 8, &stop), 3);
+        CHECK_EQ_INT(stop, PS_STOP_ROOT);
+        CHECK_EQ_INT(out[1], base + F_FP);
+        CHECK_EQ_INT(out[2], base + F_ROOT + 0x30);
     }
+    /* A context that is the same signal frame again: handlers nested
+     * without end are cut, saying why. */
+    put_ptr(gregs + 8 * REG_RIP, base + F_SIG + 0x8);
+    put_ptr(gregs + 8 * REG_RSP, U);
+    CHECK_EQ_INT(ps_unwind(&fr, out, 8, &stop), 5);
+    CHECK_EQ_INT(stop, PS_STOP_SIGNAL);
+    ps_regs_set(&fr, PS_REG_SP, S);
 
     /* No CFI for the pc (the gap): the frame-pointer chain, then CFI. */
     ps_unwind_counts(&c0);
