@@ -21,15 +21,19 @@
  * offsets.  An object that was unloaded loses its table at the next
  * refresh (the table of one that stayed is kept across refreshes).
  *
- * The vDSO has no file: its addresses are named [vdso]+0x....
+ * The vDSO has no file, but the kernel maps its whole image, .dynsym
+ * included: its symbols are read from memory (clock_gettime, gettimeofday,
+ * getcpu: __vdso_clock_gettime ... in [vdso]).
  */
 
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -50,6 +54,7 @@ struct ps_obj {
     uintptr_t bias;
     uintptr_t eh_hdr;
     int interp;
+    int vdso;                  /* the vDSO: symbols from its image in memory */
     int syms_state;            /* 0 not loaded, 1 loaded, -1 none to be had */
     char *path;                /* malloc'ed */
     const char *name;          /* base name, inside path */
@@ -108,9 +113,11 @@ static int collect_cb(struct dl_phdr_info *info, size_t size, void *arg)
     const char *path = info->dlpi_name;
     if (path == NULL || path[0] == '\0')
         path = c->n == 0 && T.exe[0] ? T.exe : "";
-    if (path[0] == '\0' || strncmp(path, "linux-vdso", 10) == 0 ||
-        strncmp(path, "linux-gate", 10) == 0) {
+    if (strncmp(path, "linux-vdso", 10) == 0 || strncmp(path, "linux-gate", 10) == 0) {
         o.path = strdup("[vdso]");
+        o.vdso = 1;
+    } else if (path[0] == '\0') {
+        o.path = strdup("[unknown]");
         o.syms_state = -1;
     } else {
         o.path = strdup(path);
@@ -330,32 +337,18 @@ static void add_section(struct ps_obj *o, const uint8_t *map, size_t size, const
     }
 }
 
-static void load_syms(struct ps_obj *o)
+/* The function symbols of the ELF image at map (size bytes: a file's
+ * mapping, or the vDSO in memory): .symtab, else .dynsym. */
+static void parse_syms(struct ps_obj *o, const uint8_t *map, size_t size)
 {
-    o->syms_state = -1;
-    int fd = open(o->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr)) ||
-        (uint64_t)st.st_size > (1ull << 32)) {
-        close(fd);
-        return;
-    }
-    size_t size = (size_t)st.st_size;
-    const uint8_t *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED)
-        return;
     /* A truncated file would fault on the mapping: only the header and
-     * tables inside st_size are touched, and st_size was read after open. */
+     * tables inside size are touched, and a file's size was read after
+     * open. */
     const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)map;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-        eh->e_shentsize != sizeof(ElfW(Shdr)) || eh->e_shoff > size ||
-        (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) > size - eh->e_shoff) {
-        munmap((void *)map, size);
+    if (size < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_shentsize != sizeof(ElfW(Shdr)) ||
+        eh->e_shoff > size || (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) > size - eh->e_shoff)
         return;
-    }
     const ElfW(Shdr) *sh = (const ElfW(Shdr) *)(map + eh->e_shoff);
     size_t cap = 0, strcap = 0, used = 0;
     int have_symtab = 0;
@@ -371,7 +364,57 @@ static void load_syms(struct ps_obj *o)
                 have_symtab = 1;
         }
     }
-    munmap((void *)map, size);
+}
+
+/* The vDSO's image: no file, but the kernel maps all of it, section
+ * headers and .dynsym included (past its loadable segment), at
+ * AT_SYSINFO_EHDR; how far the mapping goes, /proc/self/maps says.  Its
+ * size, or 0 if there is none. */
+static size_t vdso_image(const uint8_t **map)
+{
+    uintptr_t eh = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+    FILE *f = eh != 0 ? fopen("/proc/self/maps", "re") : NULL;
+    if (f == NULL)
+        return 0;
+    char line[512];
+    size_t size = 0;
+    while (size == 0 && fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi;
+        if (strstr(line, "[vdso]") != NULL && sscanf(line, "%lx-%lx", &lo, &hi) == 2 &&
+            lo == eh && hi > lo)
+            size = hi - lo;
+    }
+    fclose(f);
+    *map = (const uint8_t *)eh;
+    return size;
+}
+
+static void load_syms(struct ps_obj *o)
+{
+    o->syms_state = -1;
+    if (o->vdso) {
+        const uint8_t *img = NULL;
+        size_t size = vdso_image(&img);
+        if (size > 0)
+            parse_syms(o, img, size);
+    } else {
+        int fd = open(o->path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return;
+        struct stat st;
+        if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr)) ||
+            (uint64_t)st.st_size > (1ull << 32)) {
+            close(fd);
+            return;
+        }
+        size_t size = (size_t)st.st_size;
+        const uint8_t *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (map == MAP_FAILED)
+            return;
+        parse_syms(o, map, size);
+        munmap((void *)map, size);
+    }
     if (o->nsyms == 0) {
         drop_syms(o);
         return;

@@ -3,7 +3,8 @@
  * (x86-64 Linux; elsewhere the test has nothing to run):
  *
  *   elfsyms  the loaded objects, their unwind tables and symbols (this
- *            executable's .symtab, static functions included);
+ *            executable's .symtab, static functions included; the vDSO's
+ *            from its image in memory);
  *   unwind   a real stack, captured with getcontext(), unwound through
  *            this executable and the C library to the root (_start), in
  *            order, and again from the rule cache; garbage registers end
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 #include "check.h"
 #include "memread.h"
@@ -103,6 +105,23 @@ static void test_objects(void)
     if (libc != NULL)
         CHECK(strncmp(ps_obj_name(libc), "libc", 4) == 0);
     CHECK(ps_objs_find(0x1000) == NULL);
+
+    /* The vDSO has no file: its names come from its image in memory. */
+    uintptr_t vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+    int named = 0, in_vdso = 0;
+    for (uintptr_t a = vdso; vdso != 0 && a < vdso + 16384; a += 4) {
+        const struct ps_obj *v = ps_objs_find(a);
+        if (v == NULL || strcmp(ps_obj_name(v), "[vdso]") != 0)
+            continue;   /* past its end: the next object */
+        in_vdso++;
+        const char *sym = ps_obj_symbol(v, a);
+        if (sym != NULL && strstr(sym, "clock_gettime") != NULL)
+            named++;
+    }
+    if (vdso != 0) {
+        CHECK(in_vdso > 0);
+        CHECK(named > 0);
+    }
 }
 
 static void test_unwind(void)
