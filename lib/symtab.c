@@ -230,13 +230,26 @@ static uint32_t label_intern(struct ps_symtab *s, const char *text, size_t limit
     return strtab_intern(s->labels, k, 1, limit);
 }
 
+static void memo_empty(struct ps_symtab *s)
+{
+    for (size_t i = 0; i < PS_LABEL_MEMO; i++)
+        s->memo[i].id = PS_ID_NONE;
+}
+
 uint32_t ps_sym_label(struct ps_symtab *s, long tid, const char *name)
 {
     char text[256];
     int n;
+    if (name == NULL)
+        name = "";
+    /* The same thread with the same name as last time: its id (the memo is
+     * emptied whenever the labels are, so the id is still the label's). */
+    struct ps_label_memo *m = &s->memo[(unsigned long)tid % PS_LABEL_MEMO];
+    if (m->id != PS_ID_NONE && m->tid == tid && strcmp(m->name, name) == 0)
+        return m->id;
     if (tid < 0)
         n = snprintf(text, sizeof text, "thread ?");  /* 3.9/3.10 thread made without pthread_create */
-    else if (name != NULL && *name)
+    else if (*name)
         n = snprintf(text, sizeof text, "thread %ld (%s)", tid, name);
     else
         n = snprintf(text, sizeof text, "thread %ld", tid);
@@ -248,6 +261,12 @@ uint32_t ps_sym_label(struct ps_symtab *s, long tid, const char *name)
     if (id == STRTAB_FULL) {
         s->refused = 1;
         return PS_LABEL_TOO_MANY;
+    }
+    size_t len = strlen(name);
+    if (id != PS_ID_NONE && len < sizeof m->name) {
+        m->tid = tid;
+        m->id = id;
+        memcpy(m->name, name, len + 1);
     }
     return id;
 }
@@ -289,6 +308,7 @@ int ps_symtab_init(struct ps_symtab *s, size_t max_stacks)
     s->labels = strtab_new();
     s->max_funcs = PS_SYM_RESERVED + (2 * max_stacks < 4096 ? 4096 : 2 * max_stacks);
     s->max_labels = PS_LABEL_RESERVED + (max_stacks / 4 < 4096 ? 4096 : max_stacks / 4);
+    memo_empty(s);
     if (s->funcs == NULL || s->labels == NULL || add_reserved(s) != 0) {
         ps_symtab_free(s);
         return -1;
@@ -309,5 +329,6 @@ void ps_symtab_clear(struct ps_symtab *s)
      * fill again): the reserved symbols fit in it, so this cannot fail. */
     strtab_empty(s->funcs);
     strtab_empty(s->labels);
+    memo_empty(s);
     add_reserved(s);
 }

@@ -53,11 +53,23 @@ enum ps_sym_kind {
 
 struct ps_strtab;
 
+/* A thread's label as last interned (ps_sym_label): the sampler asks for
+ * the same few labels every tick, and formatting one costs more than
+ * walking a short stack. */
+#define PS_LABEL_MEMO 16
+#define PS_LABEL_MEMO_NAME 64
+struct ps_label_memo {
+    long tid;
+    uint32_t id;               /* PS_ID_NONE: empty slot */
+    char name[PS_LABEL_MEMO_NAME];
+};
+
 struct ps_symtab {
     struct ps_strtab *funcs;   /* Python and native functions, markers */
     struct ps_strtab *labels;  /* thread labels */
     size_t max_funcs, max_labels;
     int refused;               /* a new symbol met a limit */
+    struct ps_label_memo memo[PS_LABEL_MEMO];  /* by tid; emptied with labels */
 };
 
 /* One symbol as stored: name, and file (a library for a native function;
