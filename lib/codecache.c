@@ -78,15 +78,24 @@ void ps_codecache_clear(struct ps_codecache *c)
 static void snapshot_id(const struct ps_layout *L, uintptr_t addr, const uint8_t *snap,
                         struct ps_code_id *id)
 {
-    memset(id, 0, sizeof *id);
     id->addr = addr;
     id->filename = ps_ptr_at(snap, L->co_filename);
     id->name = ps_ptr_at(snap, L->co_name);
     id->qualname = ps_ptr_at(snap, L->co_qualname);
     id->linetable = ps_ptr_at(snap, L->co_linetable);
+    id->nunits = 0;
     if (L->co_nunits != PS_NOFIELD)
         memcpy(&id->nunits, snap + L->co_nunits, sizeof id->nunits);
     memcpy(&id->firstlineno, snap + L->co_firstlineno, sizeof id->firstlineno);
+}
+
+/* Field by field: cheaper than memcmp of the struct (and blind to its
+ * padding); the line table's address, the likeliest to differ, first. */
+static int same_id(const struct ps_code_id *a, const struct ps_code_id *b)
+{
+    return a->linetable == b->linetable && a->filename == b->filename &&
+           a->name == b->name && a->qualname == b->qualname && a->nunits == b->nunits &&
+           a->firstlineno == b->firstlineno;
 }
 
 /* Reads names and the line table into e.  0 or -1. */
@@ -139,10 +148,29 @@ static int fill(struct ps_code_entry *e, const struct ps_python *py,
     return 0;
 }
 
-const struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
-                                            const struct ps_python *py,
-                                            struct ps_symtab *syms, int lines,
-                                            uintptr_t addr, const uint8_t *snap)
+/* The miss path: victim (the set's least recently used way) is refilled
+ * for id.  Out of line: the hit path is what runs for nearly every frame. */
+static __attribute__((noinline)) struct ps_code_entry *
+refill(struct ps_codecache *c, struct ps_code_entry *victim, const struct ps_code_id *id,
+       const struct ps_python *py, struct ps_symtab *syms, int lines)
+{
+    c->misses++;
+    drop(victim);
+    victim->id = *id;
+    if (fill(victim, py, syms, lines) != 0) {
+        drop(victim);
+        return NULL;
+    }
+    victim->valid = 1;
+    victim->stamp = c->clock;
+    victim->memo_addr = INT64_MIN;
+    return victim;
+}
+
+struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
+                                      const struct ps_python *py,
+                                      struct ps_symtab *syms, int lines,
+                                      uintptr_t addr, const uint8_t *snap)
 {
     struct ps_code_id id;
     snapshot_id(&py->L, addr, snap, &id);
@@ -153,7 +181,7 @@ const struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
     c->clock++;
     for (int w = 0; w < PS_CODECACHE_WAYS; w++) {
         struct ps_code_entry *e = &ways[w];
-        if (e->valid && memcmp(&e->id, &id, sizeof id) == 0) {
+        if (e->valid && e->id.addr == addr && same_id(&e->id, &id)) {
             e->stamp = c->clock;
             c->hits++;
             return e;
@@ -163,22 +191,21 @@ const struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
         if (!e->valid)
             break;
     }
-    c->misses++;
-    drop(victim);
-    victim->id = id;
-    if (fill(victim, py, syms, lines) != 0) {
-        drop(victim);
-        return NULL;
-    }
-    victim->valid = 1;
-    victim->stamp = c->clock;
-    return victim;
+    return refill(c, victim, &id, py, syms, lines);
 }
 
-int32_t ps_code_line(const struct ps_code_entry *e, int64_t addr)
+int32_t ps_code_line(struct ps_code_entry *e, int64_t addr)
 {
+    /* The ranges never change while the entry lives, so the memo holds
+     * as long as it does. */
+    if (addr == e->memo_addr)
+        return e->memo_line;
     int line = ps_linetable_lookup(e->ranges, e->nranges, addr, e->id.firstlineno);
     /* No location (compiler-generated instructions): the function's first
      * line is the most useful thing to show. */
-    return line < 0 ? e->id.firstlineno : line;
+    if (line < 0)
+        line = e->id.firstlineno;
+    e->memo_addr = addr;
+    e->memo_line = line;
+    return line;
 }

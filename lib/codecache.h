@@ -28,6 +28,11 @@ struct ps_code_entry {
     uint32_t nranges;
     struct ps_lt_range *ranges; /* owned */
     uint64_t stamp;             /* last use, for replacement */
+    /* The last address looked up and its line (ps_code_line): a frame
+     * that is not the innermost one sits at the same call instruction
+     * tick after tick.  INT64_MIN: none yet. */
+    int64_t memo_addr;
+    int32_t memo_line;
 };
 
 #define PS_CODECACHE_WAYS 4
@@ -49,12 +54,12 @@ void ps_codecache_clear(struct ps_codecache *c);
  * checked to be a code object).  Returns the entry, or NULL
  * if its names or table cannot be read (the frame is then dropped).
  */
-const struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
+struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
                                             const struct ps_python *py,
                                             struct ps_symtab *syms, int lines,
                                             uintptr_t addr, const uint8_t *snap);
 
 /* Line for an address in the format's unit (firstlineno if unknown). */
-int32_t ps_code_line(const struct ps_code_entry *e, int64_t addr);
+int32_t ps_code_line(struct ps_code_entry *e, int64_t addr);
 
 #endif

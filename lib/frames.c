@@ -118,7 +118,7 @@ static int resolve(const struct ps_python *py, struct ps_codecache *cc, struct p
     }
     if (words != NULL)
         *words = frame_words(L, co);
-    const struct ps_code_entry *ce = ps_code_resolve(cc, py, syms, lines, code, co);
+    struct ps_code_entry *ce = ps_code_resolve(cc, py, syms, lines, code, co);
     if (ce == NULL)
         return PS_WALK_UNREADABLE;
     if (ce->skip)

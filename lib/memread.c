@@ -751,6 +751,15 @@ void ps_mem_batch_end(int held)
         atomic_store_explicit(&guard_owner, 0, memory_order_release);
 }
 
+/* Outside a batch.  Out of line, so that ps_read itself stays a few
+ * checks and a tail call (it runs once per frame). */
+static __attribute__((noinline)) int read_unbatched(void *dst, uintptr_t src, size_t n)
+{
+    if (atomic_load_explicit(&read_mode, memory_order_relaxed) == PS_READ_DIRECT)
+        return read_direct(dst, src, n);
+    return ps_plat_read(dst, src, n);
+}
+
 int ps_read(void *dst, uintptr_t src, size_t n)
 {
     /* The first page is never mapped, nothing lives above PS_ADDR_LIMIT,
@@ -763,7 +772,5 @@ int ps_read(void *dst, uintptr_t src, size_t n)
      * ever stores its own id there, so a relaxed load is exact.) */
     if (atomic_load_explicit(&guard_owner, memory_order_relaxed) == self_id())
         return copy_guarded(dst, src, n);
-    if (atomic_load_explicit(&read_mode, memory_order_relaxed) == PS_READ_DIRECT)
-        return read_direct(dst, src, n);
-    return ps_plat_read(dst, src, n);
+    return read_unbatched(dst, src, n);
 }
