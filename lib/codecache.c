@@ -35,6 +35,15 @@
  * frame's code pointer is unchanged) is what would break the guarantee, and
  * is not done.
  *
+ * Within one walk, one read of a code object serves the frames whose bytes
+ * were copied *before* it (frames.c, struct walk_codes: a recursive stack
+ * shows the same code object on many frames of one 4 KiB copy).  What
+ * such a frame gets is exactly what a read of its own would have given it:
+ * the object's bytes read after the frame's were copied, compared with the
+ * cached identity; a read made earlier, or in an earlier walk or tick,
+ * never serves a frame, and a frame copied after the last read of its code
+ * object has it read again.
+ *
  * The cache is bounded (set-associative, least recently used way replaced),
  * so programs that create code without end cannot grow it.
  */

@@ -90,12 +90,58 @@ static uint64_t frame_words(const struct ps_layout *L, const uint8_t *co)
  * Thread._bootstrap_inner.  *words (if not NULL) receives the frame's size
  * on the data stack (frame_words), 0 if not known.  Does not look at the
  * frame's link. */
+/*
+ * Code objects already checked in this walk (see "one read for many
+ * frames" below): code address -> entry and frame size, and when its bytes
+ * were read (a count of this walk's reads).  Direct-mapped; a slot is only
+ * trusted for a frame whose bytes were copied before that read.
+ */
+#define PS_WALK_CODES 16
+
+struct walk_codes {
+    uint64_t reads;                 /* reads made by this walk so far */
+    struct {
+        uintptr_t code;             /* 0: empty */
+        struct ps_code_entry *ce;
+        uint64_t words;
+        uint64_t read_no;           /* the read that checked it */
+    } slot[PS_WALK_CODES];
+};
+
+static struct ps_code_entry *checked_code(struct walk_codes *wc, uintptr_t code,
+                                          uint64_t frame_read, uint64_t *words)
+{
+    if (wc == NULL)
+        return NULL;
+    size_t i = (size_t)(code >> 4) & (PS_WALK_CODES - 1);
+    /* The entry may have been replaced since (another code object's miss
+     * took its way): its address says so. */
+    if (wc->slot[i].code != code || wc->slot[i].read_no <= frame_read ||
+        !wc->slot[i].ce->valid || wc->slot[i].ce->id.addr != code)
+        return NULL;
+    *words = wc->slot[i].words;
+    return wc->slot[i].ce;
+}
+
+static void code_checked(struct walk_codes *wc, uintptr_t code, struct ps_code_entry *ce,
+                         uint64_t words, uint64_t read_no)
+{
+    if (wc == NULL)
+        return;
+    size_t i = (size_t)(code >> 4) & (PS_WALK_CODES - 1);
+    wc->slot[i].code = code;
+    wc->slot[i].ce = ce;
+    wc->slot[i].words = words;
+    wc->slot[i].read_no = read_no;
+}
+
 static int resolve(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
                    int lines, uintptr_t frame, const uint8_t *fr, uint64_t *out, uintptr_t *boot,
-                   int *taskgroup, uint64_t *words)
+                   int *taskgroup, uint64_t *words, struct walk_codes *wc, uint64_t frame_read)
 {
     const struct ps_layout *L = &py->L;
     uint8_t co[1024];
+    uint64_t w = 0;
 
     if (words != NULL)
         *words = 0;
@@ -105,22 +151,28 @@ static int resolve(const struct ps_python *py, struct ps_codecache *cc, struct p
     uintptr_t code = ps_ptr_at(fr, L->fr_code) & ~L->code_tag_mask;
     if (code == 0)
         return 0;
-    uintptr_t type;
-    if (ps_read(co, code, L->co_read) != 0)
-        return PS_WALK_UNREADABLE;
-    memcpy(&type, co + L->ob_type, sizeof type);
-    if (type != py->code_type) {
-        /* 3.13+ entry frames hold None; elsewhere this is a frame that
-         * was popped and reused while we looked. */
-        if (L->frame_kind == PS_FRAMES_INTERP && L->minor >= 13)
-            return 0;
-        return PS_WALK_INCONSISTENT;
+    struct ps_code_entry *ce = checked_code(wc, code, frame_read, &w);
+    if (ce == NULL) {
+        uintptr_t type;
+        if (ps_read(co, code, L->co_read) != 0)
+            return PS_WALK_UNREADABLE;
+        uint64_t read_no = wc != NULL ? ++wc->reads : 0;
+        memcpy(&type, co + L->ob_type, sizeof type);
+        if (type != py->code_type) {
+            /* 3.13+ entry frames hold None; elsewhere this is a frame that
+             * was popped and reused while we looked. */
+            if (L->frame_kind == PS_FRAMES_INTERP && L->minor >= 13)
+                return 0;
+            return PS_WALK_INCONSISTENT;
+        }
+        w = frame_words(L, co);
+        ce = ps_code_resolve(cc, py, syms, lines, code, co);
+        if (ce == NULL)
+            return PS_WALK_UNREADABLE;
+        code_checked(wc, code, ce, w, read_no);
     }
     if (words != NULL)
-        *words = frame_words(L, co);
-    struct ps_code_entry *ce = ps_code_resolve(cc, py, syms, lines, code, co);
-    if (ce == NULL)
-        return PS_WALK_UNREADABLE;
+        *words = w;
     if (ce->skip)
         return 0;
     if (ce->thread_boot)
@@ -240,23 +292,31 @@ int ps_walk_entries(const struct ps_python *py, struct ps_codecache *cc, struct 
  * later than the one before (the caller's slot can be reused in between:
  * data_stack_linked() above).  Code objects are still read one by one,
  * from their current bytes, which is what the code cache's guarantee
- * against freed-and-reused code objects rests on (codecache.c).
+ * against freed-and-reused code objects rests on (codecache.c); one such
+ * read serves the frames of this walk copied before it (walk_codes), never
+ * a frame copied after it.
  */
 #define PS_FRAME_SPAN 4096
 
 struct span {
     uintptr_t lo, hi;                      /* [lo, hi) is in buf; hi 0: empty */
+    uint64_t read_no;                      /* the read that filled buf */
     uint8_t buf[PS_FRAME_SPAN + 512];
     uint8_t one[512];                      /* a frame read alone */
 };
 
 /* The n bytes of frame: from the span if it holds them, else read, with
  * the bytes below it if wide (becoming the span), alone if not (the span
- * is kept); NULL if unreadable. */
-static const uint8_t *frame_bytes(struct span *s, size_t n, uintptr_t frame, int wide)
+ * is kept); NULL if unreadable.  *read_no: the read (wc->reads) that
+ * copied them. */
+static const uint8_t *frame_bytes(struct span *s, struct walk_codes *wc, size_t n,
+                                  uintptr_t frame, int wide, uint64_t *read_no)
 {
-    if (s->hi != 0 && frame >= s->lo && frame <= s->hi && s->hi - frame >= n)
+    if (s->hi != 0 && frame >= s->lo && frame <= s->hi && s->hi - frame >= n) {
+        *read_no = s->read_no;
         return s->buf + (frame - s->lo);
+    }
+    *read_no = ++wc->reads;
     if (!wide)
         return n <= sizeof s->one && ps_read(s->one, frame, n) == 0 ? s->one : NULL;
     uintptr_t lo = frame & ~(uintptr_t)(PS_FRAME_SPAN - 1);
@@ -266,6 +326,7 @@ static const uint8_t *frame_bytes(struct span *s, size_t n, uintptr_t frame, int
     }
     s->lo = lo;
     s->hi = frame + n;
+    s->read_no = *read_no;
     return s->buf + (frame - lo);
 }
 
@@ -275,7 +336,9 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
 {
     const struct ps_layout *L = &py->L;
     struct span sp;
+    struct walk_codes wc;
     const uint8_t *fr;
+    uint64_t fr_read;
     int n = 0;
     int budget = ps_walk_budget(max);
     uintptr_t above = 0;   /* the last data-stack frame walked, 3.11+ */
@@ -283,6 +346,9 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
     *truncated = 0;
     *boot = 0;
     sp.hi = 0;
+    wc.reads = 0;
+    for (size_t i = 0; i < PS_WALK_CODES; i++)
+        wc.slot[i].code = 0;
     if (L->fr_read > 512 || L->co_read > 1024)
         return PS_WALK_UNREADABLE;
 
@@ -294,7 +360,7 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
         /* Wide: the top frame, or one just below the last data-stack frame. */
         int wide = L->frame_kind == PS_FRAMES_INTERP && !ps_plat_walk_reads_copy &&
                    (n == 0 && above == 0 ? 1 : frame < above && above - frame <= PS_FRAME_SPAN);
-        if (!ps_frame_addr_ok(frame) || (fr = frame_bytes(&sp, L->fr_read, frame, wide)) == NULL)
+        if (!ps_frame_addr_ok(frame) || (fr = frame_bytes(&sp, &wc, L->fr_read, frame, wide, &fr_read)) == NULL)
             return PS_WALK_UNREADABLE;
         uintptr_t back = ps_frame_back(L, fr);
         if (back == frame)
@@ -321,7 +387,7 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
             return PS_WALK_INCONSISTENT;
         uint64_t one, words;
         uintptr_t b = 0;
-        int r = resolve(py, cc, syms, lines, frame, fr, &one, &b, NULL, &words);
+        int r = resolve(py, cc, syms, lines, frame, fr, &one, &b, NULL, &words, &wc, fr_read);
         if (r < 0)
             return r;
         /* A frame on the data stack (owner 0) must be where its callee
@@ -379,5 +445,5 @@ int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_
             return PS_WALK_INCONSISTENT;
     }
     *taskgroup = 0;
-    return resolve(py, cc, syms, lines, frame, fr, out, &boot, taskgroup, NULL);
+    return resolve(py, cc, syms, lines, frame, fr, out, &boot, taskgroup, NULL, NULL, 0);
 }
