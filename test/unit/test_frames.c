@@ -227,6 +227,31 @@ static void test_data_stack(uintptr_t file)
     CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)far, out, 16, &truncated, &boot),
                  PS_WALK_INCONSISTENT);
 
+    /* A recursion: one read of its code object serves every frame of the
+     * copy taken before that read ... */
+    uint8_t *r0 = stack_b + 2048;
+    size_t step = 8 * words_of(&c_gen);
+    struct fake_iframe *rec[4];
+    for (int i = 0; i < 4; i++)
+        rec[i] = iframe_at(r0 + (size_t)i * step, i ? rec[i - 1] : NULL, &c_gen, 0);
+    uint64_t looked = cc.hits + cc.misses;
+    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)rec[3], out, 16, &truncated, &boot), 4);
+    CHECK_EQ_INT(cc.hits + cc.misses - looked, 1);
+    /* ... but a frame copied after it (a generator's, read alone) has it
+     * read again ... */
+    static struct fake_iframe gen2;
+    iframe_at((uint8_t *)&gen2, rec[1], &c_gen, 1);
+    rec[2]->previous = (uintptr_t)&gen2;
+    looked = cc.hits + cc.misses;
+    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)rec[3], out, 16, &truncated, &boot), 5);
+    CHECK(cc.hits + cc.misses - looked >= 2);
+    /* ... and nothing is kept from one walk to the next: a code object
+     * replaced at the same address (other names) is seen at once. */
+    c_gen.name = (uintptr_t)&s_exit;
+    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)rec[3], out, 16, &truncated, &boot), 5);
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ_INT(out[i] >> 32, ps_sym_python(&syms, "__exit__", "app.py"));
+
     ps_codecache_clear(&cc);
     free(cc.e);
     ps_symtab_free(&syms);
