@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../bsearch.h"
 #include "../memread.h"
 #include "darwin.h"
 
@@ -178,14 +179,7 @@ static const struct rec *find(uintptr_t addr, size_t n)
     }
     /* Replay: the last record starting at or below addr, or one of the few
      * before it (span reads may overlap the record above them). */
-    size_t lo = 0, hi = copy.nrecs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (copy.recs[mid].addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = PS_UPPER_BOUND(copy.recs, copy.nrecs, struct rec, addr, addr);
     for (size_t k = 0; k < 4 && k < lo; k++)
         if (contains(&copy.recs[lo - 1 - k], addr, n))
             return &copy.recs[lo - 1 - k];

@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../bsearch.h"
 #include "../native.h"
 
 #define PS_SYM_BUDGET (256u << 20)
@@ -247,14 +248,7 @@ void ps_objs_free(void)
 
 const struct ps_obj *ps_objs_find(uintptr_t pc)
 {
-    size_t lo = 0, hi = T.n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (T.objs[mid].lo <= pc)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = PS_UPPER_BOUND(T.objs, T.n, struct ps_obj, lo, pc);
     if (lo == 0)
         return NULL;
     const struct ps_obj *o = &T.objs[lo - 1];
@@ -432,14 +426,7 @@ const char *ps_obj_symbol(const struct ps_obj *co, uintptr_t pc)
     if (o->syms_state != 1)
         return NULL;
     uint64_t off = pc - o->bias;
-    size_t lo = 0, hi = o->nsyms;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (o->syms[mid].addr <= off)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = PS_UPPER_BOUND(o->syms, o->nsyms, struct sym, addr, off);
     if (lo == 0)
         return NULL;
     /* Among aliases at the same address, any will do; a sized symbol must
