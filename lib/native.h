@@ -128,12 +128,16 @@ int ps_native_sigaction(int sig, const struct sigaction *act, struct sigaction *
 void ps_regs_from_context(const void *ucontext, struct ps_regs *rs);
 void ps_native_after_fork(void);
 
+enum ps_native_count {
+    PS_NATIVE_BLOCKED, PS_NATIVE_HELD, PS_NATIVE_FAILED,  /* captures by outcome */
+    PS_NATIVE_LOST,         /* the signal was not answered in time */
+    PS_NATIVE_GONE,         /* the handler stopped waiting before we looked */
+    PS_NATIVE_RESTARTED,    /* system calls our signal interrupted, restarted */
+    PS_NATIVE_EINTR_LEFT,   /* ... that could not be restarted (docs/native.md) */
+    PS_NATIVE_COUNTS
+};
 struct ps_native_counts {
-    uint64_t blocked, held, failed;   /* captures by outcome */
-    uint64_t lost;          /* the signal was not answered in time */
-    uint64_t gone;          /* the handler stopped waiting before we looked */
-    uint64_t restarted;     /* system calls our signal interrupted, restarted */
-    uint64_t eintr_left;    /* ... that could not be restarted (docs/native.md) */
+    uint64_t n[PS_NATIVE_COUNTS];   /* by enum ps_native_count */
 };
 void ps_native_counts(struct ps_native_counts *c);
 

@@ -70,6 +70,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../counters.h"
 #include "../native.h"
 #include "../platform.h"
 #include "linux.h"
@@ -100,7 +101,7 @@ static struct {
     struct sigaction view[2];
     _Atomic int view_idx;
 
-    _Atomic uint64_t n_blocked, n_held, n_failed, n_lost, n_gone, n_restarted, n_eintr_left;
+    _Atomic uint64_t n[PS_NATIVE_COUNTS];   /* enum ps_native_count (counters.h) */
 } N;
 
 /* ---- the handler ----------------------------------------------------------- */
@@ -201,7 +202,7 @@ static void fix_eintr(ucontext_t *uc)
         return;   /* not the return of a system call */
     long nr = syscall_nr_before(ip);
     if (nr < 0 || !restartable(nr)) {
-        atomic_fetch_add(&N.n_eintr_left, 1);
+        atomic_fetch_add(&N.n[PS_NATIVE_EINTR_LEFT], 1);
         return;
     }
     /* A signal of the program's that is pending and not blocked where the
@@ -217,7 +218,7 @@ static void fix_eintr(ucontext_t *uc)
     }
     g[REG_RIP] -= 2;
     g[REG_RAX] = nr;
-    atomic_fetch_add(&N.n_restarted, 1);
+    atomic_fetch_add(&N.n[PS_NATIVE_RESTARTED], 1);
 }
 
 static void copy_regs(const ucontext_t *uc, struct ps_regs *rs)
@@ -468,7 +469,7 @@ static int capture_blocked(long tid, const char *line, struct ps_regs *regs)
     snprintf(N.blocked_line, sizeof N.blocked_line, "%s", line);
     N.cur_tid = tid;
     N.how = PS_CAPTURE_BLOCKED;
-    atomic_fetch_add(&N.n_blocked, 1);
+    atomic_fetch_add(&N.n[PS_NATIVE_BLOCKED], 1);
     return PS_CAPTURE_BLOCKED;
 }
 
@@ -477,7 +478,7 @@ int ps_native_capture(long tid, struct ps_regs *regs)
     char line[256];
     N.how = PS_CAPTURE_FAILED;
     if (!atomic_load(&N.installed) || tid <= 0 || read_syscall_file(tid, line, sizeof line) != 0) {
-        atomic_fetch_add(&N.n_failed, 1);
+        atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
         return PS_CAPTURE_FAILED;
     }
     if (strncmp(line, "running", 7) != 0)
@@ -485,7 +486,7 @@ int ps_native_capture(long tid, struct ps_regs *regs)
 
     uint64_t now = ps_now_ns();
     if (quiet(tid, now)) {
-        atomic_fetch_add(&N.n_failed, 1);
+        atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
         return PS_CAPTURE_FAILED;
     }
     uint32_t seq = (atomic_fetch_add(&N.seq, 1) + 1) & 0x00ffffffu;
@@ -500,7 +501,7 @@ int ps_native_capture(long tid, struct ps_regs *regs)
     si.si_value.sival_int = (int)(PS_COOKIE | seq);
     if (syscall(SYS_rt_tgsigqueueinfo, (long)N.pid, tid, PS_NATIVE_SIG, &si) != 0) {
         atomic_store(&N.state, ST_IDLE);
-        atomic_fetch_add(&N.n_failed, 1);
+        atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
         return PS_CAPTURE_FAILED;
     }
     uint64_t deadline = now + PS_SENT_NS;
@@ -516,14 +517,14 @@ int ps_native_capture(long tid, struct ps_regs *regs)
         if (st != ST_SENT) {
             /* ST_GONE: the handler ran and gave up waiting before we saw
              * it (this thread was descheduled that long). */
-            atomic_fetch_add(&N.n_gone, 1);
+            atomic_fetch_add(&N.n[PS_NATIVE_GONE], 1);
             return PS_CAPTURE_FAILED;
         }
         if (t >= deadline) {
             uint32_t s = ST_SENT;
             if (atomic_compare_exchange_strong(&N.state, &s, ST_IDLE)) {
                 missed(tid, t);
-                atomic_fetch_add(&N.n_lost, 1);
+                atomic_fetch_add(&N.n[PS_NATIVE_LOST], 1);
                 return PS_CAPTURE_FAILED;
             }
             continue;   /* the handler took it just now */
@@ -536,7 +537,7 @@ int ps_native_capture(long tid, struct ps_regs *regs)
     *regs = N.regs;
     N.cur_tid = tid;
     N.how = PS_CAPTURE_HELD;
-    atomic_fetch_add(&N.n_held, 1);
+    atomic_fetch_add(&N.n[PS_NATIVE_HELD], 1);
     return PS_CAPTURE_HELD;
 }
 
@@ -565,22 +566,10 @@ void ps_native_after_fork(void)
     N.pid = getpid();
     atomic_store(&N.state, ST_IDLE);
     memset(N.quiet, 0, sizeof N.quiet);
-    atomic_store(&N.n_blocked, 0);
-    atomic_store(&N.n_held, 0);
-    atomic_store(&N.n_failed, 0);
-    atomic_store(&N.n_lost, 0);
-    atomic_store(&N.n_gone, 0);
-    atomic_store(&N.n_restarted, 0);
-    atomic_store(&N.n_eintr_left, 0);
+    ps_counters_zero(N.n, PS_NATIVE_COUNTS);
 }
 
 void ps_native_counts(struct ps_native_counts *c)
 {
-    c->blocked = atomic_load(&N.n_blocked);
-    c->held = atomic_load(&N.n_held);
-    c->failed = atomic_load(&N.n_failed);
-    c->lost = atomic_load(&N.n_lost);
-    c->gone = atomic_load(&N.n_gone);
-    c->restarted = atomic_load(&N.n_restarted);
-    c->eintr_left = atomic_load(&N.n_eintr_left);
+    ps_counters_read(N.n, c->n, PS_NATIVE_COUNTS);
 }
