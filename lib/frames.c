@@ -206,6 +206,19 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symta
     return ps_walk_ex(py, cc, syms, lines, frame, out, NULL, max, truncated, boot);
 }
 
+/* 3.9/3.10: a frame object whose reference count is 0 was freed while we
+ * looked (the thread returned from it).  It now sits on the free list,
+ * which is chained through f_back, or is its code's zombie frame with a
+ * stale f_back: following it would report dead frames as a stack. */
+static int frame_freed(const struct ps_layout *L, const uint8_t *fr)
+{
+    int64_t refcnt;
+    if (L->frame_kind != PS_FRAMES_OBJECT)
+        return 0;
+    memcpy(&refcnt, fr, sizeof refcnt);
+    return refcnt <= 0;
+}
+
 /* Marks frame i as the first one its evaluation-loop call ran. */
 static void mark_entry(uint8_t *entry, int i)
 {
@@ -365,17 +378,8 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
         uintptr_t back = ps_frame_back(L, fr);
         if (back == frame)
             return PS_WALK_INCONSISTENT;
-        /* 3.9/3.10: a frame object whose reference count is 0 was freed
-         * while we looked (the thread returned from it).  It now sits on
-         * the free list, which is chained through f_back, or is its code's
-         * zombie frame with a stale f_back: following it would report dead
-         * frames as a stack. */
-        if (L->frame_kind == PS_FRAMES_OBJECT) {
-            int64_t refcnt;
-            memcpy(&refcnt, fr, sizeof refcnt);
-            if (refcnt <= 0)
-                return PS_WALK_INCONSISTENT;
-        }
+        if (frame_freed(L, fr))
+            return PS_WALK_INCONSISTENT;
 
         int native = L->fr_owner != PS_NOFIELD &&
                      (int8_t)fr[L->fr_owner] >= L->owner_first_native;
@@ -438,12 +442,8 @@ int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_
         return PS_WALK_UNREADABLE;
     if (!ps_frame_addr_ok(frame) || ps_read(fr, frame, L->fr_read) != 0)
         return PS_WALK_UNREADABLE;
-    if (L->frame_kind == PS_FRAMES_OBJECT) {
-        int64_t refcnt;
-        memcpy(&refcnt, fr, sizeof refcnt);
-        if (refcnt <= 0)
-            return PS_WALK_INCONSISTENT;
-    }
+    if (frame_freed(L, fr))
+        return PS_WALK_INCONSISTENT;
     *taskgroup = 0;
     return resolve(py, cc, syms, lines, frame, fr, out, &boot, taskgroup, NULL, NULL, 0);
 }
