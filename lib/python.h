@@ -10,14 +10,26 @@
 
 #include "layout.h"
 
+/*
+ * Builtin types (and None) that objects are recognised by: asyncio's task
+ * walk (tasks_*.c), thread names (threadnames.c), pyobj.c.  Each is a
+ * field of struct ps_python and the symbol it is found by (runtime.c);
+ * 0 where the symbol is missing.  func, cell and tuple: a done-callback's
+ * closure.
+ */
+#define PS_PYTHON_BUILTINS(X) \
+    X(dict_type, "PyDict_Type") X(set_type, "PySet_Type") X(list_type, "PyList_Type") \
+    X(long_type, "PyLong_Type") X(str_type, "PyUnicode_Type") \
+    X(weakref_type, "_PyWeakref_RefType") X(coro_type, "PyCoro_Type") \
+    X(gen_type, "PyGen_Type") X(agen_type, "PyAsyncGen_Type") X(none, "_Py_NoneStruct") \
+    X(func_type, "PyFunction_Type") X(cell_type, "PyCell_Type") X(tuple_type, "PyTuple_Type")
+
 struct ps_python {
     uintptr_t runtime;    /* &_PyRuntime */
     uintptr_t code_type;  /* &PyCode_Type, to recognise code objects */
-    /* Builtin types the asyncio task walk recognises objects by (tasks.c);
-     * 0 where the symbol is missing. */
-    uintptr_t dict_type, set_type, list_type, long_type, str_type, weakref_type;
-    uintptr_t coro_type, gen_type, agen_type, none;
-    uintptr_t func_type, cell_type, tuple_type;   /* a done-callback's closure */
+#define PS_BUILTIN_FIELD(field, symbol) uintptr_t field;
+    PS_PYTHON_BUILTINS(PS_BUILTIN_FIELD)
+#undef PS_BUILTIN_FIELD
     struct ps_layout L;
 };
 

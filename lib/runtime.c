@@ -46,19 +46,9 @@ enum ps_detect ps_python_detect_with(struct ps_python *py, void *(*lookup)(const
         return PS_DETECT_UNSUPPORTED;
     }
 
-    py->dict_type = (uintptr_t)sym("PyDict_Type");
-    py->set_type = (uintptr_t)sym("PySet_Type");
-    py->list_type = (uintptr_t)sym("PyList_Type");
-    py->long_type = (uintptr_t)sym("PyLong_Type");
-    py->str_type = (uintptr_t)sym("PyUnicode_Type");
-    py->weakref_type = (uintptr_t)sym("_PyWeakref_RefType");
-    py->coro_type = (uintptr_t)sym("PyCoro_Type");
-    py->gen_type = (uintptr_t)sym("PyGen_Type");
-    py->agen_type = (uintptr_t)sym("PyAsyncGen_Type");
-    py->none = (uintptr_t)sym("_Py_NoneStruct");
-    py->func_type = (uintptr_t)sym("PyFunction_Type");
-    py->cell_type = (uintptr_t)sym("PyCell_Type");
-    py->tuple_type = (uintptr_t)sym("PyTuple_Type");
+#define FIND_BUILTIN(field, symbol) py->field = (uintptr_t)sym(symbol);
+    PS_PYTHON_BUILTINS(FIND_BUILTIN)
+#undef FIND_BUILTIN
 
     uint32_t hex = 0;
     const unsigned long *pv = sym("Py_Version");
