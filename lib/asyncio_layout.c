@@ -14,7 +14,7 @@
  * behind its own, and its C tasks drop the instance dict pointer
  * (managed dict): its column differs most.
  *
- * The done-callbacks (shield/wait_for links, tasks.c link_callbacks):
+ * The done-callbacks (shield/wait_for links, tasks_link.c link_callbacks):
  * FutureObj_HEAD begins loop, callback0, context0, callbacks in every
  * version; functools.partial is fn, args, ... in all of them; a
  * function's func_closure follows code, globals, defaults and kwdefaults
@@ -23,7 +23,7 @@
  * none of it: asyncio records who awaits whom.
  *
  * 3.14 and 3.15 describe themselves: the Task's offsets are in _asyncio's
- * _AsyncioDebug table (read by tasks.c), the generator's and the frame's in
+ * _AsyncioDebug table (read by tasks_search.c), the generator's and the frame's in
  * _Py_DebugOffsets.  Their columns hold only what those tables cannot say:
  * what the frame states mean (3.15 renumbered them) and where a suspended
  * await keeps the awaited object (3.15's SEND keeps two values).

@@ -41,13 +41,13 @@ struct ps_async_layout {
     enum ps_atasks_kind tasks_kind;
     /* FutureObj / TaskObj (_asynciomodule.c) */
     uint32_t fut_loop, fut_state, task_fut_waiter, task_coro, task_name;
-    /* 3.14+, from _AsyncioDebug (tasks.c fills them) */
+    /* 3.14+, from _AsyncioDebug (tasks_search.c fills them) */
     uint32_t task_awaited_by, task_awaited_by_is_set, task_node;
     uint32_t ts_running_task, ts_tasks_head, ts_impl_size;
     uint32_t task_read;         /* bytes to snapshot from a task */
     /* 3.9-3.13: a future's done-callbacks (callback0, then a list of
      * (callback, context) tuples), where shield's and wait_for's private
-     * futures show (tasks.c link_callbacks); PS_NOFIELD on 3.14+ */
+     * futures show (tasks_link.c link_callbacks); PS_NOFIELD on 3.14+ */
     uint32_t fut_callback0, fut_callbacks;
     uint32_t func_closure;      /* PyFunctionObject: a tuple of cells, or NULL */
     uint32_t partial_args;      /* functools.partial: its positional args, a tuple */

@@ -34,7 +34,7 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symta
 
 /* ps_walk, and addrs (if not NULL, max entries) receives the address of
  * each frame reported in out (the running asyncio task's coroutine frame
- * is recognised by its address: tasks.c). */
+ * is recognised by its address: tasks_stacks.c). */
 int ps_walk_ex(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
                int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, int max,
                int *truncated, uintptr_t *boot);

@@ -63,8 +63,8 @@ struct ps_layout {
     /* PyInterpreterState */
     uint32_t is_next;
     uint32_t is_threads_head;
-    uint32_t is_id;              /* int64 interpreter id, 0 = main (sampler.c labels) */
-    uint32_t is_modules;         /* the modules dict (sys.modules), for asyncio (tasks.c) */
+    uint32_t is_id;              /* int64 interpreter id, 0 = main (tick.c: other interpreters' root frames) */
+    uint32_t is_modules;         /* the modules dict (sys.modules), for asyncio (tasks_search.c) */
 
     /* PyThreadState */
     uint32_t ts_read;            /* bytes to snapshot: covers every ts_ field */
@@ -151,7 +151,7 @@ struct ps_layout {
     uint32_t values_items;       /* PyDictValues: offset of values[] (3.13: 8) */
     uint32_t values_valid;       /* PyDictValues: uint8 valid flag, 3.13 */
 
-    /* 3.14+, from the block, for the asyncio task walk (tasks.c);
+    /* 3.14+, from the block, for the asyncio task walk (tasks_read.c);
      * PS_NOFIELD before.  objects_described: the type and dict fields
      * above are set even though thread names are not (inst_kind NONE). */
     uint32_t fr_stackpointer;    /* _PyStackRef* top of the value stack */

@@ -101,7 +101,7 @@ static const uint16_t positions[DO_COUNT][NVERSIONS] = {
     [DO_UN_ASCII_SIZE] =      {  560,  640,  736 },
     /* 3.15: compactunicodeobject_size */
     [DO_UN_COMPACT_SIZE] =    {    0,    0,  744 },
-    /* 3.14+: for the asyncio task walk (tasks.c) */
+    /* 3.14+: for the asyncio task walk (tasks_read.c) */
     [DO_FR_STACKPOINTER] =    {    0,  296,  360 },
     [DO_GEN_SIZE] =           {    0,  664,  792 },
     [DO_GEN_NAME] =           {    0,  672,  800 },
@@ -288,7 +288,7 @@ static void names_layout(const uint8_t *dbg, int v, int ft, uint32_t fr_size,
 }
 
 /*
- * 3.14+: what the asyncio task walk (tasks.c) reads beyond frames: the
+ * 3.14+: what the asyncio task walk (tasks_read.c) reads beyond frames: the
  * generator's name, embedded frame and state, a frame's stack pointer, and
  * (where thread names did not already) the type and dict fields the block
  * gives.  tp_base is not in the block: 256 in GIL builds, checked like the

@@ -79,7 +79,7 @@ int64_t ps_thread_cpu_ns(long tid);
 int ps_thread_os_name(long tid, char *buf, size_t len);
 
 /*
- * Brackets the walk of one thread (sampler.c).  Where a running thread
+ * Brackets the walk of one thread (threadsample.c).  Where a running thread
  * cannot be read consistently enough (macOS), begin suspends thread tid,
  * refreshes ts (L.ts_read bytes at tsp) and copies its frame chain (as far
  * as a walk of max_frames may go) into a buffer allocated beforehand, then
@@ -146,7 +146,7 @@ _Noreturn void ps_real_exit(int status);
  * Where the section named section of a loaded image is in memory: the image
  * is the file path (as mapped) or, path NULL, the image that contains the
  * address inside.  CPython 3.14+ describes asyncio's objects in such a
- * section (".AsyncioDebug"; tasks.c).  Reads the file and the process's
+ * section (".AsyncioDebug"; tasks_search.c).  Reads the file and the process's
  * map, takes no lock: callable from the sampler thread.  0, or -1.
  */
 int ps_image_section(const char *path, uintptr_t inside, const char *section, uintptr_t *addr,

@@ -11,9 +11,9 @@
  * rebuild it, with the code cache, at the one moment no stack refers to
  * a symbol (ps_profile_reset below).
  *
- * The data path runs one way: the sampler (sampler.c) locks the profile
- * for a tick and adds stacks to it; the writer (writer.c) and the API
- * (api.c) render it.  Nothing here calls back up.
+ * The data path runs one way: the sampler's tick (tick.c) locks the
+ * profile for a tick and adds stacks to it; the writer (writer.c) and the
+ * API (api.c) render it.  Nothing here calls back up.
  */
 #ifndef PS_PROFILE_H
 #define PS_PROFILE_H

@@ -1,7 +1,7 @@
 /*
  * pyobj.h - reading builtin containers out of interpreter memory: dicts
  * (by str key, or every item), sets, lists, ints and an instance's
- * attributes.  Used by the asyncio task walk (tasks.c) to get from the
+ * attributes.  Used by the asyncio task walk (tasks_*.c) to get from the
  * modules dict to the set of tasks.
  *
  * Every read goes through ps_read; every object is recognised by its type

@@ -80,7 +80,7 @@ void ps_sampler_tick(void);
 
 void ps_sampler_stats(struct ps_stats *st);
 
-/* fork(): prepare notes the forking thread (see sampler.c); in the child,
+/* fork(): prepare notes the forking thread (see threadinfo.c); in the child,
  * a sampler thread that ran in the parent runs again, on counters of its
  * own, sampling unless stop_sampling (the parent sampled for a control
  * session, which was the parent's). */

@@ -10,8 +10,8 @@
  *   - in wall mode every other task of the thread's loops that awaits no
  *     other task is counted once, with the chain of tasks awaiting it
  *     (ps_tasks_emit_waiting).
- * docs/format.md shows the stacks.  Everything is read from memory (tasks.c
- * says how, per version); the sampler thread only.
+ * docs/format.md shows the stacks.  Everything is read from memory (tasks_impl.h
+ * says which file does what); the sampler thread only.
  */
 #ifndef PS_TASKS_H
 #define PS_TASKS_H

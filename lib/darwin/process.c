@@ -21,7 +21,7 @@ int ps_parent_profiles_to(const char *tmpl)
 }
 
 /* CPython 3.14+ describes asyncio in __DATA,AsyncioDebug: not read on macOS
- * yet (getsectiondata on the image would be the way); tasks.c refuses. */
+ * yet (getsectiondata on the image would be the way); tasks_search.c refuses. */
 int ps_image_section(const char *path, uintptr_t inside, const char *section, uintptr_t *addr,
                      size_t *size)
 {
