@@ -394,9 +394,16 @@ static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, u
                 return 0;
             break;
         case 0x05:                      /* offset_extended */
+        case 0x11:                      /* offset_extended_sf */
+        case 0x14:                      /* val_offset */
+        case 0x15:                      /* val_offset_sf */
+        case 0x2f: {                    /* GNU_negative_offset_extended */
             reg = rd_uleb(&c);
-            set_rule(row, reg, R_OFFSET, (int64_t)rd_uleb(&c) * ci->data_align);
+            int64_t f = op == 0x11 || op == 0x15 ? rd_sleb(&c) : (int64_t)rd_uleb(&c);
+            set_rule(row, reg, op == 0x14 || op == 0x15 ? R_VAL_OFFSET : R_OFFSET,
+                     (op == 0x2f ? -f : f) * ci->data_align);
             break;
+        }
         case 0x06:                      /* restore_extended */
             restore_rule(row, initial, rd_uleb(&c));
             break;
@@ -454,10 +461,6 @@ static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, u
             set_rule(row, reg, R_UNKNOWN, 0);
             break;
         }
-        case 0x11:                      /* offset_extended_sf */
-            reg = rd_uleb(&c);
-            set_rule(row, reg, R_OFFSET, rd_sleb(&c) * ci->data_align);
-            break;
         case 0x12:                      /* def_cfa_sf */
             row->cfa_reg = (int)rd_uleb(&c);
             row->cfa_off = rd_sleb(&c) * ci->data_align;
@@ -466,20 +469,8 @@ static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, u
         case 0x13:                      /* def_cfa_offset_sf */
             row->cfa_off = rd_sleb(&c) * ci->data_align;
             break;
-        case 0x14:                      /* val_offset */
-            reg = rd_uleb(&c);
-            set_rule(row, reg, R_VAL_OFFSET, (int64_t)rd_uleb(&c) * ci->data_align);
-            break;
-        case 0x15:                      /* val_offset_sf */
-            reg = rd_uleb(&c);
-            set_rule(row, reg, R_VAL_OFFSET, rd_sleb(&c) * ci->data_align);
-            break;
         case 0x2e:                      /* GNU_args_size */
             (void)rd_uleb(&c);
-            break;
-        case 0x2f:                      /* GNU_negative_offset_extended */
-            reg = rd_uleb(&c);
-            set_rule(row, reg, R_OFFSET, -(int64_t)rd_uleb(&c) * ci->data_align);
             break;
         default:
             return -1;                  /* an opcode we do not know: stop */

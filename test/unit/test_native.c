@@ -234,8 +234,11 @@ static uintptr_t fake_cfi(uintptr_t base, int leaf_cfa)
     struct bytes eh = { .n = 0 };
     size_t cie = emit_cie(&eh, 0);
     uint8_t leaf48[] = { 0x41, 0x0e, 16, 0x83, 2, 0x44, 0x0e, 48 };
-    uint8_t leaf32[] = { 0x41, 0x0e, 32 };
-    uint8_t fp[] = { 0x41, 0x0e, 16, 0x86, 2, 0x43, 0x0d, 6 };
+    /* The second table's leaf restates the return address's rule with
+     * offset_extended_sf, F_FP saves rbp with offset_extended: both forms
+     * are read as the short one. */
+    uint8_t leaf32[] = { 0x41, 0x0e, 32, 0x11, 16, 1 };
+    uint8_t fp[] = { 0x41, 0x0e, 16, 0x05, 6, 2, 0x43, 0x0d, 6 };
     uint8_t root[] = { 0x07, 16 };
     size_t f[4];
     f[0] = leaf_cfa == 48 ? emit_fde(&eh, cie, base + F_LEAF, 0x100, leaf48, sizeof leaf48)
