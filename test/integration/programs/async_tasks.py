@@ -165,7 +165,10 @@ async def first_loop_main(until):
 
 
 def two_loops():
-    until = sampled.Until(0.5, 60)
+    # 150 ticks for 30 asserted samples per thread: the ticks are counted
+    # from here, and on a loaded machine the second thread's loop can
+    # start many ticks late (a run at load 15 saw 28 of 60).
+    until = sampled.Until(0.5, 150)
     out = {}
     t = threading.Thread(target=second_thread, args=(until, out), name="loop2")
     t.start()
