@@ -8,14 +8,11 @@ the same moment as the sampler; with one, they take turns.
 They run SECONDS and until the sampler has woken TICKS times.
 
 Prints "<thread index> <native id>" per thread, then "samples N errors N"
-from the sampler's own counters (pysample_status through ctypes; the
-library is the one in LD_PRELOAD).
+from the sampler's own counters (pysample_status through ctypes: the
+preloaded library's).
 """
-import ctypes
-import os
 import sys
 import threading
-import time
 
 import sampled
 
@@ -81,22 +78,13 @@ def main():
 
     stop = []
     threads = [threading.Thread(target=run, args=(i, f)) for i, f in enumerate(funcs)]
-    for t in threads:
-        t.start()
     # Every thread is started before the clock runs: all four busy at once,
     # for DURATION and until the sampler has woken TICKS times (sampled.py).
-    ready.wait()
-    until = sampled.Until(DURATION, TICKS)
-    while until.more():
-        time.sleep(0.01)
-    stop.append(True)
-    for t in threads:
-        t.join()
+    sampled.run_threads(threads, stop, DURATION, TICKS, ready)
     for i in sorted(ids):
         print(i, ids[i])
-    lib = os.environ.get("LD_PRELOAD", "").split(":")[0]
-    st = sampled.Status()
-    if lib and ctypes.CDLL(lib).pysample_status(ctypes.byref(st), ctypes.sizeof(st)) == 0:
+    st = sampled.status()
+    if st is not None:
         print("samples %d errors %d" % (st.samples, st.errors))
 
 

@@ -37,10 +37,7 @@ def py_outer():
 
 
 def main():
-    until = sampled.Until(1.0, 150)
-    work = py_caller if sys.argv[2] == "chain" else py_outer
-    while until.more():
-        work()
+    sampled.repeat(py_caller if sys.argv[2] == "chain" else py_outer, 1.0, 150)
     print("done")
 
 

@@ -24,7 +24,12 @@ samples land in them, not in this module.
             break
 
 or, where a frame of this module on top of the stack does not matter,
-`while until.more(): work()`.
+`while until.more(): work()`, or `repeat(work, seconds, ticks)` where one
+below the program's frames does not either.
+
+Threads started together and stopped together once the part is over:
+`run_threads(threads, stop, seconds, ticks)`.  The sampler's own counts
+(samples, errors): `status()`.
 """
 import ctypes
 import time
@@ -48,6 +53,16 @@ def _preloaded():
     except (OSError, AttributeError):
         return None
     return lib
+
+
+def status(lib=None):
+    """pysample_status() of lib (default: the preloaded library), or None
+    without one."""
+    lib = lib if lib is not None else _preloaded()
+    st = Status()
+    if lib is None or lib.pysample_status(ctypes.byref(st), ctypes.sizeof(st)) != 0:
+        return None
+    return st
 
 
 def sampler_ticks(lib):
@@ -90,4 +105,29 @@ class Until:
 
     def more(self):
         return time.perf_counter() < self.deadline or self.extend()
+
+
+def repeat(work, seconds, ticks):
+    """Calls work() over and over for seconds and until the sampler has
+    woken ticks times."""
+    until = Until(seconds, ticks)
+    while until.more():
+        work()
+
+
+def run_threads(threads, stop, seconds, ticks, ready=None):
+    """Starts threads, waits at the barrier ready (if any: the clock starts
+    once every thread runs), lets them run for seconds and until the
+    sampler has woken ticks times, then appends True to stop (the list
+    the threads poll) and joins them."""
+    for t in threads:
+        t.start()
+    if ready is not None:
+        ready.wait()
+    until = Until(seconds, ticks)
+    while until.more():
+        time.sleep(0.01)
+    stop.append(True)
+    for t in threads:
+        t.join()
 

@@ -13,10 +13,8 @@ the sampler has woken TICKS times (sampled.py), then prints the sampler's
 "samples N errors N" on stderr (walks dropped as inconsistent count as
 errors).
 """
-import ctypes
 import sys
 import threading
-import time
 
 import sampled
 
@@ -54,18 +52,10 @@ def worker(stop):
 def main():
     stop = []
     threads = [threading.Thread(target=worker, args=(stop,)) for _ in range(THREADS)]
-    for t in threads:
-        t.start()
-    until = sampled.Until(DURATION, TICKS)
-    while until.more():
-        time.sleep(0.01)
-    stop.append(True)
-    for t in threads:
-        t.join()
+    sampled.run_threads(threads, stop, DURATION, TICKS)
     print("conditions ok")
-    st = sampled.Status()
-    lib = sampled._preloaded()
-    if lib is not None and lib.pysample_status(ctypes.byref(st), ctypes.sizeof(st)) == 0:
+    st = sampled.status()
+    if st is not None:
         print("samples %d errors %d" % (st.samples, st.errors), file=sys.stderr)
 
 

@@ -4,7 +4,6 @@ They spin for DURATION and until the sampler has woken TICKS times
 (sampled.py), which the main thread watches: the workers' stacks hold
 nothing but their own functions."""
 import threading
-import time
 
 import sampled
 
@@ -49,15 +48,7 @@ def main():
 
     threads = [threading.Thread(target=run, args=(f,), name="worker-%d" % i)
                for i, f in enumerate(funcs)]
-    for t in threads:
-        t.start()
-    ready.wait()
-    until = sampled.Until(DURATION, TICKS)
-    while until.more():
-        time.sleep(0.01)
-    stop.append(True)
-    for t in threads:
-        t.join()
+    sampled.run_threads(threads, stop, DURATION, TICKS, ready)
     for name, tid in sorted(ids.items()):
         print(name, tid)
 
