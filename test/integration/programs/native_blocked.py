@@ -11,27 +11,19 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sampled  # noqa: E402
+from native_loops import LOOPS, call_loop, report  # noqa: E402
 
 lib = ctypes.CDLL(sys.argv[1])
-LOOPS = ["select", "poll", "epoll", "nanosleep", "sem", "futex"]
 results = {}
 EACH_MS = 400
 
 
 def run_loop(name, secs):
-    fn = getattr(lib, "c_loop_" + name)
-    fn.restype = ctypes.c_long
-    fn.argtypes = [ctypes.c_double, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
-    eintr = ctypes.c_int(0)
-    results[name] = (fn(secs, EACH_MS, ctypes.byref(eintr)), eintr.value)
+    results[name] = call_loop(lib, name, secs, EACH_MS)
 
 
 def reader(fd, secs):
-    fn = lib.c_loop_read
-    fn.restype = ctypes.c_long
-    fn.argtypes = [ctypes.c_double, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
-    eintr = ctypes.c_int(0)
-    results["read"] = (fn(secs, fd, ctypes.byref(eintr)), eintr.value)
+    results["read"] = call_loop(lib, "read", secs, fd)
 
 
 def lock_waiter(lock, stop):
@@ -73,9 +65,7 @@ def main():
     stop.set()
     for t in others:
         t.join()
-    for name in LOOPS + ["read"]:
-        calls, eintr = results[name]
-        print(name, calls, eintr)
+    report(results)
     # Free-threaded builds have no GIL to contend for.
     print("gil", int(getattr(sys, "_is_gil_enabled", lambda: True)()), 0)
 

@@ -13,10 +13,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sampled  # noqa: E402
+from native_loops import LOOPS, call_loop, report  # noqa: E402
 
 lib = ctypes.CDLL(sys.argv[1])
 seconds = float(sys.argv[2])
-LOOPS = ["select", "poll", "epoll", "nanosleep", "sem", "futex"]
 results = {}
 
 
@@ -26,21 +26,11 @@ def add(name, calls, eintr):
 
 
 def run_loop(name, each_ms, secs):
-    fn = getattr(lib, "c_loop_" + name)
-    fn.restype = ctypes.c_long
-    fn.argtypes = [ctypes.c_double, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
-    eintr = ctypes.c_int(0)
-    calls = fn(secs, each_ms, ctypes.byref(eintr))
-    add(name, calls, eintr.value)
+    add(name, *call_loop(lib, name, secs, each_ms))
 
 
 def reader(fd, secs):
-    fn = lib.c_loop_read
-    fn.restype = ctypes.c_long
-    fn.argtypes = [ctypes.c_double, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
-    eintr = ctypes.c_int(0)
-    calls = fn(secs, fd, ctypes.byref(eintr))
-    add("read", calls, eintr.value)
+    add("read", *call_loop(lib, "read", secs, fd))
 
 
 def busy(stop):
@@ -83,9 +73,7 @@ def main():
     stop.set()
     for t in busies:
         t.join()
-    for name in LOOPS + ["read"]:
-        calls, eintr = results[name]
-        print(name, calls, eintr)
+    report(results)
 
 
 main()
