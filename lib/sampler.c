@@ -40,6 +40,7 @@
 #include "platform.h"
 #include "profile.h"
 #include "sampler.h"
+#include "schedule.h"
 #include "stats.h"
 #include "threadinfo.h"
 #include "threadsample.h"
@@ -181,36 +182,36 @@ static void apply_budget(uint64_t now)
     atomic_store(&sampler.rate_hz, r);
 }
 
-/* The ticks' schedule: absolute deadlines 1/rate apart. */
+/* The ticks' schedule at the current rate: deadlines on a fixed grid, late
+ * wake-ups skip deadlines rather than burst (schedule.h). */
 struct schedule {
     int rate;
-    uint64_t interval, next;
+    struct ps_schedule grid;
 };
 
 static void schedule_start(struct schedule *sc, uint64_t now)
 {
     sc->rate = atomic_load(&sampler.rate_hz);
-    sc->interval = 1000000000ull / (uint64_t)sc->rate;
-    sc->next = now + sc->interval;
+    ps_schedule_start(&sc->grid, 1000000000ull / (uint64_t)sc->rate, now);
 }
 
-/* After a tick that ended at now: the next deadline.  A new rate (a
- * control session, the CPU budget) starts from now. */
-static void schedule_next(struct schedule *sc, uint64_t now)
+/* Counts the deadlines the grid let go since skipped was read. */
+static void count_skipped(const struct schedule *sc, uint64_t skipped)
 {
-    if (atomic_load(&sampler.rate_hz) != sc->rate) {
-        sc->rate = atomic_load(&sampler.rate_hz);
-        sc->interval = 1000000000ull / (uint64_t)sc->rate;
-        sc->next = now;
-    }
-    sc->next += sc->interval;
-    if (now > sc->next) {
-        /* We fell behind (descheduled, or a tick took too long): skip
-         * the missed ticks rather than burst to catch up. */
-        uint64_t missed = (now - sc->next) / sc->interval + 1;
-        ps_count(PS_COUNT_LATE_TICKS, missed);
-        sc->next += missed * sc->interval;
-    }
+    if (sc->grid.skipped != skipped)
+        ps_count(PS_COUNT_LATE_TICKS, sc->grid.skipped - skipped);
+}
+
+/* After a tick that woke at woke and ended at now: the next deadline.  A
+ * new rate (a control session, the CPU budget) starts a grid from now. */
+static void schedule_next(struct schedule *sc, uint64_t woke, uint64_t now)
+{
+    uint64_t skipped = sc->grid.skipped;
+    if (atomic_load(&sampler.rate_hz) != sc->rate)
+        schedule_start(sc, now);
+    else
+        ps_schedule_ticked(&sc->grid, woke, now);
+    count_skipped(sc, skipped);
 }
 
 /* PYSAMPLE_FLUSH_INTERVAL: the profile written every so often. */
@@ -223,19 +224,21 @@ static void flush_if_due(uint64_t now)
     sampler.next_flush = now + (uint64_t)sampler.cfg.flush_interval_s * 1000000000ull;
 }
 
-/* One tick at its deadline, timed for PYSAMPLE_STATS: how late it woke,
- * how long its work took.  Returns when it ended. */
-static uint64_t timed_tick(uint64_t deadline)
+/* One tick for the latest deadline that has passed, timed for
+ * PYSAMPLE_STATS: how late it is for that deadline, how long its work
+ * took.  Sets *woke; returns when it ended. */
+static uint64_t timed_tick(struct schedule *sc, uint64_t *woke)
 {
-    uint64_t woke = 0;
-    if (sampler.cfg.stats_path[0]) {
-        woke = ps_now_ns();
-        ps_stats_late(woke > deadline ? woke - deadline : 0);
-    }
+    uint64_t skipped = sc->grid.skipped;
+    *woke = ps_now_ns();
+    uint64_t late = ps_schedule_woke(&sc->grid, *woke);
+    count_skipped(sc, skipped);
+    if (sampler.cfg.stats_path[0])
+        ps_stats_late(late);
     tick(0);
     uint64_t now = ps_now_ns();
-    if (woke)
-        ps_stats_tick_took(now - woke);
+    if (sampler.cfg.stats_path[0])
+        ps_stats_tick_took(now - *woke);
     return now;
 }
 
@@ -260,13 +263,14 @@ static void sample_for_a_while(void)
 
     while (!atomic_load(&sampler.stop) && !atomic_load(&sampler.finished) &&
            atomic_load(&sampler.active)) {
-        wait_until(sc.next);
+        wait_until(sc.grid.next);
         if (atomic_load(&sampler.stop) || !atomic_load(&sampler.active))
             break;
-        uint64_t now = timed_tick(sc.next);
+        uint64_t woke;
+        uint64_t now = timed_tick(&sc, &woke);
         if (share > 0)
             apply_budget(now);
-        schedule_next(&sc, now);
+        schedule_next(&sc, woke, now);
         serve_writes();
         flush_if_due(now);
         /* The thread's CPU clock is a system call (0.4-0.9 us here, as

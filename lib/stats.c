@@ -6,8 +6,8 @@
  * write a small "key value" text file each time it stops (pysample_stop,
  * exit, runtime finalizing): ticks, samples, errors (and by cause:
  * unreadable, inconsistent), skipped ticks, the sampler thread's own CPU
- * time, how long it sampled, tick lateness (wake-up time minus scheduled
- * time) at p50/p90/p99/max and the duration of a tick's own work at
+ * time, how long it sampled, tick lateness (wake-up time minus the
+ * deadline the tick serves, schedule.h) at p50/p90/p99/max and the duration of a tick's own work at
  * p50/p99, from log-linear histograms (buckets 1/16 of a power of two
  * wide; a percentile is its bucket's floor).  Counts are cumulative over
  * the process's start/stop cycles.  Nothing is printed, and an unwritable
