@@ -941,9 +941,9 @@ def render(R):
         L.append("")
     if "memory" in R:
         heading(L, "5. Memory and output (test/bench/bench_stacktab.c: 4 threads, depth 8-40, 3000 functions)",
-                "Sort: the lines put in order (under the profile lock in the library); write: the "
+                "Sort: the lines put in order (under the profile lock in the library); make+write: the "
                 "lines made a chunk at a time and written (the lock released).")
-        table_head(L, "| samples | distinct stacks | table RSS KiB | per stack B | add ns/sample | sort s (CPU) | make+write s (CPU) | render+write wall spread | extra peak while writing KiB | output MB | target | |")
+        table_head(L, "| samples | distinct stacks | table RSS KiB | per stack B | add ns/sample | sort s (CPU) | make+write s (CPU) | sort+write wall spread | extra peak while writing KiB | output MB | target | |")
         for k, x in R["memory"].items():
             s, d = k.split("/")
             tgt, ok = "", ""
