@@ -25,6 +25,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "programs")
 
 
+def once(fn):
+    """Marks a scenario whose outcome does not depend on the interpreter
+    (the library's own settings, the control protocol, the CPU budget):
+    run.py runs it under the primary interpreter only (run.py --primary).
+    What it asserts about the profile's content (frames, names, lines,
+    threads, tasks) must be asserted under every interpreter by another
+    scenario; a scenario about how the library reads a version's memory is
+    never one of these."""
+    fn.once = True
+    return fn
+
+
 class Skip(Exception):
     """Raised by a test that does not apply to this interpreter."""
 
@@ -63,6 +75,10 @@ class Stack:
         return "%s;%s %d" % (self.thread, ";".join(f.raw for f in self.frames), self.count)
 
 
+# The count that ends every line of a profile.
+COUNT = re.compile(r"\d+\Z")
+
+
 class Profile:
     def __init__(self, path):
         self.path = path
@@ -70,14 +86,25 @@ class Profile:
             data = f.read()
         self.text = data.decode("utf-8")  # must be valid UTF-8
         self.stacks = []
+        # One Frame per distinct frame text: the stress programs leave tens
+        # of MB of stacks thousands of frames deep, made of a few hundred
+        # distinct frames, and parsing each occurrence took seconds per
+        # profile.  Frames are never modified, so sharing them is safe.
+        frames = {}
         for n, line in enumerate(self.text.splitlines(), 1):
-            m = re.match(r"^(.*) (\d+)$", line)
-            if not m:
+            stack, sep, count = line.rpartition(" ")
+            if not sep or not stack or not COUNT.match(count):
                 raise AssertionError("%s:%d: malformed line %r" % (path, n, line))
-            parts = m.group(1).split(";")
+            parts = stack.split(";")
             if not parts[0].startswith("thread "):
                 raise AssertionError("%s:%d: first frame is not a thread: %r" % (path, n, line))
-            self.stacks.append(Stack(parts[0], [Frame(p) for p in parts[1:]], int(m.group(2))))
+            got = []
+            for p in parts[1:]:
+                f = frames.get(p)
+                if f is None:
+                    f = frames[p] = Frame(p)
+                got.append(f)
+            self.stacks.append(Stack(parts[0], got, int(count)))
         if not self.text.endswith("\n") and self.text:
             raise AssertionError("%s: last line not terminated (truncated file?)" % path)
 
