@@ -11,9 +11,17 @@ One line per interpreter: "<label> <path>".  Sources, in order:
 Interpreters older than 3.8 are ignored (nothing of ours runs there); 3.8
 is listed so the suite can check that it is refused cleanly.  Duplicates
 (same resolved executable) are listed once.
+
+--mark-primary appends " primary" to one line: the interpreter that also
+runs the scenarios whose outcome does not depend on the interpreter (the
+library's own settings, the control protocol, the CPU budget; run.py
+--primary).  It is the newest supported release build from pyenv (a label
+like 3.13.0: GIL, not debug, shared libpython), else the newest supported
+interpreter of any kind.
 """
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -38,10 +46,10 @@ def probe(path):
     label = "%d.%d.%d%s%s" % (major, minor, micro, "t" if ft else "", "d" if dbg else "")
     if not shared:
         label += "-static"
-    return label, (major, minor)
+    return label, (major, minor, micro)
 
 
-def candidates():
+def candidates(extra):
     roots = []
     try:
         roots.append(subprocess.run(["pyenv", "root"], capture_output=True, text=True,
@@ -69,15 +77,31 @@ def candidates():
                     yield parts[1], parts[0] + ":"
         except Exception:
             pass
-    for p in os.environ.get("PYSAMPLE_TEST_PYTHONS", "").split(":") + sys.argv[1:]:
+    for p in os.environ.get("PYSAMPLE_TEST_PYTHONS", "").split(":") + extra:
         if p:
             yield p, None
 
 
+# The versions libpysample profiles (run.py refuses the others as a whole).
+SUPPORTED = ((3, 9), (3, 15))
+
+
+def primary(found):
+    """The label of the primary interpreter among found [(label, path,
+    (major, minor, micro))], or None."""
+    ok = [f for f in found if SUPPORTED[0] <= f[2][:2] <= SUPPORTED[1]]
+    plain = [f for f in ok if re.fullmatch(r"\d+\.\d+\.\d+", f[0])]
+    best = sorted(plain or ok, key=lambda f: f[2])
+    return best[-1][0] if best else None
+
+
 def main():
+    args = sys.argv[1:]
+    mark = "--mark-primary" in args
+    found = []
     seen_exe = set()
     seen_label = set()
-    for path, prefix in candidates():
+    for path, prefix in candidates([a for a in args if a != "--mark-primary"]):
         if not os.path.exists(path):
             continue
         real = os.path.realpath(path)
@@ -87,7 +111,7 @@ def main():
         got = probe(path)
         if got is None:
             continue
-        label, _ = got
+        label, version = got
         if prefix and prefix.endswith(":"):
             label = prefix[:-1]          # the build script's own label
         elif prefix:
@@ -95,7 +119,10 @@ def main():
         while label in seen_label:
             label += "+"
         seen_label.add(label)
-        print(label, path)
+        found.append((label, path, version))
+    first = primary(found) if mark else None
+    for label, path, _ in found:
+        print(label, path + (" primary" if label == first else ""))
 
 
 if __name__ == "__main__":

@@ -2,10 +2,17 @@
 """Integration test runner: runs one suite of scenarios under one interpreter.
 
     run.py --python PATH --lib LIBPYSAMPLE --suite core [--only NAME] [--label L]
+           [--primary]
 
 Prints one line per scenario ("ok", "FAIL" with the reason, or "skip") and
 exits non-zero if any failed, so meson reports the interpreter and suite as
 one named test; the lines say which scenario broke.
+
+A scenario marked @harness.once depends on nothing of the interpreter's
+(the library's own settings and messages, the control protocol, the CPU
+budget): it runs only with --primary, which test/meson.build gives to one
+interpreter (test/find_pythons.py --mark-primary), and --only runs it
+anywhere.  Under the others a line says it ran there instead.
 """
 import argparse
 import importlib
@@ -37,6 +44,8 @@ def main():
     ap.add_argument("--suite", default="core")
     ap.add_argument("--only", default=None)
     ap.add_argument("--label", default=None)
+    ap.add_argument("--primary", action="store_true",
+                    help="also run the scenarios marked @harness.once")
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                     help="set in every profiled run, over the test's own settings (the "
                          "stress suite with PYSAMPLE_NATIVE=1)")
@@ -65,6 +74,10 @@ def main():
         tests = [t for t in tests if not getattr(t[1], "old_python_only", False)
                  and not getattr(t[1], "trace_refs_only", False)
                  and not getattr(t[1], "new_python_only", False)]
+    elsewhere = []
+    if not a.primary and not a.only:
+        elsewhere = [t[0] for t in tests if getattr(t[1], "once", False)]
+        tests = [t for t in tests if not getattr(t[1], "once", False)]
 
     tmp_root = tempfile.mkdtemp(prefix="pysample-it-")
     ctx = harness.Context(a.python, os.path.abspath(a.lib), a.label or "", version, tmp_root)
@@ -92,6 +105,9 @@ def main():
         passed += 1
         print("ok   %-28s (%.1fs)" % (name, time.monotonic() - t0), flush=True)
     shutil.rmtree(tmp_root, ignore_errors=True)
+    if elsewhere:
+        print("once %s: under the primary interpreter (test/find_pythons.py --mark-primary)"
+              % ", ".join(elsewhere))
     print("%s %s: %d passed, %d failed, %d skipped" % (a.suite, a.label or a.python,
                                                       passed, failed, skipped))
     return 1 if failed else 0

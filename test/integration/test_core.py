@@ -299,6 +299,7 @@ def test_non_python_processes_are_inert(ctx):
         ctx.check(res.files == [], "%s left files %r" % (cmd, res.files))
 
 
+@harness.once
 def test_invalid_settings_are_reported(ctx):
     prog = ctx.program("lines.py")
     for var, val, want in (("PYSAMPLE_RATE", "abc", "PYSAMPLE_RATE='abc'"),
@@ -315,6 +316,7 @@ def test_invalid_settings_are_reported(ctx):
         ctx.check(p.with_frame("leaf") > 0, "no profile after falling back to the default")
 
 
+@harness.once
 def test_unwritable_output_reported_at_start(ctx):
     prog = ctx.program("lines.py")
     res = ctx.run([prog, "0.2"], output=None,
