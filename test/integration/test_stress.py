@@ -11,6 +11,7 @@ output, and leave a valid profile that shows its functions.
 Each scenario is short by default (the suite runs under every interpreter
 in CI); PYSAMPLE_STRESS_ITERATIONS=N repeats each one N times.
 """
+import concurrent.futures
 import json
 import os
 import re
@@ -134,10 +135,13 @@ def test_recursion_on_every_syscall_path(ctx):
     # process_vm_readv is refused (PYSAMPLE_READ_MODE is test-only).
     for _ in repeat(ctx):
         for mode in ("syscall", "file", "pipe"):
-            # 0.5 s and at least 300 sampler wake-ups: a walk of 1500 frames
+            # 0.5 s and at least 100 sampler wake-ups: a walk of 1500 frames
             # through pipe reads takes milliseconds, and under load 0.5 s
-            # alone once left no sample deeper than 95 frames.
-            res, p = stress_run(ctx, [ctx.program("stress_recursion.py"), "0.5", "1500", "300"],
+            # alone once left no sample deeper than 95 frames.  100 wake-ups
+            # left 56-85 samples deeper than 100 frames in each mode, with
+            # native stacks on and a load average of 11 (3.9, 3.15); 300
+            # took 10-25 s per interpreter with native stacks.
+            res, p = stress_run(ctx, [ctx.program("stress_recursion.py"), "0.5", "1500", "100"],
                                 "recursion ok\n", env={"PYSAMPLE_READ_MODE": mode}, fast=True)
             # A walk takes milliseconds here (~1.3 us per read), so more of
             # them overlap a call or return than on the direct path.
@@ -300,11 +304,19 @@ def current_thread_report(stderr):
     return [re.sub(r"0x[0-9a-fA-F]+", "0x?", l) for l in out]
 
 
+def both_ways(ctx, args, **kw):
+    """{preload: ctx.run(args, preload=preload, **kw)} for False and True,
+    the two runs at the same time."""
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        futures = {p: pool.submit(ctx.run, args, preload=p, **kw) for p in (False, True)}
+        return {p: f.result() for p, f in futures.items()}
+
+
 def test_real_segfault(ctx):
     # A genuine crash looks exactly as without the library: death by
     # SIGSEGV, and the same faulthandler report for the crashing thread.
     # The death is checked on every run.  The report is compared with a run
-    # without the library made just before; if they differ, or one is cut
+    # without the library made at the same time; if they differ, or one is cut
     # short, the pair is run again (up to 3 times): faulthandler itself now
     # and then leaves out the current thread on a free-threaded build while
     # it dumps another running thread, with or without us.
@@ -327,10 +339,11 @@ def test_real_segfault(ctx):
             same = False
             a = b = []
             for attempt in range(8):
-                runs = {}
+                # The pair runs at the same time: nothing here is about
+                # timing, and a crash report does not depend on the load.
+                runs = both_ways(ctx, cmd, env=STRESS, python=False, timeout=60)
                 for preload in (False, True):
-                    res = ctx.run(cmd, env=STRESS, python=False, preload=preload, timeout=60)
-                    runs[preload] = res
+                    res = runs[preload]
                     what = "%s %s" % (name, "with library" if preload else "without")
                     ctx.check(res.rc == -signal.SIGSEGV or res.rc == 128 + signal.SIGSEGV,
                               "%s: exit status %s, expected death by SIGSEGV" % (what, res.rc),
