@@ -46,7 +46,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
-from harness import Profile, program_lines  # noqa: E402
+from harness import RATE_NOTE, Profile, program_lines  # noqa: E402
 
 APP = os.path.join(HERE, "wsgi_app.py")
 TEMP_RE = re.compile(r"^\..*\.tmp$")
@@ -245,7 +245,10 @@ def check_pair(lib, plain, reexecs=0, min_workers=3):
           % (lib.rc, plain.rc, lib.text()[-2000:], plain.text()[-2000:]))
     check(lib.deaths() == plain.deaths(), "worker deaths differ: with %r, without %r\n%s"
           % (lib.deaths(), plain.deaths(), lib.text()[-3000:]))
-    check("pysample:" not in lib.text(), "message of ours in the log:\n%s" % lib.text()[-3000:])
+    # Any line of ours but the note that the achieved rate fell under 90 %
+    # of the requested one, which a loaded machine brings (issue #17).
+    ours = [l for l in lib.text().splitlines() if "pysample:" in l and not RATE_NOTE.match(l)]
+    check(not ours, "message of ours in the log: %s\n%s" % (ours[:3], lib.text()[-3000:]))
     check(os.listdir(plain.out) == [], "profiles without the library?")
     files = sorted(os.listdir(lib.out))
     temps = [f for f in files if TEMP_RE.match(f)]
