@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "counters.h"
 #include "native.h"
 #include "symtab.h"
 
@@ -228,4 +229,11 @@ int ps_native_stats(char *buf, size_t len)
     if (m < 0 || (size_t)m >= len - n)
         return 0;
     return (int)(n + (size_t)m);
+}
+
+void ps_native_stats_reset(void)
+{
+    ps_counters_zero(outcomes, O_N);
+    ps_counters_zero(truncated_by, PS_STOP_N);
+    ps_unwind_counts_reset();
 }

@@ -211,6 +211,7 @@ struct ps_unwind_counts {
     uint64_t walks, frames, ns;
 };
 void ps_unwind_counts(struct ps_unwind_counts *c);
+void ps_unwind_counts_reset(void);
 
 /* --- merging (native.c) --------------------------------------------------- */
 
@@ -246,5 +247,8 @@ int ps_native_merge(struct ps_symtab *t, enum ps_native_mode mode,
  * Returns the length written (0 if it does not fit).
  */
 int ps_native_stats(char *buf, size_t len);
+/* In a forked child: those counts start from zero, as the sampler's own
+ * statistics do (the child's file says what the child did). */
+void ps_native_stats_reset(void);
 
 #endif

@@ -253,6 +253,8 @@ void ps_sample_thread(struct ps_tick *t, uintptr_t tsp, uint8_t *ts, uint64_t we
 void ps_threadsample_child_after_fork(void)
 {
     ps_threadinfo_child_after_fork();
-    if (sample.cfg != NULL && sample.cfg->native)
+    if (sample.cfg != NULL && sample.cfg->native) {
         ps_native_after_fork();
+        ps_native_stats_reset();
+    }
 }

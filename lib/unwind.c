@@ -45,6 +45,7 @@
 #include <sys/ucontext.h>
 #endif
 
+#include "counters.h"
 #include "memread.h"
 #include "native.h"
 
@@ -59,9 +60,8 @@
 
 /* Counters of how frames were unwound (PYSAMPLE_STATS), written by the
  * sampler thread only: relaxed loads and stores, no read-modify-write. */
-static struct {
-    _Atomic uint64_t hits, misses, fp_frames, nocfi_frames, signal_frames, walks, frames, ns;
-} counts;
+enum { C_HITS, C_MISSES, C_FP, C_NOCFI, C_SIGNAL, C_WALKS, C_FRAMES, C_NS, C_N };
+static _Atomic uint64_t counts[C_N];
 #define ADD(x, v) atomic_store_explicit(&(x), atomic_load_explicit(&(x), memory_order_relaxed) + (v), \
                                         memory_order_relaxed)
 #define BUMP(x) ADD(x, 1)
@@ -797,7 +797,7 @@ static int sigframe_step(struct ps_regs *rs)
     if (ps_read(&uc.uc_mcontext.gregs, at, sizeof uc.uc_mcontext.gregs) != 0)
         return -PS_STOP_READ;
     ps_regs_from_context(&uc, rs);
-    BUMP(counts.signal_frames);
+    BUMP(counts[C_SIGNAL]);
     return 2;
 }
 #endif
@@ -813,12 +813,12 @@ static int cfi_step(struct ps_regs *rs, int first)
     const struct urule *ru = slot;
     uint64_t cfa = 0;
     if (slot->gen == rules_gen && slot->at == at) {
-        BUMP(counts.hits);
+        BUMP(counts[C_HITS]);
     } else {
         int keep = find_rule(at, rs, &fresh, &cfa);
         if (keep < 0)
             return keep;
-        BUMP(counts.misses);
+        BUMP(counts[C_MISSES]);
         ru = &fresh;
         if (keep) {
             fresh.at = at;
@@ -828,7 +828,7 @@ static int cfi_step(struct ps_regs *rs, int first)
     }
     switch (ru->kind) {
     case K_NOCFI:
-        BUMP(counts.nocfi_frames);
+        BUMP(counts[C_NOCFI]);
         return fp_step(rs, 0);
     case K_STOP:
 #if defined(__linux__)
@@ -838,7 +838,7 @@ static int cfi_step(struct ps_regs *rs, int first)
         return -ru->stop;
     default:
         if (ru->fp)
-            BUMP(counts.fp_frames);
+            BUMP(counts[C_FP]);
         return apply(ru, cfa, rs);
     }
 }
@@ -921,20 +921,22 @@ int ps_unwind(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
 {
     uint64_t t0 = mono_ns();
     int n = walk(regs, pcs, max, stop);
-    ADD(counts.ns, mono_ns() - t0);
-    ADD(counts.frames, (uint64_t)n);
-    ADD(counts.walks, 1);
+    ADD(counts[C_NS], mono_ns() - t0);
+    ADD(counts[C_FRAMES], (uint64_t)n);
+    ADD(counts[C_WALKS], 1);
     return n;
 }
 
 void ps_unwind_counts(struct ps_unwind_counts *c)
 {
-    c->walks = atomic_load_explicit(&counts.walks, memory_order_relaxed);
-    c->frames = atomic_load_explicit(&counts.frames, memory_order_relaxed);
-    c->ns = atomic_load_explicit(&counts.ns, memory_order_relaxed);
-    c->hits = atomic_load_explicit(&counts.hits, memory_order_relaxed);
-    c->misses = atomic_load_explicit(&counts.misses, memory_order_relaxed);
-    c->fp_frames = atomic_load_explicit(&counts.fp_frames, memory_order_relaxed);
-    c->nocfi_frames = atomic_load_explicit(&counts.nocfi_frames, memory_order_relaxed);
-    c->signal_frames = atomic_load_explicit(&counts.signal_frames, memory_order_relaxed);
+    uint64_t v[C_N];
+    ps_counters_read(counts, v, C_N);
+    *c = (struct ps_unwind_counts){ .hits = v[C_HITS], .misses = v[C_MISSES], .fp_frames = v[C_FP],
+                                    .nocfi_frames = v[C_NOCFI], .signal_frames = v[C_SIGNAL],
+                                    .walks = v[C_WALKS], .frames = v[C_FRAMES], .ns = v[C_NS] };
+}
+
+void ps_unwind_counts_reset(void)
+{
+    ps_counters_zero(counts, C_N);
 }

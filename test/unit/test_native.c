@@ -468,6 +468,13 @@ static void test_merge(void)
     CHECK_EQ_INT(stat_of("native_truncated") - tr, 1);
     char small[16];
     CHECK_EQ_INT(ps_native_stats(small, sizeof small), 0);
+
+    /* A forked child's counts start from zero. */
+    CHECK(stat_of("native_unwinds") > 0);
+    ps_native_stats_reset();
+    CHECK_EQ_INT(stat_of("native_root"), 0);
+    CHECK_EQ_INT(stat_of("native_truncated_max"), 0);
+    CHECK_EQ_INT(stat_of("native_unwinds"), 0);
 }
 
 static void run_all(const char *path)
