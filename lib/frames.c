@@ -360,8 +360,12 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
     *boot = 0;
     sp.hi = 0;
     wc.reads = 0;
-    for (size_t i = 0; i < PS_WALK_CODES; i++)
-        wc.slot[i].code = 0;
+    /* 3.9/3.10 read every frame alone, after any code object read before
+     * it: no slot could ever serve one, so none is kept. */
+    struct walk_codes *codes = L->frame_kind == PS_FRAMES_INTERP ? &wc : NULL;
+    if (codes != NULL)
+        for (size_t i = 0; i < PS_WALK_CODES; i++)
+            wc.slot[i].code = 0;
     if (L->fr_read > 512 || L->co_read > 1024)
         return PS_WALK_UNREADABLE;
 
@@ -391,7 +395,7 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
             return PS_WALK_INCONSISTENT;
         uint64_t one, words;
         uintptr_t b = 0;
-        int r = resolve(py, cc, syms, lines, frame, fr, &one, &b, NULL, &words, &wc, fr_read);
+        int r = resolve(py, cc, syms, lines, frame, fr, &one, &b, NULL, &words, codes, fr_read);
         if (r < 0)
             return r;
         /* A frame on the data stack (owner 0) must be where its callee
