@@ -34,6 +34,31 @@ static int lookup(const struct ps_lt_range *r, int n, int64_t addr, int first)
     return n < 0 ? -999 : ps_linetable_lookup(r, (size_t)n, addr, first);
 }
 
+/* An address and the line it must be on (-1: none). */
+struct at_line {
+    int64_t addr;
+    int line;
+};
+
+/* Each expectation of want[0..nw) against r[0..n), a table whose code
+ * object starts at line first; a failure names the address. */
+static void check_lines(const struct ps_lt_range *r, int n, int first,
+                        const struct at_line *want, size_t nw, int src_line)
+{
+    for (size_t i = 0; i < nw; i++) {
+        int got = lookup(r, n, want[i].addr, first);
+        if (got != want[i].line) {
+            fprintf(stderr, "%s:%d: CHECK failed: address %lld: line %d, expected %d\n",
+                    __FILE__, src_line, (long long)want[i].addr, got, want[i].line);
+            check_failures++;
+        }
+    }
+}
+
+#define CHECK_LINES(r, n, first, ...) do { \
+    static const struct at_line want_[] = { __VA_ARGS__ }; \
+    check_lines(r, n, first, want_, NELEM(want_), __LINE__); } while (0)
+
 static void test_lnotab(void)
 {
     struct ps_lt_range r[MAXR];
@@ -48,15 +73,8 @@ static void test_lnotab(void)
     CHECK_EQ_INT(r[2].start, 10);
     CHECK_EQ_INT(r[2].end, 275);
     CHECK_EQ_INT(r[3].end, UINT32_MAX);
-    CHECK_EQ_INT(lookup(r, n, -1, 10), 10);
-    CHECK_EQ_INT(lookup(r, n, 0, 10), 10);
-    CHECK_EQ_INT(lookup(r, n, 5, 10), 10);
-    CHECK_EQ_INT(lookup(r, n, 6, 10), 13);
-    CHECK_EQ_INT(lookup(r, n, 9, 10), 13);
-    CHECK_EQ_INT(lookup(r, n, 10, 10), 12);
-    CHECK_EQ_INT(lookup(r, n, 274, 10), 12);
-    CHECK_EQ_INT(lookup(r, n, 275, 10), 15);
-    CHECK_EQ_INT(lookup(r, n, 1000000, 10), 15);
+    CHECK_LINES(r, n, 10, { -1, 10 }, { 0, 10 }, { 5, 10 }, { 6, 13 }, { 9, 13 }, { 10, 12 },
+                { 274, 12 }, { 275, 15 }, { 1000000, 15 });
 
     /* Empty table: the whole code object is on firstlineno. */
     n = decode(PS_LT_LNOTAB, NULL, 0, 7, r);
@@ -89,15 +107,9 @@ static void test_310(void)
     int n = decode(PS_LT_LINETABLE310, tab, sizeof tab, 20, r);
 
     CHECK_EQ_INT(n, 4);
-    CHECK_EQ_INT(lookup(r, n, -2, 20), 20);
-    CHECK_EQ_INT(lookup(r, n, 0, 20), 21);
-    CHECK_EQ_INT(lookup(r, n, 3, 20), 21);
-    CHECK_EQ_INT(lookup(r, n, 4, 20), -1);
-    CHECK_EQ_INT(lookup(r, n, 9, 20), -1);
-    CHECK_EQ_INT(lookup(r, n, 10, 20), 23);   /* -128 left the line alone */
-    CHECK_EQ_INT(lookup(r, n, 12, 20), 21);
-    CHECK_EQ_INT(lookup(r, n, 15, 20), 21);
-    CHECK_EQ_INT(lookup(r, n, 16, 20), -1);   /* past the end */
+    CHECK_LINES(r, n, 20, { -2, 20 }, { 0, 21 }, { 3, 21 }, { 4, -1 }, { 9, -1 },
+                { 10, 23 }, /* -128 left the line alone */
+                { 12, 21 }, { 15, 21 }, { 16, -1 }); /* past the end */
 
     /* Same-line and no-line neighbours merge. */
     static const uint8_t same[] = { 254, 0, 100, 0, 2, 0x80, 2, 0x80 };
@@ -134,20 +146,10 @@ static void test_locations(void)
     int n = decode(PS_LT_LOCATIONS, tab, sizeof tab, 1000, r);
 
     CHECK_EQ_INT(n, 7);
-    CHECK_EQ_INT(lookup(r, n, -1, 1000), 1000);
-    CHECK_EQ_INT(lookup(r, n, 0, 1000), 1001);
-    CHECK_EQ_INT(lookup(r, n, 2, 1000), 1001);
-    CHECK_EQ_INT(lookup(r, n, 3, 1000), -1);
-    CHECK_EQ_INT(lookup(r, n, 5, 1000), -1);
-    CHECK_EQ_INT(lookup(r, n, 6, 1000), 701);
-    CHECK_EQ_INT(lookup(r, n, 9, 1000), 701);
-    CHECK_EQ_INT(lookup(r, n, 10, 1000), 1701);
-    CHECK_EQ_INT(lookup(r, n, 11, 1000), 1703);
-    CHECK_EQ_INT(lookup(r, n, 18, 1000), 1703);
-    CHECK_EQ_INT(lookup(r, n, 19, 1000), -1);
-    CHECK_EQ_INT(lookup(r, n, 20, 1000), 1703); /* "none" kept the line */
-    CHECK_EQ_INT(lookup(r, n, 21, 1000), -1);
-    CHECK_EQ_INT(lookup(r, n, INT64_MAX, 1000), -1);
+    CHECK_LINES(r, n, 1000, { -1, 1000 }, { 0, 1001 }, { 2, 1001 }, { 3, -1 }, { 5, -1 },
+                { 6, 701 }, { 9, 701 }, { 10, 1701 }, { 11, 1703 }, { 18, 1703 }, { 19, -1 },
+                { 20, 1703 }, /* "none" kept the line */
+                { 21, -1 }, { INT64_MAX, -1 });
 
     /* Cap overflow, without writing past cap. */
     struct ps_lt_range small[7];
