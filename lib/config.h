@@ -27,7 +27,7 @@ struct ps_config {
     int flush_interval_s; /* 0: only at exit */
     int max_stacks;
     int file_mode;
-    char stats_path[1024]; /* PYSAMPLE_STATS (sampler.c): "" = none; a measuring aid */
+    char stats_path[1024]; /* PYSAMPLE_STATS (stats.c): "" = none; a measuring aid */
     int arm;              /* PYSAMPLE_ARM: answer `pysample ... --pid` (control.c) */
     char control_dir[256]; /* PYSAMPLE_CONTROL_DIR: socket directory; "" = abstract name */
     double cpu_budget;    /* PYSAMPLE_CPU_BUDGET as a share of one core; 0 = none */

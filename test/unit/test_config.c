@@ -35,6 +35,31 @@ static void parse(struct env *e, struct ps_config *c)
     ps_config_parse(c, get, e, warn);
 }
 
+/* The numeric settings the checks below look at. */
+struct settings {
+    int rate_hz, mode, lines, max_depth, flush_interval_s, file_mode;
+};
+
+static const struct settings defaults = {
+    .rate_hz = 100, .mode = PS_MODE_WALL, .lines = 1, .max_depth = PS_DEFAULT_MAX_DEPTH,
+    .flush_interval_s = PS_DEFAULT_FLUSH_S, .file_mode = 0600,
+};
+
+/* c's settings against want; a failure also says which case it was. */
+static void check_settings(const struct ps_config *c, const struct settings *want,
+                           const char *what)
+{
+    int before = check_failures;
+    CHECK_EQ_INT(c->rate_hz, want->rate_hz);
+    CHECK_EQ_INT(c->mode, want->mode);
+    CHECK_EQ_INT(c->lines, want->lines);
+    CHECK_EQ_INT(c->max_depth, want->max_depth);
+    CHECK_EQ_INT(c->flush_interval_s, want->flush_interval_s);
+    CHECK_EQ_INT(c->file_mode, want->file_mode);
+    if (check_failures != before)
+        fprintf(stderr, "  (in: %s)\n", what);
+}
+
 int main(void)
 {
     struct ps_config c;
@@ -44,12 +69,7 @@ int main(void)
     parse(&e, &c);
     CHECK_EQ_INT(e.warnings, 0);
     CHECK_EQ_STR(c.output, "");
-    CHECK_EQ_INT(c.rate_hz, 100);
-    CHECK_EQ_INT(c.mode, PS_MODE_WALL);
-    CHECK_EQ_INT(c.lines, 1);
-    CHECK_EQ_INT(c.max_depth, PS_DEFAULT_MAX_DEPTH);
-    CHECK_EQ_INT(c.flush_interval_s, PS_DEFAULT_FLUSH_S);
-    CHECK_EQ_INT(c.file_mode, 0600);
+    check_settings(&c, &defaults, "the defaults");
 
     /* Valid values at the edges of their ranges. */
     struct env ok = { { "PYSAMPLE_OUTPUT=/tmp/x.%p", "PYSAMPLE_RATE=100000", "PYSAMPLE_MODE=cpu",
@@ -58,12 +78,11 @@ int main(void)
     parse(&ok, &c);
     CHECK_EQ_INT(ok.warnings, 0);
     CHECK_EQ_STR(c.output, "/tmp/x.%p");
-    CHECK_EQ_INT(c.rate_hz, 100000);
-    CHECK_EQ_INT(c.mode, PS_MODE_CPU);
-    CHECK_EQ_INT(c.lines, 0);
-    CHECK_EQ_INT(c.max_depth, 1);
-    CHECK_EQ_INT(c.flush_interval_s, 0);
-    CHECK_EQ_INT(c.file_mode, 0644);
+    static const struct settings edges = {
+        .rate_hz = 100000, .mode = PS_MODE_CPU, .lines = 0, .max_depth = 1,
+        .flush_interval_s = 0, .file_mode = 0644,
+    };
+    check_settings(&c, &edges, "values at the edges of their ranges");
 
     /* Each invalid value: one message naming it, and its default. */
     static const struct { const char *kv; const char *name; } bad[] = {
@@ -89,11 +108,7 @@ int main(void)
             fprintf(stderr, "message for %s does not name it: %s\n", bad[i].kv, b.last);
         CHECK(strstr(b.last, bad[i].name) != NULL);
         CHECK(strstr(b.last, "using") != NULL || strstr(b.last, "writing") != NULL);
-        CHECK_EQ_INT(c.rate_hz, 100);
-        CHECK_EQ_INT(c.mode, PS_MODE_WALL);
-        CHECK_EQ_INT(c.lines, 1);
-        CHECK_EQ_INT(c.max_depth, PS_DEFAULT_MAX_DEPTH);
-        CHECK_EQ_INT(c.file_mode, 0600);
+        check_settings(&c, &defaults, bad[i].kv);
     }
 
     /* Path templates. */
