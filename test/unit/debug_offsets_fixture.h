@@ -7,9 +7,13 @@
 #ifndef PS_DEBUG_OFFSETS_FIXTURE_H
 #define PS_DEBUG_OFFSETS_FIXTURE_H
 
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "check.h"
 
 struct fixture {
     char name[256];
@@ -33,6 +37,34 @@ static int load(const char *path, struct fixture *f)
     }
     fclose(fp);
     return ok ? 0 : -1;
+}
+
+/* Calls each(f, ctx) on every fixture of unit/fixtures whose file name
+ * begins with prefix (a fixture that does not load is a failed check).
+ * Returns how many there were. */
+static int each_fixture(const char *prefix, void (*each)(struct fixture *f, void *ctx),
+                        void *ctx)
+{
+    int n = 0;
+    DIR *dir = opendir("unit/fixtures");
+    CHECK(dir != NULL);
+    struct dirent *de;
+    while (dir != NULL && (de = readdir(dir)) != NULL) {
+        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        char path[512];
+        struct fixture *f = calloc(1, sizeof *f);
+        if (f == NULL)
+            break;
+        snprintf(path, sizeof path, "unit/fixtures/%s", de->d_name);
+        CHECK_EQ_INT(load(path, f), 0);
+        each(f, ctx);
+        free(f);
+        n++;
+    }
+    if (dir != NULL)
+        closedir(dir);
+    return n;
 }
 
 #endif

@@ -7,7 +7,6 @@
  * validation must catch, must be refused.  The 3.9-3.12 tables must cover
  * exactly those versions.
  */
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -240,36 +239,33 @@ static void check_new(const struct fixture *f)
     fprintf(stderr, "  %s\n", why);
 }
 
+/* Fixtures checked: 3.13's, and the newer versions'. */
+struct seen {
+    int v313, newer;
+};
+
+static void check_fixture(struct fixture *f, void *ctx)
+{
+    struct seen *seen = ctx;
+    fprintf(stderr, "%s", f->name);
+    if (((f->version >> 16) & 0xff) == 13) {
+        check_313(f);
+        seen->v313++;
+    } else {
+        check_new(f);
+        seen->newer++;
+    }
+}
+
 int main(void)
 {
     struct ps_layout l;
     char why[256];
-    int seen = 0, seen_new = 0;
 
-    DIR *dir = opendir("unit/fixtures");
-    CHECK(dir != NULL);
-    struct dirent *de;
-    while (dir != NULL && (de = readdir(dir)) != NULL) {
-        if (strncmp(de->d_name, "debug_offsets-", 14) != 0)
-            continue;
-        char path[512];
-        struct fixture *f = calloc(1, sizeof *f);
-        snprintf(path, sizeof path, "unit/fixtures/%s", de->d_name);
-        CHECK_EQ_INT(load(path, f), 0);
-        fprintf(stderr, "%s", f->name);
-        if (((f->version >> 16) & 0xff) == 13) {
-            check_313(f);
-            seen++;
-        } else {
-            check_new(f);
-            seen_new++;
-        }
-        free(f);
-    }
-    if (dir != NULL)
-        closedir(dir);
-    CHECK(seen >= 3);  /* the GIL, free-threaded and debug fixtures */
-    CHECK(seen_new >= 5);  /* 3.14, 3.14t, 3.15, 3.15t, 3.15d */
+    struct seen seen = { 0, 0 };
+    each_fixture("debug_offsets-", check_fixture, &seen);
+    CHECK(seen.v313 >= 3);  /* the GIL, free-threaded and debug fixtures */
+    CHECK(seen.newer >= 5);  /* 3.14, 3.14t, 3.15, 3.15t, 3.15d */
 
     for (int minor = 9; minor <= 12; minor++) {
         CHECK_EQ_INT(ps_layout_legacy(minor, 0x030000F0u | ((unsigned)minor << 16), &l, why,

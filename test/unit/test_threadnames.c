@@ -13,7 +13,6 @@
  * the name itself changed, a valid UTF-8 string -- never crash, never read
  * out of bounds.
  */
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -490,11 +489,31 @@ static void check_layout_313(struct ps_python *py)
     CHECK_EQ_INT(L->values_valid, 3);
 }
 
+/* A 3.13 fixture: thread names read through its layout. */
+static void check_fixture_313(struct fixture *f, void *ctx)
+{
+    struct ps_python *py = ctx;
+    char why[256];
+    CHECK_EQ_INT(ps_layout_from_debug_offsets(f->block, sizeof f->block, f->version, &py->L,
+                                              why, sizeof why), PS_LAYOUT_OK);
+    check_layout_313(py);
+    arena_used = 0;
+    check_paths(py);
+    check_damage(py);
+    check_fuzz(py, 13);
+    /* A block whose type offsets are not the ones the constants were
+     * taken with: names off, the layout itself still fine. */
+    uint64_t bad = 32;
+    memcpy(f->block + 376, &bad, sizeof bad);   /* type_object.tp_name */
+    CHECK_EQ_INT(ps_layout_from_debug_offsets(f->block, sizeof f->block, f->version, &py->L,
+                                              why, sizeof why), PS_LAYOUT_OK);
+    CHECK_EQ_INT(py->L.inst_kind, PS_INST_NONE);
+}
+
 int main(void)
 {
     struct ps_python py;
     char why[256];
-    int seen = 0;
 
     CHECK_EQ_INT(ps_mem_init(), 0);
     memset(&py, 0, sizeof py);
@@ -517,35 +536,7 @@ int main(void)
         check_fuzz(&py, (unsigned)minor);
     }
 
-    DIR *dir = opendir("unit/fixtures");
-    CHECK(dir != NULL);
-    struct dirent *de;
-    while (dir != NULL && (de = readdir(dir)) != NULL) {
-        if (strncmp(de->d_name, "debug_offsets-3.13", 18) != 0)
-            continue;
-        char path[512];
-        struct fixture *f = calloc(1, sizeof *f);
-        snprintf(path, sizeof path, "unit/fixtures/%s", de->d_name);
-        CHECK_EQ_INT(load(path, f), 0);
-        CHECK_EQ_INT(ps_layout_from_debug_offsets(f->block, sizeof f->block, f->version, &py.L,
-                                                  why, sizeof why), PS_LAYOUT_OK);
-        check_layout_313(&py);
-        arena_used = 0;
-        check_paths(&py);
-        check_damage(&py);
-        check_fuzz(&py, 13);
-        /* A block whose type offsets are not the ones the constants were
-         * taken with: names off, the layout itself still fine. */
-        uint64_t bad = 32;
-        memcpy(f->block + 376, &bad, sizeof bad);   /* type_object.tp_name */
-        CHECK_EQ_INT(ps_layout_from_debug_offsets(f->block, sizeof f->block, f->version, &py.L,
-                                                  why, sizeof why), PS_LAYOUT_OK);
-        CHECK_EQ_INT(py.L.inst_kind, PS_INST_NONE);
-        free(f);
-        seen++;
-    }
-    if (dir != NULL)
-        closedir(dir);
+    int seen = each_fixture("debug_offsets-3.13", check_fixture_313, &py);
     CHECK(seen >= 2);   /* GIL and free-threaded */
     CHECK_DONE();
 }
