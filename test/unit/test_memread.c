@@ -97,13 +97,19 @@ static void test_handler(int sig, siginfo_t *si, void *uc)
     /* A sent signal: returning is fine. */
 }
 
+/* sa as the three-argument handler h, SA_SIGINFO | flags, an empty mask. */
+static void siginfo_action(struct sigaction *sa, void (*h)(int, siginfo_t *, void *), int flags)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sa_sigaction = h;
+    sa->sa_flags = SA_SIGINFO | flags;
+    sigemptyset(&sa->sa_mask);
+}
+
 static void install_test_handler(int sig)
 {
     struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = test_handler;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
+    siginfo_action(&sa, test_handler, 0);
     CHECK(sigaction(sig, &sa, NULL) == 0);
 }
 
@@ -414,10 +420,7 @@ static void check_view(void)
     CHECK(sigaltstack(&ss, &old_ss) == 0);
 
     struct sigaction a;
-    memset(&a, 0, sizeof a);
-    a.sa_sigaction = test_handler;
-    a.sa_flags = SA_SIGINFO;
-    sigemptyset(&a.sa_mask);
+    siginfo_action(&a, test_handler, 0);
     sigaction(SIGSEGV, &a, NULL);
     ps_real_sigaction(SIGUSR2, &a, NULL);
 
@@ -676,10 +679,7 @@ static int install_after(int sig, void (*h)(int, siginfo_t *, void *), int flags
                          struct sigaction *old)
 {
     struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = h;
-    sa.sa_flags = SA_SIGINFO | flags;
-    sigemptyset(&sa.sa_mask);
+    siginfo_action(&sa, h, flags);
     return sigaction(sig, &sa, old);   /* through the interposer */
 }
 
@@ -801,10 +801,8 @@ static int scenario(const char *name)
         set_disposition(SIGSEGV, SIG_IGN);
     if (strcmp(name, "loop") == 0 || strcmp(name, "chain") == 0) {
         struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = strcmp(name, "loop") == 0 ? loop_handler : before_handler;
-        sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-        sigemptyset(&sa.sa_mask);
+        siginfo_action(&sa, strcmp(name, "loop") == 0 ? loop_handler : before_handler,
+                       SA_NODEFER);
         ps_real_sigaction(SIGSEGV, &sa, NULL);
     }
     if (ps_mem_init() != 0)
@@ -902,10 +900,7 @@ static int scenario(const char *name)
         struct timespec ts = { 0, (long)(getpid() % 7) * 100000 };
         nanosleep(&ts, NULL);
         struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = race_handler;
-        sa.sa_flags = SA_SIGINFO;
-        sigemptyset(&sa.sa_mask);
+        siginfo_action(&sa, race_handler, 0);
         sigaction(SIGSEGV, &sa, NULL);
         nanosleep(&ts, NULL);
         atomic_store(&reader_stop, 1);
