@@ -26,26 +26,46 @@ import sys
 import sysconfig
 import threading
 
-# Position of each member inside the block: minor -> {name: byte position}.
-POS = {
-    13: dict(rt_interp_head=40, is_threads_head=72, ts_interp=176, ts_current_frame=184,
-             ts_thread_id=192, ts_native_id=200, fr_size=224, fr_previous=232,
-             fr_executable=240, fr_instr_ptr=248, fr_owner=264, co_filename=280, co_name=288,
-             co_qualname=296, co_linetable=304, co_firstlineno=312, co_code_adaptive=344,
-             ob_type=360, by_ob_size=520, by_ob_sval=528, un_length=552, total=584),
-    14: dict(rt_interp_head=40, is_threads_head=72, ts_interp=200, ts_current_frame=208,
-             ts_thread_id=216, ts_native_id=224, fr_size=248, fr_previous=256,
-             fr_executable=264, fr_instr_ptr=272, fr_owner=288, fr_tlbc_index=304,
-             co_filename=320, co_name=328, co_qualname=336, co_linetable=344,
-             co_firstlineno=352, co_code_adaptive=384, co_tlbc=392, ob_type=408,
-             by_ob_size=600, by_ob_sval=608, un_length=632, total=760),
-    15: dict(rt_interp_head=40, is_threads_head=72, ts_interp=200, ts_current_frame=208,
-             ts_thread_id=240, ts_native_id=248, fr_size=312, fr_previous=320,
-             fr_executable=328, fr_instr_ptr=336, fr_owner=352, fr_tlbc_index=368,
-             co_filename=384, co_name=392, co_qualname=400, co_linetable=408,
-             co_firstlineno=416, co_code_adaptive=448, co_tlbc=456, ob_type=472,
-             by_ob_size=696, by_ob_sval=704, un_length=728, total=888),
-}
+# Position of each member inside the block, one row per member, one column
+# per minor version ("-": the version has no such member).
+POS_TABLE = """
+member              3.13  3.14  3.15
+rt_interp_head        40    40    40
+is_threads_head       72    72    72
+ts_interp            176   200   200
+ts_current_frame     184   208   208
+ts_thread_id         192   216   240
+ts_native_id         200   224   248
+fr_size              224   248   312
+fr_previous          232   256   320
+fr_executable        240   264   328
+fr_instr_ptr         248   272   336
+fr_owner             264   288   352
+fr_tlbc_index          -   304   368
+co_filename          280   320   384
+co_name              288   328   392
+co_qualname          296   336   400
+co_linetable         304   344   408
+co_firstlineno       312   352   416
+co_code_adaptive     344   384   448
+co_tlbc                -   392   456
+ob_type              360   408   472
+by_ob_size           520   600   696
+by_ob_sval           528   608   704
+un_length            552   632   728
+total                584   760   888
+"""
+
+
+def _positions(table):
+    """minor -> {member: byte position}, from POS_TABLE."""
+    rows = [line.split() for line in table.strip().splitlines()]
+    minors = [int(v.split(".")[1]) for v in rows[0][1:]]
+    return {m: {r[0]: int(r[1 + i]) for r in rows[1:] if r[1 + i] != "-"}
+            for i, m in enumerate(minors)}
+
+
+POS = _positions(POS_TABLE)
 
 api = ctypes.pythonapi
 api.PyThreadState_Get.restype = ctypes.c_void_p
