@@ -69,7 +69,7 @@ async def worker(until):
 
 
 async def gather3():
-    until = sampled.Until(0.5, 60)
+    until = sampled.Until(0.5, 150)
     workers = [asyncio.create_task(worker(until), name="w%d" % i) for i in range(3)]
     await asyncio.gather(*workers)  # @gather-await
     return {}
@@ -91,7 +91,7 @@ async def outer(until):
 
 
 async def chain():
-    until = sampled.Until(0.5, 60)
+    until = sampled.Until(0.5, 150)
     await asyncio.create_task(outer(until), name="outertask")
     return {}
 
@@ -111,7 +111,7 @@ async def shield_outer(until):
 
 
 async def shield_scenario():
-    until = sampled.Until(0.5, 60)
+    until = sampled.Until(0.5, 150)
     await asyncio.create_task(shield_outer(until), name="shieldouter")
     return {}
 
@@ -127,7 +127,7 @@ async def wf_outer(until):
 
 
 async def wait_for_scenario():
-    until = sampled.Until(0.5, 60)
+    until = sampled.Until(0.5, 150)
     await asyncio.create_task(wf_outer(until), name="wfouter")
     return {}
 
@@ -140,7 +140,7 @@ async def tg_child(until):
 
 
 async def taskgroup():
-    until = sampled.Until(0.5, 60)
+    until = sampled.Until(0.5, 150)
     async with asyncio.TaskGroup() as tg:  # @tg-with
         for i in range(2):
             tg.create_task(tg_child(until), name="child%d" % i)
