@@ -221,7 +221,7 @@ void ps_native_after_fork(void)
 void ps_native_counts(struct ps_native_counts *c)
 {
     *c = (struct ps_native_counts){ 0 };
-    c->held = atomic_load(&counts.held);
-    c->failed = atomic_load(&counts.failed);
-    c->gone = atomic_load(&counts.gone);
+    c->n[PS_NATIVE_HELD] = atomic_load(&counts.held);
+    c->n[PS_NATIVE_FAILED] = atomic_load(&counts.failed);
+    c->n[PS_NATIVE_GONE] = atomic_load(&counts.gone);
 }
