@@ -154,6 +154,15 @@ void ps_darwin_thread_gone(long tid) { (void)tid; }
 void ps_darwin_threads_after_fork(void) {}
 long ps_gettid(void) { return 1; }
 
+/* unwind.c, built here on Linux, has its Linux-only step through a signal
+ * handler's frame, which lib/linux/regs.c serves in the library; the fake
+ * images have no signal frames to cross, so this is never reached. */
+void ps_regs_from_context(const void *ucontext, struct ps_regs *rs)
+{
+    (void)ucontext;
+    rs->valid = 0;
+}
+
 /* What suspend.c uses from memread.c and frames.c, minus what does not
  * concern it (direct reads, versions). */
 int ps_read(void *dst, uintptr_t src, size_t n)
