@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../bsearch.h"
 #include "../memread.h"
 #include "../native.h"
 #include "darwin.h"
@@ -55,7 +56,7 @@
 #define PS_NSYMS_MAX (1u << 24)
 #define PS_STRTAB_MAX (256u << 20)
 
-/* Sorted arrays below are searched by count_le on a leading uint64_t key. */
+/* Sorted arrays below are searched by bsearch.h on a uint64_t key. */
 struct sym {
     uint64_t off;     /* from the Mach header */
     uint32_t name;    /* into strs */
@@ -83,25 +84,6 @@ struct ps_obj {
     const char *name;          /* base name, inside path */
     struct names t;
 };
-
-/* How many entries of an ascending array (n of them, stride bytes apart,
- * each starting with a uint64_t key) have a key <= key: the index of the
- * last such entry plus one, 0 if none. */
-static size_t count_le(const void *base, size_t n, size_t stride, uint64_t key)
-{
-    const uint8_t *b = base;
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        uint64_t k;
-        memcpy(&k, b + mid * stride, sizeof k);
-        if (k <= key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
 
 static struct {
     struct ps_obj *objs;       /* sorted by lo */
@@ -327,7 +309,7 @@ const char *ps_obj_name(const struct ps_obj *o)
 
 const struct ps_obj *ps_objs_find(uintptr_t pc)
 {
-    size_t i = count_le(T.objs, T.n, sizeof *T.objs, pc);
+    size_t i = PS_UPPER_BOUND(T.objs, T.n, struct ps_obj, lo, pc);
     return i > 0 && pc < T.objs[i - 1].hi ? &T.objs[i - 1] : NULL;
 }
 
@@ -507,13 +489,13 @@ static void load_syms(struct ps_obj *o)
 /* Index + 1 of the last function start at or below off, or 0. */
 static size_t start_of(const struct names *t, uint64_t off)
 {
-    return count_le(t->starts, t->nstarts, sizeof *t->starts, off);
+    return ps_upper_bound(t->starts, t->nstarts, sizeof *t->starts, 0, off);
 }
 
 /* Index + 1 of the last symbol at or below off, or 0. */
 static size_t sym_of(const struct names *t, uint64_t off)
 {
-    return count_le(t->syms, t->nsyms, sizeof *t->syms, off);
+    return PS_UPPER_BOUND(t->syms, t->nsyms, struct sym, off, off);
 }
 
 const char *ps_obj_symbol(const struct ps_obj *co, uintptr_t pc)
