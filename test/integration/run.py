@@ -15,12 +15,14 @@ interpreter (test/find_pythons.py --mark-primary), and --only runs it
 anywhere.  Under the others a line says it ran there instead.
 """
 import argparse
+import concurrent.futures
 import importlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -35,6 +37,34 @@ def version_of(python):
                           "int(hasattr(sys, 'getobjects')))"],
                          capture_output=True, text=True, timeout=60).stdout.split()
     return (int(out[0]), int(out[1])), out[2] == "1"
+
+
+def run_scenario(mod, ctx, name, fn):
+    """Runs one scenario; prints and returns (status, line): status "ok",
+    "FAIL" (the line says why) or "skip"."""
+    t0 = time.monotonic()
+    try:
+        try:
+            fn(ctx)
+        finally:
+            # The suite's clean-up after each scenario, however it
+            # ended (test_process: no process of it survives it).
+            getattr(mod, "teardown", lambda ctx: None)(ctx)
+    except harness.Skip as e:
+        status, line = "skip", "skip %-28s %s" % (name, e)
+    except Exception as e:
+        detail = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
+        status, line = "FAIL", "FAIL %-28s (%.1fs)\n    %s" % (
+            name, time.monotonic() - t0, detail.replace("\n", "\n    "))
+    else:
+        status, line = "ok", "ok   %-28s (%.1fs)" % (name, time.monotonic() - t0)
+    with PRINT:
+        print(line, flush=True)
+    return status, line
+
+
+# Scenarios that run two at a time print whole lines.
+PRINT = threading.Lock()
 
 
 def main():
@@ -82,28 +112,22 @@ def main():
     tmp_root = tempfile.mkdtemp(prefix="pysample-it-")
     ctx = harness.Context(a.python, os.path.abspath(a.lib), a.label or "", version, tmp_root)
     ctx.forced_env = dict(e.split("=", 1) for e in a.env)
-    failed = passed = skipped = 0
-    for name, fn in tests:
-        t0 = time.monotonic()
-        try:
-            try:
-                fn(ctx)
-            finally:
-                # The suite's clean-up after each scenario, however it
-                # ended (test_process: no process of it survives it).
-                getattr(mod, "teardown", lambda ctx: None)(ctx)
-        except harness.Skip as e:
-            skipped += 1
-            print("skip %-28s %s" % (name, e), flush=True)
-            continue
-        except Exception as e:
-            failed += 1
-            detail = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
-            print("FAIL %-28s (%.1fs)\n    %s" % (name, time.monotonic() - t0,
-                                                 detail.replace("\n", "\n    ")), flush=True)
-            continue
-        passed += 1
-        print("ok   %-28s (%.1fs)" % (name, time.monotonic() - t0), flush=True)
+    # A suite whose module sets TWO_AT_A_TIME (and has no teardown, which
+    # would end the other scenario's processes too) runs its scenarios two
+    # at a time, those marked `alone` (timing compared with a run without
+    # the library) by themselves afterwards.  Each line is printed as its
+    # scenario ends.
+    pairs = getattr(mod, "TWO_AT_A_TIME", False) and not hasattr(mod, "teardown")
+    together = [t for t in tests if pairs and not getattr(t[1], "alone", False)]
+    alone = [t for t in tests if t not in together]
+    results = []
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results += list(pool.map(lambda t: run_scenario(mod, ctx, *t), together))
+    results += [run_scenario(mod, ctx, *t) for t in alone]
+    counts = {"ok": 0, "FAIL": 0, "skip": 0}
+    for status, line in results:
+        counts[status] += 1
+    passed, failed, skipped = counts["ok"], counts["FAIL"], counts["skip"]
     shutil.rmtree(tmp_root, ignore_errors=True)
     if elsewhere:
         print("once %s: under the primary interpreter (test/find_pythons.py --mark-primary)"
