@@ -189,6 +189,15 @@ static int table_get(const struct ps_python *py, const struct table *tb, const c
     return 0;
 }
 
+int64_t ps_dict_entries(const struct ps_python *py, uintptr_t dict)
+{
+    struct table tb;
+    struct entries e;
+    if (dict_table(py, dict, &tb) != 0 || keys_entries(&py->L, &tb, &e) != 0)
+        return -1;
+    return e.n;
+}
+
 int ps_dict_get(const struct ps_python *py, uintptr_t dict, const char *key, uintptr_t *value)
 {
     struct table tb;

@@ -35,6 +35,11 @@ int ps_type_derives(const struct ps_python *py, uintptr_t type, uintptr_t base);
  * or -1 (absent, or not readable). */
 int ps_dict_get(const struct ps_python *py, uintptr_t dict, const char *key, uintptr_t *value);
 
+/* How many entries the dict's keys object has used (deleted ones
+ * included: it only grows until the table is rebuilt), or -1.  A cheap
+ * "has anything been added" for a dict that is scanned rarely. */
+int64_t ps_dict_entries(const struct ps_python *py, uintptr_t dict);
+
 /* Calls each(key, value, ctx) for up to max items of the dict; stops early
  * when each returns nonzero.  0 or -1. */
 int ps_dict_each(const struct ps_python *py, uintptr_t dict, int max,

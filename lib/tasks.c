@@ -80,7 +80,7 @@ static int asyncio_found(struct ps_tasks *T, uintptr_t interp, uint64_t now)
     if (T->state == PS_ASYNCIO_GAVE_UP)
         return 0;
     if (T->state == PS_ASYNCIO_LOOKING) {
-        if (now < T->next_search)
+        if (now < T->next_search && !ps_tasks_modules_grew(T, interp, now))
             return 0;
         ps_tasks_search(T, interp, now);
         if (T->state != PS_ASYNCIO_FOUND)

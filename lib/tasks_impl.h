@@ -61,6 +61,8 @@ struct ps_tasks {
     struct ps_async_layout A;
     enum ps_asyncio_state state;
     uint64_t next_search, search_every;
+    uint64_t next_peek;      /* when sys.modules is next checked for growth */
+    int64_t modules_seen;    /* its entries at the last search, -1 unknown */
     int limit;               /* tasks read this tick */
     uintptr_t interp, task_type, future_type, all_set, eager_set, current;
     uint64_t cursor;
@@ -91,6 +93,7 @@ static inline int ps_task_on_running_loop(const struct ps_tasks *T, const struct
 /* tasks_search.c: looks for asyncio in interpreter interp's modules (at
  * most as often as its back-off allows); T->state says what came of it. */
 void ps_tasks_search(struct ps_tasks *T, uintptr_t interp, uint64_t now);
+int ps_tasks_modules_grew(struct ps_tasks *T, uintptr_t interp, uint64_t now);
 
 /* tasks_read.c */
 /* 1 if type is asyncio's Task type or derives from it. */

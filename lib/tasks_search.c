@@ -34,9 +34,34 @@
 /* Looking for asyncio (a scan of the modules dict, ~20 us with direct
  * reads): every 10 ms at first, then less often, up to once a second, so a
  * program that never imports asyncio (or reads through system calls, ~100x
- * dearer) pays next to nothing. */
+ * dearer) pays next to nothing.  Between two searches, sys.modules is
+ * peeked at every 10 ms (its keys object's entry count: three reads); a
+ * module added since the last search starts the back-off again, so an
+ * asyncio imported late (after a slow start-up, or seconds into the
+ * program) is found within 10 ms rather than up to a second later. */
 #define SEARCH_FIRST_NS 10000000ull
 #define SEARCH_MAX_NS 1000000000ull
+
+/* The entries of interp's sys.modules, or -1. */
+static int64_t modules_entries(const struct ps_tasks *T, uintptr_t interp)
+{
+    uintptr_t modules;
+    if (ps_read_ptr(interp + T->py.L.is_modules, &modules) != 0)
+        return -1;
+    return ps_dict_entries(&T->py, modules);
+}
+
+int ps_tasks_modules_grew(struct ps_tasks *T, uintptr_t interp, uint64_t now)
+{
+    if (now < T->next_peek)
+        return 0;
+    T->next_peek = now + SEARCH_FIRST_NS;
+    int64_t n = modules_entries(T, interp);
+    if (n < 0 || n == T->modules_seen)
+        return 0;
+    T->search_every = 0;   /* something was imported: look again, and soon */
+    return 1;
+}
 
 static int module_dict(const struct ps_tasks *T, uintptr_t mod, uintptr_t *dict)
 {
@@ -124,6 +149,8 @@ void ps_tasks_search(struct ps_tasks *T, uintptr_t interp, uint64_t now)
                       : T->search_every >= SEARCH_MAX_NS / 2 ? SEARCH_MAX_NS
                                                             : 2 * T->search_every;
     T->next_search = now + T->search_every;
+    T->next_peek = now + SEARCH_FIRST_NS;
+    T->modules_seen = modules_entries(T, interp);
     if (ps_read_ptr(interp + py->L.is_modules, &modules) != 0 ||
         ps_obj_type(py, modules) != py->dict_type)
         return;

@@ -259,6 +259,21 @@ def test_churn_under_5khz(ctx):
         ctx.check(p.with_frame("churn") > 0, "churn never sampled", p.dump())
 
 
+def test_late_import_found(ctx):
+    """asyncio imported 0.7 s into the program is found when it is imported:
+    the task's samples are there although the search had backed off."""
+    if not supported(ctx):
+        ctx.skip("asyncio tasks are attributed on 3.9-3.15")
+    prog = ctx.program("async_late.py")
+    res = ctx.run([prog], env=dict(ASYNC), timeout=120)
+    ctx.check_clean_run(res, 0)
+    p = res.profile()
+    line = program_lines(prog, "@late-sleep")
+    n = sum(s.count for s in p.stacks if ("late", "late_worker") in tasks_of(s) and
+            ("late_worker", line) in [(f.name, f.line) for f in s.frames])
+    ctx.check(n >= 20, "task late: %d samples waiting in late_worker:%d" % (n, line), p.dump())
+
+
 def test_pure_python_asyncio_refused(ctx):
     if not supported(ctx):
         ctx.skip("asyncio tasks are attributed on 3.9-3.15")
