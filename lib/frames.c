@@ -219,6 +219,34 @@ static int frame_freed(const struct ps_layout *L, const uint8_t *fr)
     return refcnt <= 0;
 }
 
+/*
+ * 3.9/3.10: is the frame object a caller, one whose callee was walked just
+ * before it?  A running frame is held by whoever evaluates it (the
+ * function call, or its generator) and by each frame whose f_back it is:
+ * a caller's reference count is at least 2.
+ *
+ * Why it matters: a returning frame object goes to its code's zombie
+ * frame or the free list, and the next call takes it back, usually one
+ * level deeper.  A walk that read a frame, then followed its f_back after
+ * the thread had returned and called again, finds the caller at its new
+ * place and stitches two moments into one stack (13 frames of a function
+ * that never recursed more than 12 deep).  The frame it finds is then
+ * often the new innermost one, which nothing calls back to: a count of 1
+ * says so.  A caller whose callee merely returned while we read it has 1
+ * as well, and may have moved on to another line: that walk is torn too.
+ * (A frame freed in between has 0: frame_freed.)  Either way walk_thread
+ * tries again from a fresh thread state.  Not seen here: a stitch whose
+ * frame has a callee again at its new place.
+ */
+static int frame_holds_callee(const struct ps_layout *L, const uint8_t *fr)
+{
+    int64_t refcnt;
+    if (L->frame_kind != PS_FRAMES_OBJECT)
+        return 1;
+    memcpy(&refcnt, fr, sizeof refcnt);
+    return refcnt >= 2;
+}
+
 /* Marks frame i as the first one its evaluation-loop call ran. */
 static void mark_entry(uint8_t *entry, int i)
 {
@@ -355,6 +383,7 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
     int n = 0;
     int budget = ps_walk_budget(max);
     uintptr_t above = 0;   /* the last data-stack frame walked, 3.11+ */
+    const uintptr_t top = frame;
 
     *truncated = 0;
     *boot = 0;
@@ -382,7 +411,7 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
         uintptr_t back = ps_frame_back(L, fr);
         if (back == frame)
             return PS_WALK_INCONSISTENT;
-        if (frame_freed(L, fr))
+        if (frame_freed(L, fr) || (frame != top && !frame_holds_callee(L, fr)))
             return PS_WALK_INCONSISTENT;
 
         int native = L->fr_owner != PS_NOFIELD &&

@@ -117,9 +117,11 @@ static void make_code(struct fake_code *c, uintptr_t name, uintptr_t file, int f
 static void make_frame(struct fake_frame *f, struct fake_frame *back, struct fake_code *code)
 {
     memset(f, 0, sizeof *f);
-    f->refcnt = 1;
+    f->refcnt = 1;      /* whoever evaluates it */
     f->back = (uintptr_t)back;
     f->code = (uintptr_t)code;
+    if (back != NULL)
+        back->refcnt++; /* f_back is a reference */
 }
 
 /*
@@ -417,6 +419,17 @@ int main(void)
     fr[4].refcnt = 0;
     CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[4], out, 16, &truncated, &boot),
                  PS_WALK_INCONSISTENT);
+    /* A caller that nothing holds but its evaluation (reference count 1)
+     * has no callee: the frame walked before it returned, and the caller
+     * was read after that, or was handed out again as another call's
+     * innermost frame (its code's zombie frame or the free list) -- two
+     * moments stitched into one stack.  Dropped as torn. */
+    make_frame(&fr[6], &fr[7], &c_g);
+    make_frame(&fr[7], &fr[0], &c_f);
+    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[6], out, 16, &truncated, &boot),
+                 PS_WALK_INCONSISTENT);
+    fr[7].refcnt = 2;   /* held by its callee's f_back too: a stack */
+    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[6], out, 16, &truncated, &boot), 3);
     /* Something that is not a code object where the code should be. */
     make_frame(&fr[5], &fr[1], (struct fake_code *)&s_file);
     CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[5], out, 16, &truncated, &boot),

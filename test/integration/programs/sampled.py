@@ -65,6 +65,13 @@ def status(lib=None):
     return st
 
 
+def print_counters(file):
+    """Prints the sampler's "samples N errors N" on file, if it samples."""
+    st = status()
+    if st is not None:
+        print("samples %d errors %d" % (st.samples, st.errors), file=file)
+
+
 def sampler_ticks(lib):
     """The sampler's wake-ups so far, or None when it does not sample."""
     if lib is None:

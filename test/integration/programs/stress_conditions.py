@@ -54,9 +54,7 @@ def main():
     threads = [threading.Thread(target=worker, args=(stop,)) for _ in range(THREADS)]
     sampled.run_threads(threads, stop, DURATION, TICKS)
     print("conditions ok")
-    st = sampled.status()
-    if st is not None:
-        print("samples %d errors %d" % (st.samples, st.errors), file=sys.stderr)
+    sampled.print_counters(sys.stderr)
 
 
 if __name__ == "__main__":
