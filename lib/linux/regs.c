@@ -411,7 +411,13 @@ static int quiet(long tid, uint64_t now)
 /* A thread that did not answer: one that blocks the signal never will
  * (and one pending signal is all it can have: SIGURG does not queue), so
  * after PS_MISSES misses in a row it is left alone for 250 ms.  A
- * thread that was merely not scheduled in time answers the next one. */
+ * thread that was merely not scheduled in time answers the next one.
+ * A hold that ran out before the sampler was done counts as a miss too:
+ * the thread then sat in our handler for the whole PS_HOLD_NS for nothing
+ * (the sampler was descheduled, or waited for a malloc arena the held
+ * thread owns -- a program that allocates all the time, new code objects
+ * in every sample), and at a high rate that would keep it there most of
+ * the time.  So at most PS_MISSES wasted holds per 250 ms per thread. */
 #define PS_MISSES 3
 static void missed(long tid, uint64_t now)
 {
@@ -517,6 +523,7 @@ int ps_native_capture(long tid, struct ps_regs *regs)
         if (st != ST_SENT) {
             /* ST_GONE: the handler ran and gave up waiting before we saw
              * it (this thread was descheduled that long). */
+            missed(tid, t);
             atomic_fetch_add(&N.n[PS_NATIVE_GONE], 1);
             return PS_CAPTURE_FAILED;
         }
@@ -533,7 +540,6 @@ int ps_native_capture(long tid, struct ps_regs *regs)
         struct timespec ts = { (time_t)(left / 1000000000ull), (long)(left % 1000000000ull) };
         futex(&N.state, FUTEX_WAIT_PRIVATE, ST_SENT, &ts);
     }
-    answered(tid);
     *regs = N.regs;
     N.cur_tid = tid;
     N.how = PS_CAPTURE_HELD;
@@ -549,6 +555,10 @@ int ps_native_release(void)
         uint32_t h = ST_HELD;
         int ok = atomic_compare_exchange_strong(&N.state, &h, ST_RELEASED);
         futex(&N.state, FUTEX_WAKE_PRIVATE, 1, NULL);
+        if (ok)
+            answered(N.cur_tid);
+        else
+            missed(N.cur_tid, ps_now_ns());   /* the hold ran out first */
         return ok ? 0 : -1;
     }
     if (how == PS_CAPTURE_BLOCKED) {
