@@ -57,7 +57,10 @@ def main():
     while time.monotonic() < end:
         time.sleep(0.5)
         os.write(wfd, b"x")
-    os.write(wfd, b"x" * 64)
+    # End of file, not a last burst of bytes: a reader whose own deadline
+    # is later than ours (it starts its clock when it gets the GIL) then
+    # returns at once from every read instead of blocking for ever.
+    os.close(wfd)
     for t in threads:
         t.join()
     while until.more():

@@ -45,17 +45,20 @@ def one_round(secs):
     threads.append(threading.Thread(target=reader, args=(rfd, secs)))
     for t in threads:
         t.start()
-    # The pipe's writer: a byte every millisecond or so, and enough at the
-    # end for the reader to leave its last read.
+    # The pipe's writer: a byte every millisecond or so, then end of file,
+    # so that the reader leaves its last read whenever its own deadline
+    # falls (it starts its clock when it gets the GIL, which on a loaded
+    # machine can be well after ours: with a final burst of bytes instead,
+    # a reader whose deadline was more than a burst later blocked for ever
+    # and the program hung -- seen once under 3.15t beside two test suites).
     end = time.monotonic() + secs
     while time.monotonic() < end:
         os.write(wfd, b"x")
         time.sleep(0.001)
-    os.write(wfd, b"x" * 4096)
+    os.close(wfd)
     for t in threads:
         t.join()
     os.close(rfd)
-    os.close(wfd)
 
 
 def main():
