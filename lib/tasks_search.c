@@ -150,10 +150,11 @@ void ps_tasks_search(struct ps_tasks *T, uintptr_t interp, uint64_t now)
                                                             : 2 * T->search_every;
     T->next_search = now + T->search_every;
     T->next_peek = now + SEARCH_FIRST_NS;
-    T->modules_seen = modules_entries(T, interp);
+    T->modules_seen = -1;
     if (ps_read_ptr(interp + py->L.is_modules, &modules) != 0 ||
         ps_obj_type(py, modules) != py->dict_type)
         return;
+    T->modules_seen = ps_dict_entries(py, modules);
     if (ps_dict_get(py, modules, "_asyncio", &mod) != 0 || module_dict(T, mod, &d) != 0) {
         /* asyncio imported its tasks module without the accelerator */
         if (ps_dict_get(py, modules, "asyncio.tasks", &mod) == 0) {
