@@ -1,8 +1,13 @@
 """The WSGI app of test/servers/run.py, served by uWSGI and gunicorn.
 
-handle_request() spins ~6 ms per request, so every worker that served a
-handful of requests has it in its profile (at 200 Hz, 8 requests are ~10
-samples expected: none is a 1-in-10 000 event).  At import (in uWSGI's master, which loads
+handle_request() spins for 6 ms of its thread's CPU time per request, so
+every worker that served a handful of requests has it in its profile (at
+200 Hz, 8 requests are ~10 samples expected: none is a 1-in-10 000 event).
+CPU time, not wall time: on a loaded machine a worker gets a fraction of a
+core, and a 6 ms wall-clock spin then held the handler for only a fraction
+of 6 ms of the sampler's clock too (seen: 8 requests, no sample, at load
+15).  Spinning on CPU time stretches the request's wall time instead, which
+is what the sampler's wall-clock ticks see.  At import (in uWSGI's master, which loads
 the app before forking) warm_up() runs for ~150 ms, so the master's own
 profile is not empty either.  Each request a process serves adds a byte
 to served.<pid> in SERVED_DIR: the test then knows which workers served
@@ -22,9 +27,9 @@ def warm_up():
 
 
 def handle_request(environ):
-    end = time.perf_counter() + 0.006
+    end = time.thread_time() + 0.006
     n = 0
-    while time.perf_counter() < end:  # handler-loop
+    while time.thread_time() < end:  # handler-loop
         n += 1
     return n
 
