@@ -10,7 +10,7 @@
  *             (lib/darwin/native.c): thread_get_state of the thread
  *             suspended until its Python frames are copied (suspend.c);
  *   unwind    the register set into return addresses (unwind.c: DWARF CFI
- *             from the in-memory .eh_frame_hdr, frame pointers where there
+ *             from the in-memory .eh_frame_hdr (cfi.c), frame pointers where there
  *             is no CFI), every load through ps_read();
  *   merge     the native frames with the Python walk (native.c): each
  *             evaluation-loop frame stands for the Python frames it runs.
