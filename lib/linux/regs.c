@@ -562,6 +562,11 @@ int ps_native_release(void)
         return ok ? 0 : -1;
     }
     if (how == PS_CAPTURE_BLOCKED) {
+        /* The file again, not the capture's copy of it: this read is the
+         * check that the thread did not leave its call while its stack was
+         * walked (same call, arguments, sp and pc), so the capture's line
+         * cannot stand in for it.  A blocked sample thus costs two reads
+         * (open, read, close each). */
         char line[256];
         if (read_syscall_file(N.cur_tid, line, sizeof line) != 0)
             return -1;
