@@ -632,17 +632,23 @@ def bench_memory(ctx, reps=3):
 # ---- the whole suite --------------------------------------------------------
 
 def find_pythons(extra):
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "test", "find_pythons.py")] + extra,
-                       capture_output=True, text=True, check=True)
-    out = []
+    """The interpreters test/find_pythons.py lists, [(label, path)], and the
+    label of the one it marks primary (None if it marks none): the
+    integration suite's rule, so that there is one."""
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "test", "find_pythons.py"),
+                        "--mark-primary"] + extra, capture_output=True, text=True, check=True)
+    out, primary = [], None
     for line in p.stdout.splitlines():
         label, path = line.split(" ", 1)
+        if path.endswith(" primary"):
+            path = path[:-len(" primary")]
+            primary = label
         m = re.search(r"(\d+)\.(\d+)", label)
         major_minor = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
         if major_minor < (3, 9):
             continue  # refused by design: nothing to measure
         out.append((label, path))
-    return out
+    return out, primary
 
 
 def refusal(ctx, py):
@@ -681,21 +687,24 @@ def main():
     ap.add_argument("--out", default="/tmp/pysample-bench")
     ap.add_argument("--only", default="slowdown,cost,rate,startup,memory,versions,idle,wake,async,native,rooted")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
-    ap.add_argument("--primary", help="label of the interpreter measured in full (default: newest)")
+    ap.add_argument("--primary", help="label of the interpreter measured in full "
+                    "(default: the one test/find_pythons.py --mark-primary marks)")
     ap.add_argument("--python", action="append", default=[], help="extra interpreter")
     args = ap.parse_args()
     ctx = Ctx(args)
     only = set(args.only.split(","))
     q = args.quick
-    pythons = find_pythons(args.python)
+    pythons, marked = find_pythons(args.python)
     if not pythons:
         sys.exit("run.py: no CPython 3.9+ found")
-    # Default primary: the newest release build with the GIL from pyenv
-    # (labels like 3.13.0; debug "d", free-threaded "t", "-static" and
-    # distribution builds are measured under item 6).
-    plain = [p for p in pythons if re.fullmatch(r"\d+\.\d+\.\d+", p[0])]
+    # Default primary: the one test/find_pythons.py marks for the
+    # integration suite (the newest supported release build from pyenv;
+    # debug "d", free-threaded "t", "-static" and distribution builds are
+    # measured under item 6).
     primary = next((p for p in pythons if p[0] == args.primary), None) or \
-        sorted(plain or pythons, key=lambda p: [int(x) for x in re.findall(r"\d+", p[0])])[-1]
+        next((p for p in pythons if p[0] == marked), None)
+    if primary is None:
+        sys.exit("run.py: no supported CPython found (test/find_pythons.py marks none primary)")
     py = primary[1]
     started = time.time()
     results = {"machine": machine(), "primary": primary[0], "pythons": pythons,
