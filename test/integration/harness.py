@@ -166,8 +166,9 @@ def other_lines(stderr):
 
 
 def our_messages(stderr):
-    """The library's lines on stderr, except the achieved-rate note."""
-    return [l for l in stderr.splitlines() if l.startswith("pysample:") and not RATE_NOTE.match(l)]
+    """The library's lines on stderr, except the achieved-rate note: those
+    of other_lines that are ours."""
+    return [l for l in other_lines(stderr) if l.startswith("pysample:")]
 
 
 def program_lines(path, marker):

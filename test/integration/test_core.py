@@ -314,7 +314,7 @@ def test_invalid_settings_are_reported(ctx):
                            ("PYSAMPLE_MAX_DEPTH", "-3", "PYSAMPLE_MAX_DEPTH='-3'")):
         res = ctx.run([prog, "0.2"], env={var: val})
         ctx.check(res.rc == 0 and res.stdout == "done\n", "program affected by %s=%s" % (var, val))
-        lines = [l for l in res.stderr.splitlines() if l and not harness.RATE_NOTE.match(l)]
+        lines = harness.other_lines(res.stderr)
         ctx.check(len(lines) == 1 and lines[0].startswith("pysample: ") and want in lines[0],
                   "%s=%s: expected one 'pysample:' line naming it, got %r" % (var, val, res.stderr))
         p = res.profile()
