@@ -45,16 +45,25 @@ def test_split_60_30_10(ctx):
     # Proportions are the assertion; the count only has to make them
     # meaningful.  split.py adds rounds until the sampler has woken 800
     # times (a loaded 2-core machine delays its ticks; idle, 1.5 s at
-    # 500 Hz is about that many).  Under load the program can be
-    # descheduled for tens of milliseconds while the sampler, on the other
-    # core, keeps counting the function it stopped in: more rounds dilute
-    # one such stall (one run beside two other full test suites measured
-    # `thirty` at 38 % with 400 ticks).
+    # 500 Hz is about that many).
     ctx.check(total >= 0.3 * 750, "too few samples: %d" % total, p.dump())
+    # Each function's share of the samples against its share of the wall
+    # time it really took (split.py measures it): 60/30/10 on an idle
+    # machine, but under load the program can be descheduled just before
+    # a function's deadline, and that function then really overruns (seen
+    # beside two other full suites and two CPU hogs: sixty 68 %).  A
+    # wall-clock profile must show what happened, so that is the yardstick;
+    # the intended split is still required within a wider band, so that a
+    # broken split.py cannot hide a broken profile.
+    spent = {n: float(v) for n, v in (l.split() for l in res.stdout.splitlines() if l.strip())}
+    wall = sum(spent.values())
     for name, share in (("sixty", 60), ("thirty", 30), ("ten", 10)):
         got = 100.0 * counts[name] / total
-        ctx.check(abs(got - share) <= 8, "%s: %.1f%% of samples, expected %d%% +- 8"
-                  % (name, got, share), counts)
+        real = 100.0 * spent[name] / wall
+        ctx.check(abs(real - share) <= 15, "split.py itself: %s took %.1f%% of the wall time, "
+                  "meant %d%%" % (name, real, share), spent)
+        ctx.check(abs(got - real) <= 8, "%s: %.1f%% of samples, it took %.1f%% of the wall "
+                  "time (+- 8)" % (name, got, real), counts, spent)
 
 
 def test_four_threads(ctx):
