@@ -94,29 +94,43 @@ static uint64_t frame_words(const struct ps_layout *L, const uint8_t *co)
  * Code objects already checked in this walk (see "one read for many
  * frames" below): code address -> entry and frame size, and when its bytes
  * were read (a count of this walk's reads).  Direct-mapped; a slot is only
- * trusted for a frame whose bytes were copied before that read.
+ * trusted for a frame whose bytes were copied before that read.  32 slots,
+ * so that a stack's dozen or two distinct code objects rarely evict each
+ * other; emptied with one store (used), not one per slot.
  */
-#define PS_WALK_CODES 16
+#define PS_WALK_CODES 32
+_Static_assert(PS_WALK_CODES <= 32, "walk_codes.used has a bit per slot");
 
 struct walk_codes {
     uint64_t reads;                 /* reads made by this walk so far */
+    uint32_t used;                  /* bit i: slot[i] was filled in this walk */
     struct {
-        uintptr_t code;             /* 0: empty */
+        uintptr_t code;
         struct ps_code_entry *ce;
         uint64_t words;
         uint64_t read_no;           /* the read that checked it */
     } slot[PS_WALK_CODES];
 };
 
+/* A code object's slot.  Multiplicative, not the address's low bits: code
+ * objects of one size made one after the other (exec() of similar source,
+ * as test/bench/workload.py's levels on 3.12) sit a multiple of 256 bytes
+ * apart, so bits 4-7 were the same for all ten and every frame evicted its
+ * caller's slot: no frame was ever served on 3.12. */
+static size_t code_slot(uintptr_t code)
+{
+    return (size_t)(((uint64_t)code * 0x9E3779B97F4A7C15ull) >> 56) & (PS_WALK_CODES - 1);
+}
+
 static struct ps_code_entry *checked_code(struct walk_codes *wc, uintptr_t code,
                                           uint64_t frame_read, uint64_t *words)
 {
     if (wc == NULL)
         return NULL;
-    size_t i = (size_t)(code >> 4) & (PS_WALK_CODES - 1);
+    size_t i = code_slot(code);
     /* The entry may have been replaced since (another code object's miss
      * took its way): its address says so. */
-    if (wc->slot[i].code != code || wc->slot[i].read_no <= frame_read ||
+    if (!(wc->used >> i & 1u) || wc->slot[i].code != code || wc->slot[i].read_no <= frame_read ||
         !wc->slot[i].ce->valid || wc->slot[i].ce->id.addr != code)
         return NULL;
     *words = wc->slot[i].words;
@@ -128,7 +142,8 @@ static void code_checked(struct walk_codes *wc, uintptr_t code, struct ps_code_e
 {
     if (wc == NULL)
         return;
-    size_t i = (size_t)(code >> 4) & (PS_WALK_CODES - 1);
+    size_t i = code_slot(code);
+    wc->used |= 1u << i;
     wc->slot[i].code = code;
     wc->slot[i].ce = ce;
     wc->slot[i].words = words;
@@ -392,9 +407,7 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
     /* 3.9/3.10 read every frame alone, after any code object read before
      * it: no slot could ever serve one, so none is kept. */
     struct walk_codes *codes = L->frame_kind == PS_FRAMES_INTERP ? &wc : NULL;
-    if (codes != NULL)
-        for (size_t i = 0; i < PS_WALK_CODES; i++)
-            wc.slot[i].code = 0;
+    wc.used = 0;
     if (L->fr_read > 512 || L->co_read > 1024)
         return PS_WALK_UNREADABLE;
 
