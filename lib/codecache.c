@@ -203,12 +203,8 @@ struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
     return refill(c, victim, &id, py, syms, lines);
 }
 
-int32_t ps_code_line(struct ps_code_entry *e, int64_t addr)
+int32_t ps_code_line_lookup(struct ps_code_entry *e, int64_t addr)
 {
-    /* The ranges never change while the entry lives, so the memo holds
-     * as long as it does. */
-    if (addr == e->memo_addr)
-        return e->memo_line;
     int line = ps_linetable_lookup(e->ranges, e->nranges, addr, e->id.firstlineno);
     /* No location (compiler-generated instructions): the function's first
      * line is the most useful thing to show. */

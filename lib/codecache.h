@@ -59,7 +59,17 @@ struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
                                             struct ps_symtab *syms, int lines,
                                             uintptr_t addr, const uint8_t *snap);
 
-/* Line for an address in the format's unit (firstlineno if unknown). */
-int32_t ps_code_line(struct ps_code_entry *e, int64_t addr);
+/* Line for an address in the format's unit (firstlineno if unknown).  The
+ * memo is checked inline (a caller frame sits at the same call instruction
+ * tick after tick); the ranges never change while the entry lives, so the
+ * memo holds as long as it does. */
+int32_t ps_code_line_lookup(struct ps_code_entry *e, int64_t addr);
+
+static inline int32_t ps_code_line(struct ps_code_entry *e, int64_t addr)
+{
+    if (addr == e->memo_addr)
+        return e->memo_line;
+    return ps_code_line_lookup(e, addr);
+}
 
 #endif

@@ -41,29 +41,129 @@ int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts, uintptr_t
     return ps_read_ptr(cf + L->cf_current_frame, frame);
 }
 
+/*
+ * The walk's plan: what the walk and resolve() use of the layout, taken
+ * once per walk.  The layout's "no such field" cases are decided here, not
+ * per frame: a flag, or an offset and bound that make the per-frame test
+ * come out as it would have (no owner field: byte 0 against a bound no
+ * int8 reaches).  The plan lives on the walk's stack and its address is
+ * only passed down, so the compiler keeps its fields where it likes; the
+ * layout itself sits behind a pointer that every store to out[] may alias
+ * (-fno-strict-aliasing), so each L->x was loaded and tested again on
+ * every frame.  What is checked per frame is unchanged.
+ */
+struct walk_plan {
+    const struct ps_python *py;
+    struct ps_codecache *cc;
+    struct ps_symtab *syms;
+    int lines;
+    uint32_t fr_read, co_read;     /* bytes copied per frame / code object */
+    uint32_t fr_back, fr_code, fr_pos, fr_owner, ob_type;
+    uint32_t fr_is_entry;          /* PS_NOFIELD but on 3.11 */
+    int first_native;              /* owner >= this: not a Python frame (128: never) */
+    uintptr_t code_tag_mask, code_type;
+    uint32_t co_stacksize, co_nlocalsplus, co_code_adaptive;
+    uint64_t specials_words;       /* FRAME_SPECIALS_SIZE in words */
+    uint8_t objects;               /* 3.9/3.10: frame objects, refcount checks */
+    uint8_t interp;                /* 3.11+: data-stack frames */
+    uint8_t has_words;             /* a frame's size is known (3.11+) */
+    uint8_t rootless_torn;         /* 3.12+: a Python frame with no previous is torn */
+    uint8_t none_is_entry;         /* 3.13+: an executable that is not code is an entry frame */
+    uint8_t wide_ok;               /* span reads (3.11+, not on a suspended copy) */
+    uint8_t pos_kind;              /* enum ps_pos_kind */
+    uint8_t tlbc;                  /* 3.14t: thread-local bytecode copies */
+};
+
+/* Whether a field of width bytes at off lies within a snapshot of n bytes
+ * (an absent field, PS_NOFIELD, does not). */
+static int within(uint32_t off, uint32_t width, uint32_t n)
+{
+    return off != PS_NOFIELD && (uint64_t)off + width <= n;
+}
+
+/* 0, or PS_WALK_UNREADABLE for a layout the walk cannot use (sizes beyond
+ * its buffers; a frame without its link, code or position, or one of the
+ * fields read per frame outside the bytes copied). */
+static int plan_init(struct walk_plan *p, const struct ps_python *py, struct ps_codecache *cc,
+                     struct ps_symtab *syms, int lines)
+{
+    const struct ps_layout *L = &py->L;
+    uint32_t pos_width = L->pos_kind == PS_POS_INSTR_PTR ? 8 : 4;
+    if (L->fr_read > 512 || L->co_read > 1024 || !within(L->fr_back, 8, L->fr_read) ||
+        !within(L->fr_code, 8, L->fr_read) || !within(L->fr_pos, pos_width, L->fr_read) ||
+        !within(L->ob_type, 8, L->co_read) ||
+        (L->fr_owner != PS_NOFIELD && !within(L->fr_owner, 1, L->fr_read)) ||
+        (L->fr_is_entry != PS_NOFIELD && !within(L->fr_is_entry, 1, L->fr_read)))
+        return PS_WALK_UNREADABLE;
+    int interp = L->frame_kind == PS_FRAMES_INTERP, owner = L->fr_owner != PS_NOFIELD;
+    /* frame_words() below: all four are needed for a frame's size. */
+    int has_words = L->co_stacksize != PS_NOFIELD && L->co_nlocalsplus != PS_NOFIELD &&
+                    L->fr_specials != PS_NOFIELD && owner;
+    *p = (struct walk_plan){
+        .py = py, .cc = cc, .syms = syms, .lines = lines,
+        .fr_read = L->fr_read, .co_read = L->co_read, .fr_back = L->fr_back,
+        .fr_code = L->fr_code, .fr_pos = L->fr_pos, .ob_type = L->ob_type,
+        .fr_is_entry = L->fr_is_entry, .code_tag_mask = L->code_tag_mask,
+        .code_type = py->code_type,
+        /* No owner field (3.9/3.10): byte 0 against a bound no int8 reaches. */
+        .fr_owner = owner ? L->fr_owner : 0, .first_native = owner ? L->owner_first_native : 128,
+        .co_stacksize = L->co_stacksize, .co_nlocalsplus = L->co_nlocalsplus,
+        .specials_words = has_words ? L->fr_specials / 8u : 0, .has_words = (uint8_t)has_words,
+        .co_code_adaptive = L->co_code_adaptive,
+        .objects = L->frame_kind == PS_FRAMES_OBJECT, .interp = (uint8_t)interp,
+        .rootless_torn = interp && L->minor >= 12, .none_is_entry = interp && L->minor >= 13,
+        .wide_ok = interp && !ps_plat_walk_reads_copy, .pos_kind = (uint8_t)L->pos_kind,
+        .tlbc = L->fr_tlbc_index != PS_NOFIELD && L->co_tlbc != PS_NOFIELD,
+    };
+    return 0;
+}
+
+/* A pointer field the plan guarantees present (plan_init), within the
+ * fr_read bytes copied: no "no such field" test per frame. */
+static inline uintptr_t word_at(const uint8_t *snap, uint32_t off)
+{
+    uintptr_t v;
+    memcpy(&v, snap + off, sizeof v);
+    return v;
+}
+
+/* The owner byte says the frame is not a Python one (3.11+: C stack,
+ * interpreter entry; never before 3.11, see plan_init). */
+static inline int owner_native(const struct walk_plan *p, const uint8_t *fr)
+{
+    return (int8_t)fr[p->fr_owner] >= p->first_native;
+}
+
+/* 3.14t: the thread may run its own copy of the bytecode.  Out of line:
+ * only a frame whose pointer is not in the code's own bytecode gets here. */
+static __attribute__((noinline)) int64_t tlbc_addr(const struct ps_layout *L, uintptr_t code,
+                                                   const uint8_t *fr, uintptr_t ip, int64_t n)
+{
+    int32_t idx;
+    uintptr_t arr, entry;
+    int64_t size;
+    memcpy(&idx, fr + L->fr_tlbc_index, sizeof idx);
+    if (ps_read_ptr(code + L->co_tlbc, &arr) == 0 && arr != 0 &&
+        ps_read(&size, arr, sizeof size) == 0 && idx >= 0 && idx < size && size < 4096 &&
+        ps_read_ptr(arr + 8 + 8 * (uintptr_t)idx, &entry) == 0 &&
+        ip + 2 >= entry && ip < entry + 2 * (uint64_t)n)
+        return ((int64_t)ip - (int64_t)entry) / 2;
+    return INT64_MIN;
+}
+
 /* Instruction address of a 3.11+ frame, in code units from the start of
  * the bytecode it executes; INT64_MIN if the pointer makes no sense. */
-static int64_t interp_addr(const struct ps_layout *L, uintptr_t code, const uint8_t *fr,
-                           const struct ps_code_entry *ce)
+static inline int64_t interp_addr(const struct walk_plan *p, uintptr_t code, const uint8_t *fr,
+                                  const struct ps_code_entry *ce)
 {
-    uintptr_t ip = ps_ptr_at(fr, L->fr_pos);
-    uintptr_t base = code + L->co_code_adaptive;
+    uintptr_t ip = word_at(fr, p->fr_pos);
+    uintptr_t base = code + p->co_code_adaptive;
     int64_t n = ce->id.nunits;
 
     if (ip + 2 >= base && ip < base + 2 * (uint64_t)n)
         return ((int64_t)ip - (int64_t)base) / 2;
-    /* 3.14t: the thread may run its own copy of the bytecode. */
-    if (L->fr_tlbc_index != PS_NOFIELD && L->co_tlbc != PS_NOFIELD) {
-        int32_t idx;
-        uintptr_t arr, entry;
-        int64_t size;
-        memcpy(&idx, fr + L->fr_tlbc_index, sizeof idx);
-        if (ps_read_ptr(code + L->co_tlbc, &arr) == 0 && arr != 0 &&
-            ps_read(&size, arr, sizeof size) == 0 && idx >= 0 && idx < size && size < 4096 &&
-            ps_read_ptr(arr + 8 + 8 * (uintptr_t)idx, &entry) == 0 &&
-            ip + 2 >= entry && ip < entry + 2 * (uint64_t)n)
-            return ((int64_t)ip - (int64_t)entry) / 2;
-    }
+    if (p->tlbc)
+        return tlbc_addr(&p->py->L, code, fr, ip, n);
     return INT64_MIN;
 }
 
@@ -71,25 +171,18 @@ static int64_t interp_addr(const struct ps_layout *L, uintptr_t code, const uint
  * (3.11+: FRAME_SPECIALS_SIZE, the words before localsplus, + co_nlocalsplus
  * + co_stacksize, which is co_framesize where that exists), or 0 where there
  * is no data stack (3.9/3.10). */
-static uint64_t frame_words(const struct ps_layout *L, const uint8_t *co)
+static uint64_t frame_words(const struct walk_plan *p, const uint8_t *co)
 {
     int32_t stacksize, nlocalsplus;
-    if (L->co_stacksize == PS_NOFIELD || L->co_nlocalsplus == PS_NOFIELD ||
-        L->fr_specials == PS_NOFIELD || L->fr_owner == PS_NOFIELD)
+    if (!p->has_words)
         return 0;
-    memcpy(&stacksize, co + L->co_stacksize, sizeof stacksize);
-    memcpy(&nlocalsplus, co + L->co_nlocalsplus, sizeof nlocalsplus);
+    memcpy(&stacksize, co + p->co_stacksize, sizeof stacksize);
+    memcpy(&nlocalsplus, co + p->co_nlocalsplus, sizeof nlocalsplus);
     if (stacksize < 0 || nlocalsplus < 0)
         return 0;
-    return L->fr_specials / 8u + (uint64_t)stacksize + (uint64_t)nlocalsplus;
+    return p->specials_words + (uint64_t)stacksize + (uint64_t)nlocalsplus;
 }
 
-/* Resolves the frame at address frame, whose L.fr_read bytes are in fr:
- * 1 with *out set, 0 for a frame that is not shown (shim, entry frame,
- * interpreter code), or a PS_WALK_ error.  *boot is set for the frame of
- * Thread._bootstrap_inner.  *words (if not NULL) receives the frame's size
- * on the data stack (frame_words), 0 if not known.  Does not look at the
- * frame's link. */
 /*
  * Code objects already checked in this walk (see "one read for many
  * frames" below): code address -> entry and frame size, and when its bytes
@@ -117,13 +210,13 @@ struct walk_codes {
  * as test/bench/workload.py's levels on 3.12) sit a multiple of 256 bytes
  * apart, so bits 4-7 were the same for all ten and every frame evicted its
  * caller's slot: no frame was ever served on 3.12. */
-static size_t code_slot(uintptr_t code)
+static inline size_t code_slot(uintptr_t code)
 {
     return (size_t)(((uint64_t)code * 0x9E3779B97F4A7C15ull) >> 56) & (PS_WALK_CODES - 1);
 }
 
-static struct ps_code_entry *checked_code(struct walk_codes *wc, uintptr_t code,
-                                          uint64_t frame_read, uint64_t *words)
+static inline struct ps_code_entry *checked_code(const struct walk_codes *wc, uintptr_t code,
+                                                 uint64_t frame_read, uint64_t *words)
 {
     if (wc == NULL)
         return NULL;
@@ -150,44 +243,61 @@ static void code_checked(struct walk_codes *wc, uintptr_t code, struct ps_code_e
     wc->slot[i].read_no = read_no;
 }
 
-static int resolve(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
-                   int lines, uintptr_t frame, const uint8_t *fr, uint64_t *out, uintptr_t *boot,
-                   int *taskgroup, uint64_t *words, struct walk_codes *wc, uint64_t frame_read)
+/* The code object at code, read now (after the frame that points to it
+ * was copied): 1 with *cep and *words set, 0 for an entry frame's None
+ * (3.13+), or a PS_WALK_ error.  Out of line: in a deep walk most frames
+ * are served by walk_codes, and its 1 KiB buffer stays off the walk's
+ * stack. */
+static __attribute__((noinline)) int read_code(const struct walk_plan *p, struct walk_codes *wc,
+                                               uintptr_t code, struct ps_code_entry **cep,
+                                               uint64_t *words)
 {
-    const struct ps_layout *L = &py->L;
     uint8_t co[1024];
+    uintptr_t type;
+    if (ps_read(co, code, p->co_read) != 0)
+        return PS_WALK_UNREADABLE;
+    uint64_t read_no = wc != NULL ? ++wc->reads : 0;
+    memcpy(&type, co + p->ob_type, sizeof type);
+    if (type != p->code_type) {
+        /* 3.13+ entry frames hold None; elsewhere this is a frame that
+         * was popped and reused while we looked. */
+        return p->none_is_entry ? 0 : PS_WALK_INCONSISTENT;
+    }
+    *words = frame_words(p, co);
+    *cep = ps_code_resolve(p->cc, p->py, p->syms, p->lines, code, co);
+    if (*cep == NULL)
+        return PS_WALK_UNREADABLE;
+    code_checked(wc, code, *cep, *words, read_no);
+    return 1;
+}
+
+/* Resolves the frame at address frame, whose fr_read bytes are in fr
+ * (copied by read number frame_read of this walk): 1 with *out set, 0 for
+ * a frame that is not shown (shim, entry frame, interpreter code), or a
+ * PS_WALK_ error.  *boot is set for the frame of Thread._bootstrap_inner.
+ * *words receives the frame's size on the data stack (frame_words), 0 if
+ * not known.  Does not look at the frame's link.  Inlined into the walk:
+ * it runs for every frame. */
+static inline __attribute__((always_inline)) int
+resolve(const struct walk_plan *p, uintptr_t frame, const uint8_t *fr, uint64_t *out,
+        uintptr_t *boot, int *taskgroup, uint64_t *words, struct walk_codes *wc,
+        uint64_t frame_read)
+{
     uint64_t w = 0;
 
-    if (words != NULL)
-        *words = 0;
-
-    if (L->fr_owner != PS_NOFIELD && (int8_t)fr[L->fr_owner] >= L->owner_first_native)
+    *words = 0;
+    if (owner_native(p, fr))
         return 0;
-    uintptr_t code = ps_ptr_at(fr, L->fr_code) & ~L->code_tag_mask;
+    uintptr_t code = word_at(fr, p->fr_code) & ~p->code_tag_mask;
     if (code == 0)
         return 0;
     struct ps_code_entry *ce = checked_code(wc, code, frame_read, &w);
     if (ce == NULL) {
-        uintptr_t type;
-        if (ps_read(co, code, L->co_read) != 0)
-            return PS_WALK_UNREADABLE;
-        uint64_t read_no = wc != NULL ? ++wc->reads : 0;
-        memcpy(&type, co + L->ob_type, sizeof type);
-        if (type != py->code_type) {
-            /* 3.13+ entry frames hold None; elsewhere this is a frame that
-             * was popped and reused while we looked. */
-            if (L->frame_kind == PS_FRAMES_INTERP && L->minor >= 13)
-                return 0;
-            return PS_WALK_INCONSISTENT;
-        }
-        w = frame_words(L, co);
-        ce = ps_code_resolve(cc, py, syms, lines, code, co);
-        if (ce == NULL)
-            return PS_WALK_UNREADABLE;
-        code_checked(wc, code, ce, w, read_no);
+        int r = read_code(p, wc, code, &ce, &w);
+        if (r <= 0)
+            return r;
     }
-    if (words != NULL)
-        *words = w;
+    *words = w;
     if (ce->skip)
         return 0;
     if (ce->thread_boot)
@@ -196,16 +306,16 @@ static int resolve(const struct ps_python *py, struct ps_codecache *cc, struct p
         *taskgroup = ce->taskgroup_exit;
 
     int32_t line = PS_LINE_NONE;
-    if (lines) {
+    if (p->lines) {
         int64_t addr;
-        if (L->pos_kind == PS_POS_INSTR_PTR) {
-            addr = interp_addr(L, code, fr, ce);
+        if (p->pos_kind == PS_POS_INSTR_PTR) {
+            addr = interp_addr(p, code, fr, ce);
             if (addr == INT64_MIN)
                 return PS_WALK_INCONSISTENT;
         } else {
             int32_t lasti;
-            memcpy(&lasti, fr + L->fr_pos, sizeof lasti);
-            addr = (L->pos_kind == PS_POS_LASTI_UNITS && lasti >= 0) ? 2 * (int64_t)lasti
+            memcpy(&lasti, fr + p->fr_pos, sizeof lasti);
+            addr = (p->pos_kind == PS_POS_LASTI_UNITS && lasti >= 0) ? 2 * (int64_t)lasti
                                                                      : lasti;
         }
         line = ps_code_line(ce, addr);
@@ -225,10 +335,10 @@ int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symta
  * looked (the thread returned from it).  It now sits on the free list,
  * which is chained through f_back, or is its code's zombie frame with a
  * stale f_back: following it would report dead frames as a stack. */
-static int frame_freed(const struct ps_layout *L, const uint8_t *fr)
+static inline int frame_freed(const struct walk_plan *p, const uint8_t *fr)
 {
     int64_t refcnt;
-    if (L->frame_kind != PS_FRAMES_OBJECT)
+    if (!p->objects)
         return 0;
     memcpy(&refcnt, fr, sizeof refcnt);
     return refcnt <= 0;
@@ -253,10 +363,10 @@ static int frame_freed(const struct ps_layout *L, const uint8_t *fr)
  * tries again from a fresh thread state.  Not seen here: a stitch whose
  * frame has a callee again at its new place.
  */
-static int frame_holds_callee(const struct ps_layout *L, const uint8_t *fr)
+static inline int frame_holds_callee(const struct walk_plan *p, const uint8_t *fr)
 {
     int64_t refcnt;
-    if (L->frame_kind != PS_FRAMES_OBJECT)
+    if (!p->objects)
         return 1;
     memcpy(&refcnt, fr, sizeof refcnt);
     return refcnt >= 2;
@@ -293,13 +403,11 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
  * calls it) is one the program never had.  A callee that is not exactly
  * where its caller's size puts it is such a mix, and the walk is dropped.
  */
-static int data_stack_linked(uintptr_t above, uintptr_t frame, uint64_t words)
+static __attribute__((noinline)) int chunk_linked(uintptr_t above, uintptr_t frame,
+                                                  uintptr_t end)
 {
     struct { uintptr_t previous, size, top; } chunk, prev;
-    uintptr_t end = frame + 8 * words;
 
-    if (above == end)
-        return 1;
     /* A new chunk's first frame: its header is right before it. */
     if (above < sizeof chunk || ps_read(&chunk, above - sizeof chunk, sizeof chunk) != 0 ||
         chunk.previous == 0 || (chunk.previous & 7) != 0 ||
@@ -307,6 +415,12 @@ static int data_stack_linked(uintptr_t above, uintptr_t frame, uint64_t words)
         return 0;
     return frame > chunk.previous && frame < chunk.previous + prev.size &&
            chunk.previous + sizeof prev + 8 * prev.top == end;
+}
+
+static inline int data_stack_linked(uintptr_t above, uintptr_t frame, uint64_t words)
+{
+    uintptr_t end = frame + 8 * words;
+    return above == end || chunk_linked(above, frame, end);
 }
 
 int ps_walk_ex(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
@@ -361,36 +475,52 @@ struct span {
     uint8_t one[512];                      /* a frame read alone */
 };
 
-/* The n bytes of frame: from the span if it holds them, else read, with
- * the bytes below it if wide (becoming the span), alone if not (the span
- * is kept); NULL if unreadable.  *read_no: the read (wc->reads) that
- * copied them. */
-static const uint8_t *frame_bytes(struct span *s, struct walk_codes *wc, size_t n,
-                                  uintptr_t frame, int wide, uint64_t *read_no)
+/* frame_bytes() below when the span does not hold the frame: one read,
+ * wide or alone (3.9/3.10: every frame). */
+static const uint8_t *
+frame_read(const struct walk_plan *p, struct span *s, struct walk_codes *wc, uintptr_t frame,
+           int n, uintptr_t above, uint64_t *read_no)
 {
-    if (s->hi != 0 && frame >= s->lo && frame <= s->hi && s->hi - frame >= n) {
-        *read_no = s->read_no;
-        return s->buf + (frame - s->lo);
-    }
+    size_t len = p->fr_read;
+    int wide = p->wide_ok &&
+               (n == 0 && above == 0 ? 1 : frame < above && above - frame <= PS_FRAME_SPAN);
     *read_no = ++wc->reads;
     if (!wide)
-        return n <= sizeof s->one && ps_read(s->one, frame, n) == 0 ? s->one : NULL;
+        return len <= sizeof s->one && ps_read(s->one, frame, len) == 0 ? s->one : NULL;
     uintptr_t lo = frame & ~(uintptr_t)(PS_FRAME_SPAN - 1);
-    if (frame - lo + n > sizeof s->buf || ps_read(s->buf, lo, (size_t)(frame - lo) + n) != 0) {
+    if (frame - lo + len > sizeof s->buf || ps_read(s->buf, lo, (size_t)(frame - lo) + len) != 0) {
         s->hi = 0;
         return NULL;
     }
     s->lo = lo;
-    s->hi = frame + n;
+    s->hi = frame + len;
     s->read_no = *read_no;
     return s->buf + (frame - lo);
+}
+
+/* The n bytes of frame: from the span if it holds them, else read, with
+ * the bytes below it if wide (becoming the span), alone if not (the span
+ * is kept); NULL if unreadable.  *read_no: the read (wc->reads) that
+ * copied them.  wide: the top frame (n == 0, no data-stack frame yet), or
+ * one just below the last data-stack frame walked (above); only decided
+ * when the span does not hold the frame. */
+static inline const uint8_t *frame_bytes(const struct walk_plan *p, struct span *s,
+                                         struct walk_codes *wc, uintptr_t frame, int n,
+                                         uintptr_t above, uint64_t *read_no)
+{
+    size_t len = p->fr_read;
+    if (s->hi != 0 && frame >= s->lo && frame <= s->hi && s->hi - frame >= len) {
+        *read_no = s->read_no;
+        return s->buf + (frame - s->lo);
+    }
+    return frame_read(p, s, wc, frame, n, above, read_no);
 }
 
 static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
                 int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
                 int max, int *truncated, uintptr_t *boot)
 {
-    const struct ps_layout *L = &py->L;
+    struct walk_plan plan;
     struct span sp;
     struct walk_codes wc;
     const uint8_t *fr;
@@ -404,45 +534,45 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
     *boot = 0;
     sp.hi = 0;
     wc.reads = 0;
+    wc.used = 0;
+    int rc = plan_init(&plan, py, cc, syms, lines);
+    if (rc != 0)
+        return rc;
+    const struct walk_plan *p = &plan;
     /* 3.9/3.10 read every frame alone, after any code object read before
      * it: no slot could ever serve one, so none is kept. */
-    struct walk_codes *codes = L->frame_kind == PS_FRAMES_INTERP ? &wc : NULL;
-    wc.used = 0;
-    if (L->fr_read > 512 || L->co_read > 1024)
-        return PS_WALK_UNREADABLE;
+    struct walk_codes *codes = p->interp ? &wc : NULL;
 
     while (frame != 0) {
         if (budget-- <= 0) {
             *truncated = 1;
             break;
         }
-        /* Wide: the top frame, or one just below the last data-stack frame. */
-        int wide = L->frame_kind == PS_FRAMES_INTERP && !ps_plat_walk_reads_copy &&
-                   (n == 0 && above == 0 ? 1 : frame < above && above - frame <= PS_FRAME_SPAN);
-        if (!ps_frame_addr_ok(frame) || (fr = frame_bytes(&sp, &wc, L->fr_read, frame, wide, &fr_read)) == NULL)
+        if (!ps_frame_addr_ok(frame) ||
+            (fr = frame_bytes(p, &sp, &wc, frame, n, above, &fr_read)) == NULL)
             return PS_WALK_UNREADABLE;
-        uintptr_t back = ps_frame_back(L, fr);
+        uintptr_t back = word_at(fr, p->fr_back);
         if (back == frame)
             return PS_WALK_INCONSISTENT;
-        if (frame_freed(L, fr) || (frame != top && !frame_holds_callee(L, fr)))
+        if (frame_freed(p, fr) || (frame != top && !frame_holds_callee(p, fr)))
             return PS_WALK_INCONSISTENT;
 
-        int native = L->fr_owner != PS_NOFIELD &&
-                     (int8_t)fr[L->fr_owner] >= L->owner_first_native;
+        int native = owner_native(p, fr);
         /* 3.12+: every thread's chain ends in an entry frame owned by the
          * C stack, so a Python frame without a previous one is a frame
          * being initialised over a popped one while we looked (its
          * previous is set after it is zeroed): a torn walk, not a root. */
-        if (!native && back == 0 && L->frame_kind == PS_FRAMES_INTERP && L->minor >= 12)
+        if (!native && back == 0 && p->rootless_torn)
             return PS_WALK_INCONSISTENT;
         uint64_t one, words;
         uintptr_t b = 0;
-        int r = resolve(py, cc, syms, lines, frame, fr, &one, &b, NULL, &words, codes, fr_read);
+        int r = resolve(p, frame, fr, &one, &b, NULL, &words, codes, fr_read);
         if (r < 0)
             return r;
         /* A frame on the data stack (owner 0) must be where its callee
-         * (the last data-stack frame walked) was allocated. */
-        if (words != 0 && fr[L->fr_owner] == 0) {
+         * (the last data-stack frame walked) was allocated.  (words != 0
+         * only where the owner field exists: plan_init.) */
+        if (words != 0 && fr[p->fr_owner] == 0) {
             if (above != 0 && !data_stack_linked(above, frame, words))
                 return PS_WALK_INCONSISTENT;
             above = frame;
@@ -461,8 +591,7 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
              * call began with.  3.9/3.10 run each frame in a call of its
              * own; 3.11 flags it (is_entry). */
             if (entry != NULL)
-                entry[n] = L->frame_kind == PS_FRAMES_OBJECT ||
-                           (L->fr_is_entry != PS_NOFIELD && fr[L->fr_is_entry] != 0);
+                entry[n] = p->objects || (p->fr_is_entry != PS_NOFIELD && fr[p->fr_is_entry] != 0);
             out[n++] = one;
         } else if (native) {
             /* 3.12+: a C-stack shim starts every evaluation-loop call, so
@@ -480,16 +609,18 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
 int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
                  int lines, uintptr_t frame, uint64_t *out, int *taskgroup)
 {
-    const struct ps_layout *L = &py->L;
+    struct walk_plan plan;
     uint8_t fr[512];
     uintptr_t boot = 0;
+    uint64_t words;
 
-    if (L->fr_read > sizeof fr || L->co_read > 1024)
+    int rc = plan_init(&plan, py, cc, syms, lines);
+    if (rc != 0)
+        return rc;
+    if (!ps_frame_addr_ok(frame) || ps_read(fr, frame, plan.fr_read) != 0)
         return PS_WALK_UNREADABLE;
-    if (!ps_frame_addr_ok(frame) || ps_read(fr, frame, L->fr_read) != 0)
-        return PS_WALK_UNREADABLE;
-    if (frame_freed(L, fr))
+    if (frame_freed(&plan, fr))
         return PS_WALK_INCONSISTENT;
     *taskgroup = 0;
-    return resolve(py, cc, syms, lines, frame, fr, out, &boot, taskgroup, NULL, NULL, 0);
+    return resolve(&plan, frame, fr, out, &boot, taskgroup, &words, NULL, 0);
 }
