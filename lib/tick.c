@@ -144,23 +144,31 @@ int ps_tick(int all)
                          .tasks = tick.tasks, .tasks_state = PS_TASKS_NOT_TAKEN };
 
     ps_mem_tick();
-    if (ps_python_finalizing(tick.py))
-        return 1;
-    /* Loaded objects for native stacks: here, before the profile's lock
-     * and before any thread is held (dl_iterate_phdr takes the loader's
-     * lock, which a held thread could own). */
+    /* Loaded objects for native stacks: here, before the profile's lock,
+     * before the batch and before any thread is held (dl_iterate_phdr
+     * takes the loader's lock, which a held thread could own, and a thread
+     * that holds it may be waiting in sigaction() for our batch to end). */
     if (tick.cfg->native && ps_objs_refresh(tick.py->runtime))
         ps_native_objects_changed();
-    if (ps_tstates_begin(&it, tick.py) != 0)
-        return 0;
 
+    /* The runtime's fixed reads too go inside the batch: outside it each
+     * took and released the read guard (a compare-and-swap and a
+     * sequentially consistent load, ~80 instructions a read). */
     t.p = ps_profile_lock();
     int batch = ps_mem_batch_begin();
-    if (tick.tasks != NULL)
-        ps_tasks_clear(tick.tasks);
-    sample_threads(&t, &it);
+    int finalizing = ps_python_finalizing(tick.py);
+    int listed = !finalizing && ps_tstates_begin(&it, tick.py) == 0;
+    if (listed) {
+        if (tick.tasks != NULL)
+            ps_tasks_clear(tick.tasks);
+        sample_threads(&t, &it);
+    }
     ps_mem_batch_end(batch);
     ps_profile_unlock();
+    if (finalizing)
+        return 1;
+    if (!listed)
+        return 0;
     if (it.torn)
         ps_count_dropped(PS_COUNT_ERRORS_INCONSISTENT, it.torn);
     ps_count(PS_COUNT_TICKS, 1);
