@@ -47,23 +47,36 @@ def test_split_60_30_10(ctx):
     # times (a loaded 2-core machine delays its ticks; idle, 1.5 s at
     # 500 Hz is about that many).
     ctx.check(total >= 0.3 * 750, "too few samples: %d" % total, p.dump())
-    # Each function's share of the samples against its share of the wall
-    # time it really took (split.py measures it): 60/30/10 on an idle
-    # machine, but under load the program can be descheduled just before
-    # a function's deadline, and that function then really overruns (seen
-    # beside two other full suites and two CPU hogs: sixty 68 %).  A
-    # wall-clock profile must show what happened, so that is the yardstick;
-    # the intended split is still required within a wider band, so that a
+    # Each function's share of the samples against the wall time it
+    # really took (split.py measures it, and its long stalls: gaps of more
+    # than 50 ms off the CPU).  On an idle machine that is 60/30/10 with no
+    # stalls, and the band is +-8 points.  Under load the program can be
+    # stalled for 300 ms and more (seen beside two other full suites and
+    # two CPU hogs: thirty took 45.6 % of the wall time), and whether a
+    # stall shows in the profile depends on whether the sampler, in the
+    # same process, ran meanwhile.  So each share must lie within +-8
+    # points of the range the stalls allow: from none of them counted to
+    # all of its own counted.  (Moving 15 % of sixty's samples to thirty
+    # fails this check in runs at load 10.)
+    # The intended split is still required within a wider band, so that a
     # broken split.py cannot hide a broken profile.
-    spent = {n: float(v) for n, v in (l.split() for l in res.stdout.splitlines() if l.strip())}
-    wall = sum(spent.values())
+    real = {}
+    for line in res.stdout.splitlines():
+        name, took, off = line.split()
+        real[name] = (float(took), float(off))
+    on_cpu = {n: t - g for n, (t, g) in real.items()}
+    clean = sum(on_cpu.values())
     for name, share in (("sixty", 60), ("thirty", 30), ("ten", 10)):
+        took, off = real[name]
         got = 100.0 * counts[name] / total
-        real = 100.0 * spent[name] / wall
-        ctx.check(abs(real - share) <= 15, "split.py itself: %s took %.1f%% of the wall time, "
-                  "meant %d%%" % (name, real, share), spent)
-        ctx.check(abs(got - real) <= 8, "%s: %.1f%% of samples, it took %.1f%% of the wall "
-                  "time (+- 8)" % (name, got, real), counts, spent)
+        ctx.check(abs(100.0 * on_cpu[name] / clean - share) <= 15, "split.py itself: %s ran "
+                  "%.1f%% of the time on the CPU, meant %d%%"
+                  % (name, 100.0 * on_cpu[name] / clean, share), real)
+        others_off = sum(g for n, (_, g) in real.items() if n != name)
+        low = 100.0 * on_cpu[name] / (clean + others_off)
+        high = 100.0 * took / (clean + off)
+        ctx.check(low - 8 <= got <= high + 8, "%s: %.1f%% of samples, it took %.1f-%.1f%% of the "
+                  "wall time (+- 8)" % (name, got, low, high), counts, real)
 
 
 def test_four_threads(ctx):
