@@ -254,7 +254,7 @@ static __attribute__((noinline)) int read_code(const struct walk_plan *p, struct
 {
     uint8_t co[1024];
     uintptr_t type;
-    if (ps_read(co, code, p->co_read) != 0)
+    if (ps_read_in_scope(co, code, p->co_read) != 0)
         return PS_WALK_UNREADABLE;
     uint64_t read_no = wc != NULL ? ++wc->reads : 0;
     memcpy(&type, co + p->ob_type, sizeof type);
@@ -486,9 +486,10 @@ frame_read(const struct walk_plan *p, struct span *s, struct walk_codes *wc, uin
                (n == 0 && above == 0 ? 1 : frame < above && above - frame <= PS_FRAME_SPAN);
     *read_no = ++wc->reads;
     if (!wide)
-        return len <= sizeof s->one && ps_read(s->one, frame, len) == 0 ? s->one : NULL;
+        return len <= sizeof s->one && ps_read_in_scope(s->one, frame, len) == 0 ? s->one : NULL;
     uintptr_t lo = frame & ~(uintptr_t)(PS_FRAME_SPAN - 1);
-    if (frame - lo + len > sizeof s->buf || ps_read(s->buf, lo, (size_t)(frame - lo) + len) != 0) {
+    if (frame - lo + len > sizeof s->buf ||
+        ps_read_in_scope(s->buf, lo, (size_t)(frame - lo) + len) != 0) {
         s->hi = 0;
         return NULL;
     }
@@ -516,9 +517,12 @@ static inline const uint8_t *frame_bytes(const struct walk_plan *p, struct span 
     return frame_read(p, s, wc, frame, n, above, read_no);
 }
 
-static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
-                int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
-                int max, int *truncated, uintptr_t *boot)
+/* Out of line: kept apart from walk()'s sigsetjmp, so that the compiler
+ * optimises it as an ordinary function. */
+static __attribute__((noinline)) int
+walk_frames(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms, int lines,
+            uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry, int max,
+            int *truncated, uintptr_t *boot)
 {
     struct walk_plan plan;
     struct span sp;
@@ -603,6 +607,46 @@ static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_s
     /* The outermost frame began the outermost call. */
     if (frame == 0)
         mark_entry(entry, n - 1);
+    return n;
+}
+
+/*
+ * One recovery point per walk (issue #14).  The walk's own reads of the
+ * frames (frame_read) and of the code objects (read_code) are
+ * ps_read_in_scope() reads: a fault in one of them jumps
+ * here and the walk is reported unreadable, exactly what that read's
+ * -1 would have led to (a failed frame or code object read ends the walk
+ * so), without a sigsetjmp per read.  The chunk headers' reads, rare, are
+ * plain ps_read()s: a failed one makes the walk inconsistent, not
+ * unreadable, and stays so.
+ *
+ * Why jumping out of the middle of walk_frames() is sound: at the moment
+ * of such a fault the thread is inside one of those reads, called
+ * from the walk, and everything the walk has changed since this point is
+ * its own (the plan, the span, walk_codes, on its stack) or the caller's
+ * output (out, addrs, entry, *truncated, *boot), which a walk that fails
+ * leaves undefined and walk_thread() discards or rewrites on its retry.
+ * What is shared -- the code cache and the symbol table -- is only changed
+ * inside ps_code_resolve(), and no scoped read runs there: its own reads
+ * (refill: names, line table) are plain ps_read()s that recover by
+ * themselves, as does the 3.14t bytecode lookup (tlbc_addr).  No lock is
+ * taken and nothing is allocated by the walk outside ps_code_resolve().
+ * So a jump never leaves shared state half-updated; what it abandons is
+ * the walk.  A change that makes the walk write shared state outside
+ * ps_code_resolve, or call a scoped read from inside it, breaks this.
+ */
+static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+                int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
+                int max, int *truncated, uintptr_t *boot)
+{
+    sigjmp_buf env;
+    if (sigsetjmp(env, 0) != 0) {
+        ps_read_scope_end();
+        return PS_WALK_UNREADABLE;
+    }
+    ps_read_scope(&env);
+    int n = walk_frames(py, cc, syms, lines, frame, out, addrs, entry, max, truncated, boot);
+    ps_read_scope_end();
     return n;
 }
 

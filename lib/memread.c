@@ -150,6 +150,13 @@ static sigjmp_buf guard_env;
  * thread (the handler runs on the faulting thread), so compiler fences
  * are all the ordering it needs. */
 static volatile sig_atomic_t in_copy;
+/* Where the handler jumps from a fault in the copy: guard_env (the read's
+ * own recovery point, copy_guarded) or the scope's (ps_read_in_scope).
+ * Set by the guard's owner before it sets in_copy, read by the handler on
+ * the same thread, like in_copy. */
+static sigjmp_buf *volatile jump_to = &guard_env;
+/* The guard owner's read scope (ps_read_scope), or NULL. */
+static sigjmp_buf *scope_env;
 
 /*
  * The program's view of SIGSEGV or SIGBUS while ours is installed: the
@@ -483,7 +490,7 @@ static void deliver(int sig, siginfo_t *si, void *uc)
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
     if (ps_signal_from_fault(si) && in_copy && atomic_load(&guard_owner) == self_id())
-        siglongjmp(guard_env, 1);
+        siglongjmp(*jump_to, 1);
     deliver(sig, si, uc);
 }
 
@@ -630,6 +637,7 @@ void ps_mem_after_fork(void)
     /* Only the forking thread exists in the child: a read the sampler had
      * in flight at fork time will never finish. */
     atomic_store(&guard_owner, 0);
+    scope_env = NULL;
     memset(chain_slots, 0, sizeof chain_slots);
     ps_plat_read_after_fork();
 }
@@ -683,6 +691,19 @@ static void guarded_copy(void *dst, const void *src, size_t n)
 #define guarded_copy memcpy
 #endif
 
+/* The copy itself, with in_copy set around it and a fault's jump going
+ * to env.  Inlined into the two callers below, which are out of line. */
+static inline __attribute__((always_inline)) void copy_jumping_to(sigjmp_buf *env, void *dst,
+                                                                  uintptr_t src, size_t n)
+{
+    jump_to = env;
+    in_copy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    guarded_copy(dst, (const void *)src, n);
+    atomic_signal_fence(memory_order_seq_cst);
+    in_copy = 0;
+}
+
 /* The guarded copy, for a thread that holds guard_owner.  Kept out of line
  * so that the compiler cannot move loads of *src outside the region where
  * in_copy is set. */
@@ -692,11 +713,39 @@ static __attribute__((noinline)) int copy_guarded(void *dst, uintptr_t src, size
         in_copy = 0;
         return -1;
     }
-    in_copy = 1;
-    atomic_signal_fence(memory_order_seq_cst);
-    guarded_copy(dst, (const void *)src, n);
-    atomic_signal_fence(memory_order_seq_cst);
+    copy_jumping_to(&guard_env, dst, src, n);
+    return 0;
+}
+
+/*
+ * Reads without a recovery point of their own (issue #14: sigsetjmp is
+ * ~40 instructions, a third of a small read).  A fault in such a copy
+ * jumps to the scope's recovery point, which the caller set with sigsetjmp
+ * before ps_read_scope(): every read and every line of code between that
+ * point and the fault is abandoned.  That is only sound where nothing
+ * shared is being changed anywhere in between (frames.c says why the walk
+ * qualifies); reads that may run in the middle of such a change (the code
+ * cache's refill, interning) use ps_read, whose recovery point is the read
+ * itself, and may run inside a scope.  Only within the guard owner's batch:
+ * elsewhere (no batch, the syscall path) this is ps_read.
+ */
+void ps_read_scope(sigjmp_buf *env)
+{
+    scope_env = env;
+}
+
+/* Also the first thing after a jump to the scope's point: the copy that
+ * faulted left in_copy set. */
+void ps_read_scope_end(void)
+{
     in_copy = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+    scope_env = NULL;
+}
+
+static __attribute__((noinline)) int copy_in_scope(void *dst, uintptr_t src, size_t n)
+{
+    copy_jumping_to(scope_env, dst, src, n);
     return 0;
 }
 
@@ -758,6 +807,17 @@ static __attribute__((noinline)) int read_unbatched(void *dst, uintptr_t src, si
     if (atomic_load_explicit(&read_mode, memory_order_relaxed) == PS_READ_DIRECT)
         return read_direct(dst, src, n);
     return ps_plat_read(dst, src, n);
+}
+
+int ps_read_in_scope(void *dst, uintptr_t src, size_t n)
+{
+    if (src < 4096 || src + n < src || src + n > PS_ADDR_LIMIT)
+        return -1;
+    if (n == 0)
+        return 0;
+    if (scope_env != NULL && atomic_load_explicit(&guard_owner, memory_order_relaxed) == self_id())
+        return copy_in_scope(dst, src, n);
+    return ps_read(dst, src, n);
 }
 
 int ps_read(void *dst, uintptr_t src, size_t n)

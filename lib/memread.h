@@ -26,6 +26,7 @@
 #ifndef PS_MEMREAD_H
 #define PS_MEMREAD_H
 
+#include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -90,6 +91,19 @@ void ps_mem_batch_end(int held);
 
 /* Copies n bytes at address src into dst.  0 on success, -1 if unreadable. */
 int ps_read(void *dst, uintptr_t src, size_t n);
+
+/*
+ * A read scope (memread.c, "Reads without a recovery point of their own"):
+ * the caller sets env with sigsetjmp(env, 0) == 0, calls ps_read_scope(&env),
+ * and ps_read_in_scope() reads then jump there on a fault instead of
+ * returning -1; ps_read_scope_end() ends the scope before the caller's
+ * frame does, and is the first call after such a jump.  Only for code that
+ * changes nothing shared between the scope's start and any of its reads.
+ * Sampler thread only; outside a batch the reads are ps_read().
+ */
+void ps_read_scope(sigjmp_buf *env);
+void ps_read_scope_end(void);
+int ps_read_in_scope(void *dst, uintptr_t src, size_t n);
 
 /* Convenience: one pointer-sized word. */
 static inline int ps_read_ptr(uintptr_t src, uintptr_t *out)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "check.h"
 #include "codecache.h"
@@ -354,6 +355,55 @@ static void test_codecache_bounds(uintptr_t file)
     ps_symtab_free(&syms);
 }
 
+/*
+ * The walk's one recovery point (frames.c, "One recovery point per walk"):
+ * on the direct path, inside a batch, a fault in the walk's own read of a
+ * frame or of a code object ends that walk as unreadable, and every read
+ * and walk after it works as before, inside the batch and out of it.
+ * good: a readable stack of 3 frames; code: a readable code object.
+ */
+static void test_walk_fault(struct ps_codecache *cc, struct ps_symtab *syms,
+                            struct fake_frame *good, struct fake_code *code)
+{
+    ps_mem_enable_direct();
+    if (ps_mem_mode() != PS_READ_DIRECT) {
+        printf("test_walk_fault: no direct path here, skipped\n");
+        return;
+    }
+    /* A page that faults on every read. */
+    uint8_t *page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(page != MAP_FAILED);
+    static struct fake_frame caller_gone, code_gone;
+    make_frame(&caller_gone, NULL, code);
+    caller_gone.back = (uintptr_t)(page + 64);  /* (make_frame would count a reference there) */
+    make_frame(&code_gone, NULL, (struct fake_code *)(page + 128));
+
+    uint64_t out[16];
+    int truncated;
+    uintptr_t boot;
+    int held = ps_mem_batch_begin();
+    CHECK_EQ_INT(held, 1);
+    for (int round = 0; round < 3; round++) {
+        /* the top frame, a caller, a code object: each read faults */
+        CHECK_EQ_INT(ps_walk(&py, cc, syms, 0, (uintptr_t)(page + 256), out, 16, &truncated,
+                             &boot), PS_WALK_UNREADABLE);
+        CHECK_EQ_INT(ps_walk(&py, cc, syms, 0, (uintptr_t)&caller_gone, out, 16, &truncated,
+                             &boot), PS_WALK_UNREADABLE);
+        CHECK_EQ_INT(ps_walk(&py, cc, syms, 0, (uintptr_t)&code_gone, out, 16, &truncated,
+                             &boot), PS_WALK_UNREADABLE);
+        /* ... and then a plain read that faults, and a good walk. */
+        uint64_t word;
+        CHECK_EQ_INT(ps_read(&word, (uintptr_t)page, sizeof word), -1);
+        CHECK_EQ_INT(ps_walk(&py, cc, syms, 0, (uintptr_t)good, out, 16, &truncated, &boot), 3);
+    }
+    ps_mem_batch_end(held);
+    /* Outside the batch the same walks give the same answers. */
+    CHECK_EQ_INT(ps_walk(&py, cc, syms, 0, (uintptr_t)&caller_gone, out, 16, &truncated, &boot),
+                 PS_WALK_UNREADABLE);
+    CHECK_EQ_INT(ps_walk(&py, cc, syms, 0, (uintptr_t)good, out, 16, &truncated, &boot), 3);
+    munmap(page, 4096);
+}
+
 int main(void)
 {
     CHECK_EQ_INT(ps_mem_init(), 0);
@@ -467,6 +517,7 @@ int main(void)
 
     test_codecache_bounds(file);
     test_data_stack(file);
+    test_walk_fault(&cc, &syms, &fr[2], &c_f);
 
     ps_codecache_clear(&cc);
     free(cc.e);
