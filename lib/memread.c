@@ -731,7 +731,14 @@ static __attribute__((noinline)) int copy_guarded(void *dst, uintptr_t src, size
  */
 void ps_read_scope(sigjmp_buf *env)
 {
-    scope_env = env;
+    /* Only in the calling thread's own batch.  Walks are serialised by the
+     * profile lock, so no other thread reads while the scope is set; this
+     * keeps it so if that ever changes: another thread's scoped reads go
+     * ps_read's way, because the guard is not theirs, and a scope opened
+     * outside a batch is none, so a thread that takes the guard later
+     * cannot find it set. */
+    scope_env = atomic_load_explicit(&guard_owner, memory_order_relaxed) == self_id() ? env
+                                                                                      : NULL;
 }
 
 /* Also the first thing after a jump to the scope's point: the copy that
