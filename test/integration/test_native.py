@@ -286,12 +286,20 @@ def test_all_shows_interpreter_frames(ctx):
     needs_native(ctx)
     lib = native_lib(ctx, "nofp")
     prog = ctx.program("native_chain.py")
-    res = run_native(ctx, [prog, lib, "chain"], extra={"PYSAMPLE_NATIVE": "all"})
+    # 400 ticks, not 150: a running thread's native stack is only taken
+    # when it enters our handler within the hold (native.h), and at load
+    # ~19 most samples of a loop came out [native: unavailable] (142 of
+    # ~150), leaving fewer than 10 with native frames.
+    res = run_native(ctx, [prog, lib, "chain", "400"], extra={"PYSAMPLE_NATIVE": "all"})
     ctx.check_clean_run(res)
     p = res.profile()
     # With all, the interpreter's start-up (Py_RunMain / Py_BytesMain /
-    # main) sits below the Python frames.
-    ctx.check(p.count_where(lambda s: any(f.name in ("Py_RunMain", "Py_BytesMain", "main")
-                                          for f in s.frames) and
-                            any(f.name == "c_leaf" for f in s.frames)) >= 10,
-              "PYSAMPLE_NATIVE=all: no start-up frames", p.dump())
+    # main) sits below the Python frames: in every sample whose native
+    # stack was taken in c_leaf, bar the odd truncated one.
+    start = ("Py_RunMain", "Py_BytesMain", "main")
+    leaf = p.count_where(lambda s: any(f.name == "c_leaf" for f in s.frames))
+    rooted = p.count_where(lambda s: any(f.name in start for f in s.frames) and
+                           any(f.name == "c_leaf" for f in s.frames))
+    ctx.check(rooted >= 10 and rooted >= 0.8 * leaf,
+              "PYSAMPLE_NATIVE=all: start-up frames in %d of %d samples in c_leaf"
+              % (rooted, leaf), p.dump())

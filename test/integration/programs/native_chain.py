@@ -4,7 +4,8 @@ tests.  Argument 1: the library; argument 2: the scenario.
   chain     py_caller -> c_outer -> c_middle -> c_leaf (spins)
   reentry   py_outer -> c_call_back -> py_inner -> c_outer -> ... -> c_leaf
 
-Runs until the sampler has woken often enough (sampled.py)."""
+Runs until the sampler has woken often enough (sampled.py): 150 times, or
+argument 3 times."""
 import ctypes
 import os
 import sys
@@ -37,7 +38,8 @@ def py_outer():
 
 
 def main():
-    sampled.repeat(py_caller if sys.argv[2] == "chain" else py_outer, 1.0, 150)
+    ticks = int(sys.argv[3]) if len(sys.argv) > 3 else 150
+    sampled.repeat(py_caller if sys.argv[2] == "chain" else py_outer, 1.0, ticks)
     print("done")
 
 
