@@ -469,7 +469,10 @@ int ps_walk_entries(const struct ps_python *py, struct ps_codecache *cc, struct 
 #define PS_FRAME_SPAN 4096
 
 struct span {
-    uintptr_t lo, hi;                      /* [lo, hi) is in buf; hi 0: empty */
+    /* buf holds [lo, top + fr_read): a frame at lo + k, k <= last, is in
+     * it whole (last = top - lo).  Empty: lo 0 and last 0, which only a
+     * frame at address 0 would match, and the walk never reads one. */
+    uintptr_t lo, last;
     uint64_t read_no;                      /* the read that filled buf */
     uint8_t buf[PS_FRAME_SPAN + 512];
     uint8_t one[512];                      /* a frame read alone */
@@ -490,11 +493,12 @@ frame_read(const struct walk_plan *p, struct span *s, struct walk_codes *wc, uin
     uintptr_t lo = frame & ~(uintptr_t)(PS_FRAME_SPAN - 1);
     if (frame - lo + len > sizeof s->buf ||
         ps_read_in_scope(s->buf, lo, (size_t)(frame - lo) + len) != 0) {
-        s->hi = 0;
+        s->lo = 0;
+        s->last = 0;
         return NULL;
     }
     s->lo = lo;
-    s->hi = frame + len;
+    s->last = frame - lo;
     s->read_no = *read_no;
     return s->buf + (frame - lo);
 }
@@ -509,8 +513,7 @@ static inline const uint8_t *frame_bytes(const struct walk_plan *p, struct span 
                                          struct walk_codes *wc, uintptr_t frame, int n,
                                          uintptr_t above, uint64_t *read_no)
 {
-    size_t len = p->fr_read;
-    if (s->hi != 0 && frame >= s->lo && frame <= s->hi && s->hi - frame >= len) {
+    if (frame - s->lo <= s->last) {
         *read_no = s->read_no;
         return s->buf + (frame - s->lo);
     }
@@ -536,7 +539,8 @@ walk_frames(const struct ps_python *py, struct ps_codecache *cc, struct ps_symta
 
     *truncated = 0;
     *boot = 0;
-    sp.hi = 0;
+    sp.lo = 0;
+    sp.last = 0;
     wc.reads = 0;
     wc.used = 0;
     int rc = plan_init(&plan, py, cc, syms, lines);
