@@ -697,13 +697,17 @@ def speedscope_release():
 
 # Says its pid, then is busy in one function until 0.4 s of wall time
 # has passed: samples whatever the machine's load.
+# 0.4 s of its own CPU time, not of the wall clock: at load ~19 a 0.4 s
+# wall-clock spin was sampled so little that `record` had no samples to
+# convert (and so no file); the sampler ticks on the wall clock, which a
+# loaded machine stretches along with the CPU-time spin.
 SPEEDSCOPE_SPINNER = (
     "import os, time\n"
     "print(os.getpid())\n"
     "def speedscope_spin(end):\n"
-    "    while time.time() < end:\n"
+    "    while time.process_time() < end:\n"
     "        sum(i * i for i in range(1000))\n"
-    "speedscope_spin(time.time() + 0.4)\n"
+    "speedscope_spin(time.process_time() + 0.4)\n"
 )
 
 
@@ -822,6 +826,7 @@ class SpeedscopeImporterTests(TempDirTestCase):
                                   cwd=self.tmp, env=clean_env(PYSAMPLE_LIB=library))
         self.assertEqual(code, 0, err)
         pid = int(out)
+        self.assertTrue(os.path.exists(os.path.join(self.root, "rec.json")), err)
         with open(os.path.join(self.root, "rec.json"), "rb") as f:
             data = f.read()
         doc = json.loads(data.decode("utf-8"))
