@@ -816,12 +816,21 @@ static __attribute__((noinline)) int read_unbatched(void *dst, uintptr_t src, si
     return ps_plat_read(dst, src, n);
 }
 
-int ps_read_in_scope(void *dst, uintptr_t src, size_t n)
+/* The first page is never mapped, nothing lives above PS_ADDR_LIMIT,
+ * and wrap-around is never valid: -1 for such a range, 0 for an empty
+ * one (nothing to copy), 1 for one worth reading. */
+static inline int range_worth_reading(uintptr_t src, size_t n)
 {
     if (src < 4096 || src + n < src || src + n > PS_ADDR_LIMIT)
         return -1;
-    if (n == 0)
-        return 0;
+    return n != 0;
+}
+
+int ps_read_in_scope(void *dst, uintptr_t src, size_t n)
+{
+    int r = range_worth_reading(src, n);
+    if (r <= 0)
+        return r;
     if (scope_env != NULL && atomic_load_explicit(&guard_owner, memory_order_relaxed) == self_id())
         return copy_in_scope(dst, src, n);
     return ps_read(dst, src, n);
@@ -829,12 +838,9 @@ int ps_read_in_scope(void *dst, uintptr_t src, size_t n)
 
 int ps_read(void *dst, uintptr_t src, size_t n)
 {
-    /* The first page is never mapped, nothing lives above PS_ADDR_LIMIT,
-     * and wrap-around is never valid. */
-    if (src < 4096 || src + n < src || src + n > PS_ADDR_LIMIT)
-        return -1;
-    if (n == 0)
-        return 0;
+    int r = range_worth_reading(src, n);
+    if (r <= 0)
+        return r;
     /* Inside our own batch: the guard is already ours.  (Only this thread
      * ever stores its own id there, so a relaxed load is exact.) */
     if (atomic_load_explicit(&guard_owner, memory_order_relaxed) == self_id())
