@@ -18,6 +18,9 @@ import sampled
 
 DURATION = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
 TICKS = 100
+# Each worker appends here once it is in work<i>: the clock starts when
+# all four are (sampled.run_threads).  list.append is a C call: no frame.
+STARTED = []
 
 
 # Thread i runs only work<i> and rec<i>: a sample that shows one of them on
@@ -39,6 +42,7 @@ def rec3(n):
 
 
 def work0(stop):
+    STARTED.append(0)
     i = 0
     while not stop:
         rec0(i % 12)
@@ -46,6 +50,7 @@ def work0(stop):
 
 
 def work1(stop):
+    STARTED.append(1)
     i = 0
     while not stop:
         rec1(i % 12)
@@ -53,6 +58,7 @@ def work1(stop):
 
 
 def work2(stop):
+    STARTED.append(2)
     i = 0
     while not stop:
         rec2(i % 12)
@@ -60,6 +66,7 @@ def work2(stop):
 
 
 def work3(stop):
+    STARTED.append(3)
     i = 0
     while not stop:
         rec3(i % 12)
@@ -80,7 +87,7 @@ def main():
     threads = [threading.Thread(target=run, args=(i, f)) for i, f in enumerate(funcs)]
     # Every thread is started before the clock runs: all four busy at once,
     # for DURATION and until the sampler has woken TICKS times (sampled.py).
-    sampled.run_threads(threads, stop, DURATION, TICKS, ready)
+    sampled.run_threads(threads, stop, DURATION, TICKS, ready, STARTED)
     for i in sorted(ids):
         print(i, ids[i])
     st = sampled.status()

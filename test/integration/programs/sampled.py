@@ -122,15 +122,27 @@ def repeat(work, seconds, ticks):
         work()
 
 
-def run_threads(threads, stop, seconds, ticks, ready=None):
-    """Starts threads, waits at the barrier ready (if any: the clock starts
-    once every thread runs), lets them run for seconds and until the
-    sampler has woken ticks times, then appends True to stop (the list
-    the threads poll) and joins them."""
+def run_threads(threads, stop, seconds, ticks, ready=None, started=None):
+    """Starts threads, waits at the barrier ready (if any: the threads wait
+    there too, asleep, so that those started first do not hold up the
+    start of the others), lets them run for seconds and until the sampler
+    has woken ticks times, then appends True to stop (the list the threads
+    poll) and joins them.
+
+    started (a list): each thread appends to it once it is in its own
+    work, and the clock starts only when all have.  The barrier's release
+    is not enough: at load ~15 a released free-threaded worker stayed in
+    Barrier.wait, waiting for the CPU, through the whole part (its
+    function never sampled), while three others spun.  Bounded by
+    GIVE_UP, like the part itself."""
     for t in threads:
         t.start()
     if ready is not None:
         ready.wait()
+    if started is not None:
+        give_up = time.perf_counter() + GIVE_UP
+        while len(started) < len(threads) and time.perf_counter() < give_up:
+            time.sleep(0.001)
     until = Until(seconds, ticks)
     while until.more():
         time.sleep(0.01)

@@ -9,9 +9,14 @@ import sampled
 
 DURATION = 1.0
 TICKS = 80
+# Each worker appends here once it is in its function: the clock starts
+# when all four are (sampled.run_threads).  list.append is a C call, so no
+# frame of it shows above spin.
+STARTED = []
 
 
 def spin(stop):
+    STARTED.append(1)
     while not stop:
         pass
 
@@ -48,7 +53,7 @@ def main():
 
     threads = [threading.Thread(target=run, args=(f,), name="worker-%d" % i)
                for i, f in enumerate(funcs)]
-    sampled.run_threads(threads, stop, DURATION, TICKS, ready)
+    sampled.run_threads(threads, stop, DURATION, TICKS, ready, STARTED)
     for name, tid in sorted(ids.items()):
         print(name, tid)
 
