@@ -79,17 +79,28 @@ def test_running_and_waiting_share(ctx):
                   ("computer", ctx.qual("computer", "computer").split(".")[-1]) in tasks_of(s))
     ctx.check(running >= 0.5 * ncomp, "computer's running samples lack the loop frames "
               "or its marker: %d of %d" % (running, ncomp), p.dump())
-    # Shares against the program's own clock, +- 8 points.
+    # Shares against the program's own clock, +- 8 points, widened by what
+    # the program's long stalls can shift (async_tasks.py: a loaded machine
+    # took it off the CPU for 50 ms or more, and the sampler, in the same
+    # process, may or may not have run meanwhile; seen: computer 69.2 %
+    # sampled against 80.4 % measured, three suites and two hogs beside
+    # it).  The computer burns while the sleeper sleeps and waits while the
+    # sleeper burns, so stalls in the computer's burns lengthen the
+    # computer's busy time and the sleeper's sleep alike, and stalls in the
+    # sleeper's burns the other way round.  Idle, there are none.
+    in_comp, in_slp = st["computer_stalled"], st["sleeper_stalled"]
     got_c = 100.0 * sum(s.count for s in comp if any(f.name == "burn" for f in s.frames)) / ncomp
-    want_c = 100.0 * st["computer_busy"] / st["computer_life"]
-    ctx.check(abs(got_c - want_c) <= 8, "computer: %.1f%% of its samples compute, measured "
-              "%.1f%% +- 8" % (got_c, want_c), p.dump())
+    busy, life = st["computer_busy"], st["computer_life"]
+    low, high = (100.0 * (busy - in_comp) / (life - in_comp), 100.0 * busy / (life - in_slp))
+    ctx.check(low - 8 <= got_c <= high + 8, "computer: %.1f%% of its samples compute, measured "
+              "%.1f-%.1f%% +- 8" % (got_c, low, high), st, p.dump())
     got_s = 100.0 * sum(s.count for s in slp
                         if any(f.name == "sleeper" and f.line == sleep_line for f in s.frames)
                         and s.frames[-1].name == "sleep") / nslp
-    want_s = 100.0 * st["sleeper_sleep"] / st["sleeper_life"]
-    ctx.check(abs(got_s - want_s) <= 8, "sleeper: %.1f%% of its samples wait in sleep, "
-              "measured %.1f%% +- 8" % (got_s, want_s), p.dump())
+    sleep, life = st["sleeper_sleep"], st["sleeper_life"]
+    low, high = (100.0 * (sleep - in_comp) / (life - in_comp), 100.0 * sleep / (life - in_slp))
+    ctx.check(low - 8 <= got_s <= high + 8, "sleeper: %.1f%% of its samples wait in sleep, "
+              "measured %.1f-%.1f%% +- 8" % (got_s, low, high), st, p.dump())
     ctx.check(any(f.line == burn_line for s in comp for f in s.frames if f.name == "computer"),
               "computer never seen at line %d" % burn_line, p.dump())
     check_chains_possible(ctx, p)
