@@ -198,7 +198,11 @@ async def agen(until):
 
 class Resource:
     async def __aenter__(self):
-        await asyncio.sleep(0.3)  # @aenter-sleep
+        # 0.3 s and 40 sampler ticks, like the async for before it: a fixed
+        # 0.3 s sleep got 19 samples at load ~25, the test wants 20.
+        until = sampled.Until(0.3, 40)
+        while until.more():
+            await asyncio.sleep(0.01)  # @aenter-sleep
         return self
 
     async def __aexit__(self, *exc):
