@@ -20,20 +20,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sampled  # noqa: E402
 
 
-# A gap of more than STALL between two clock reads of a burn is time a
-# loaded machine took the program off the CPU (300 ms and more were seen);
-# the sampler, in the same process, may or may not have run through it, so
-# test_async judges the shares within what the stalls can shift.
-STALL = 0.05
-
-
 def burn(sec, stats=None, key=None):
-    t = last = time.perf_counter()
-    while last - t < sec:
-        now = time.perf_counter()
-        if stats is not None and now - last > STALL:
-            stats[key] += now - last
-        last = now
+    """Busy for sec; with stats, its long stalls are added to stats[key]
+    (sampled.spin): test_async judges the shares within what they can
+    shift."""
+    sampled.spin(sec, stats, key)
 
 
 # --- share: one task computes in steps, one sleeps between short bursts ---

@@ -150,3 +150,20 @@ def run_threads(threads, stop, seconds, ticks, ready=None, started=None):
     for t in threads:
         t.join()
 
+
+# A gap of more than STALL between two clock reads of a spin is time a
+# loaded machine took the program off the CPU (300 ms and more were seen).
+# The sampler, in the same process, may or may not have run through it, so
+# tests that judge shares of wall time widen their band by such stalls.
+STALL = 0.05
+
+
+def spin(seconds, stalls=None, key=None):
+    """Busy for seconds of wall time; with stalls (a dict), each gap of
+    more than STALL is added to stalls[key]."""
+    t = last = time.perf_counter()
+    while last - t < seconds:
+        now = time.perf_counter()
+        if stalls is not None and now - last > STALL:
+            stalls[key] += now - last
+        last = now

@@ -26,7 +26,6 @@ TOTAL = float(sys.argv[1]) if len(sys.argv) > 1 else 1.5
 TICKS = int(sys.argv[2]) if len(sys.argv) > 2 else 400
 
 
-GAP = 0.05
 SPENT = {"sixty": 0.0, "thirty": 0.0, "ten": 0.0}
 STALLED = {"sixty": 0.0, "thirty": 0.0, "ten": 0.0}
 current = None
@@ -41,13 +40,7 @@ def timed(name, fn):
 
 
 def spin(seconds):
-    last = time.perf_counter()
-    end = last + seconds
-    while last < end:
-        now = time.perf_counter()
-        if now - last > GAP:
-            STALLED[current] += now - last
-        last = now
+    sampled.spin(seconds, STALLED, current)
 
 
 def sixty():
