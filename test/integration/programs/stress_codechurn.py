@@ -6,6 +6,7 @@ total must equal it)."""
 import ctypes
 import gc
 import sys
+import time
 
 from stress_common import deadline
 
@@ -18,8 +19,8 @@ def churn_fn_{i}(x):
 """
 
 
-def churn(seconds, work):
-    more = deadline(seconds)
+def churn(seconds, work, more=None):
+    more = more or deadline(seconds)
     i = 0
     while more():
         ns = {}
@@ -45,7 +46,27 @@ def churn(seconds, work):
 api = len(sys.argv) > 2 and sys.argv[2] == "api"
 # With 'api' most time goes into the new functions, so that nearly every
 # sample is a new stack and the stack limit is reached on a loaded machine.
-churn(float(sys.argv[1]), 3000 if api else 40)
+if api:
+    # Its stated time and on until the table has overflowed (more than
+    # PYSAMPLE_MAX_STACKS=100 lines: the marker's is the extra one), however
+    # few samples a loaded machine leaves in that time.
+    import sampled
+    now = time.perf_counter()
+    look_at, give_up = now + float(sys.argv[1]), now + sampled.GIVE_UP
+
+    def more():
+        global look_at
+        now = time.perf_counter()
+        if now < look_at:
+            return True
+        st = sampled.status()
+        if st is None or st.distinct_stacks > 100 or now > give_up:
+            return False
+        look_at = now + sampled.EXTEND
+        return True
+    churn(0, 3000, more)
+else:
+    churn(float(sys.argv[1]), 40)
 if api:
     ps = ctypes.CDLL(None)
     ps.pysample_samples.restype = ctypes.c_uint64
