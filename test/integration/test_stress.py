@@ -431,18 +431,23 @@ def test_real_segfault(ctx):
 
 
 def test_blocking_syscalls(ctx):
-    # No signals reach the program's threads, so blocking calls neither see
-    # EINTR nor restart, wake-ups are not missed and their timing holds.
+    # No signals reach the program's threads (PYSAMPLE_NATIVE=1's SIGURG
+    # stops in our handler, and a call it interrupts is restarted), so
+    # blocking calls neither see EINTR nor restart, wake-ups are not missed
+    # and their timing holds.
     # Problems fail at once; timing is compared against a run without the
-    # library made just before, with generous bounds, and a timing miss is
-    # measured again (up to 3 times): a loaded machine delays a wake-up now
-    # and then, a signal-driven design would delay them every time.
+    # library made at the same time (so that both meet the same load: run
+    # one after the other, a loaded machine's busier phase once fell on the
+    # run with the library three times in a row), with generous bounds, and
+    # a timing miss is measured again (up to 3 times): a loaded machine
+    # delays a wake-up now and then, a signal-driven design would delay
+    # them every time.
     for _ in repeat(ctx):
         for attempt in range(3):
             got = {}
-            for preload in (False, True):
-                res = ctx.run([ctx.program("stress_blocking.py"), "40"], env=STRESS,
-                              preload=preload, timeout=60)
+            runs = both_ways(ctx, [ctx.program("stress_blocking.py"), "40"], env=STRESS,
+                             timeout=60)
+            for preload, res in sorted(runs.items()):
                 ctx.check_clean_run(res)
                 got[preload] = json.loads(res.stdout)
                 ctx.check(not got[preload]["problems"], "%s: %r" % (
@@ -453,11 +458,19 @@ def test_blocking_syscalls(ctx):
             check_names(ctx, p, ["sleeper", "lock_handover"], "blocking")
             base, lib = got[False], got[True]
             late = []
+            # Idle, a wake-up is late by well under a millisecond and the
+            # bounds are +2 ms (median) and +10 ms (p90): a restarted
+            # relative sleep (a whole period late) or a wake-up missed until
+            # the next tick would break them.  On a loaded machine a lock
+            # handed over between threads waits 100 ms and more for the CPU,
+            # with or without us, and varies by tens of percent between two
+            # runs at the same time: there the bounds grow with the latency
+            # without the library.
             for kind in base["median_ms"]:
-                if lib["median_ms"][kind] > base["median_ms"][kind] + 2.0:
+                if lib["median_ms"][kind] > base["median_ms"][kind] * 1.25 + 2.0:
                     late.append("%s: median %.2f ms vs %.2f ms without the library"
                                 % (kind, lib["median_ms"][kind], base["median_ms"][kind]))
-                if lib["p90_ms"][kind] > base["p90_ms"][kind] + 10.0:
+                if lib["p90_ms"][kind] > base["p90_ms"][kind] * 1.5 + 10.0:
                     late.append("%s: p90 %.2f ms vs %.2f ms without the library"
                                 % (kind, lib["p90_ms"][kind], base["p90_ms"][kind]))
             if not late:
