@@ -3,14 +3,19 @@ frames are large enough that, on 3.11+, it crosses data-stack chunk
 boundaries (16 KiB each) every few dozen levels, so the chunks are mapped
 and unmapped again and again while the sampler reads them."""
 import sys
-import time
+
+import sampled
 
 sys.setrecursionlimit(20000)
 
 
-def deadline(seconds):
-    end = time.monotonic() + seconds
-    return lambda: time.monotonic() < end
+def deadline(seconds, ticks=20):
+    """A loop condition: true for seconds and on until the sampler has woken
+    `ticks` times since this call (sampled.Until).  A fixed wall time
+    alone once left a part unsampled on a loaded machine (stress_gens.py
+    and 3.15t native at load ~12: "no samples"); idle, 20 ticks at the
+    default 100 Hz take 0.2 s, less than any part here."""
+    return sampled.Until(seconds, ticks).more
 
 
 def bottom(n):
