@@ -8,22 +8,46 @@ core, and a 6 ms wall-clock spin then held the handler for only a fraction
 of 6 ms of the sampler's clock too (seen: 8 requests, no sample, at load
 15).  Spinning on CPU time stretches the request's wall time instead, which
 is what the sampler's wall-clock ticks see.  At import (in uWSGI's master, which loads
-the app before forking) warm_up() runs for ~150 ms, so the master's own
-profile is not empty either.  Each request a process serves adds a byte
+the app before forking) warm_up() runs for 150 ms of CPU time and 10
+sampler ticks, so the master's own profile is not empty either.  Each request a process serves adds a byte
 to served.<pid> in SERVED_DIR: the test then knows which workers served
 how many requests."""
+import ctypes
 import os
 import time
 
 SERVED_DIR = os.environ.get("SERVED_DIR", "")
 
 
+def sampler_ticks():
+    """The preloaded library's sampler wake-ups (pysample_status: running
+    and ticks are its 1st and 5th fields), or None without one."""
+    try:
+        lib = ctypes.CDLL(None)
+        status = lib.pysample_status
+    except (OSError, AttributeError):
+        return None
+    st = (ctypes.c_uint64 * 8)()
+    if status(st, ctypes.sizeof(st)) != 0 or ctypes.c_int.from_buffer(st).value == 0:
+        return None
+    return st[2]
+
+
 def warm_up():
-    end = time.perf_counter() + 0.15
+    """150 ms of CPU time, and on until the sampler has woken 10 times (at
+    most 20 s): a wall-clock 150 ms once left the master re-executed by a
+    HUP without a sample at load ~12 (and so without a profile)."""
+    start = sampler_ticks()
+    end = time.thread_time() + 0.15
+    give_up = time.monotonic() + 20
     n = 0
-    while time.perf_counter() < end:  # warm-up
-        n += 1
-    return n
+    while True:
+        while time.thread_time() < end:  # warm-up
+            n += 1
+        now = sampler_ticks()
+        if now is None or now - (start or 0) >= 10 or time.monotonic() > give_up:
+            return n
+        end = time.thread_time() + 0.01
 
 
 def handle_request(environ):
