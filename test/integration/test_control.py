@@ -234,6 +234,11 @@ def test_socket_directory_and_stale_cleanup(ctx):
     d = ctx.tmpdir()
     first = Armed(ctx, env={"PYSAMPLE_CONTROL_DIR": d})
     name = "pysample.%d.%d.sock" % (os.geteuid(), first.pid)
+    # The sampler thread opens the socket on its own schedule, not before
+    # the program prints "ready": at load ~9 the listing was still empty.
+    give_up = time.monotonic() + 30
+    while not os.listdir(d) and time.monotonic() < give_up:
+        time.sleep(0.01)
     ctx.check(os.listdir(d) == [name], "socket file", os.listdir(d))
     first.proc.kill()  # no chance to clean up
     first.proc.wait()
