@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "programs")
@@ -56,6 +57,15 @@ class Frame:
 
     def __repr__(self):
         return self.raw
+
+
+def wait_for(cond, seconds, step=0.01):
+    """Polls cond() every step seconds until it is true or seconds have
+    passed; returns its last value (the caller checks it)."""
+    give_up = time.monotonic() + seconds
+    while not cond() and time.monotonic() < give_up:
+        time.sleep(step)
+    return cond()
 
 
 def unescape(s):
@@ -213,7 +223,6 @@ class Context:
             outdir=None, python=True, cwd=None, stdin=None):
         """Runs python args (or a plain command when python=False) with the
         library preloaded and PYSAMPLE_OUTPUT=<fresh dir>/<output>."""
-        import time
         outdir = outdir or self.tmpdir()
         e = {}
         if output is not None:

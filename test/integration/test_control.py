@@ -236,9 +236,7 @@ def test_socket_directory_and_stale_cleanup(ctx):
     name = "pysample.%d.%d.sock" % (os.geteuid(), first.pid)
     # The sampler thread opens the socket on its own schedule, not before
     # the program prints "ready": at load ~9 the listing was still empty.
-    give_up = time.monotonic() + 30
-    while not os.listdir(d) and time.monotonic() < give_up:
-        time.sleep(0.01)
+    harness.wait_for(lambda: os.listdir(d), 30)
     ctx.check(os.listdir(d) == [name], "socket file", os.listdir(d))
     first.proc.kill()  # no chance to clean up
     first.proc.wait()
@@ -504,10 +502,8 @@ def test_signal_writes_profile_now(ctx):
     time.sleep(0.5)
     ctx.check(not os.path.exists(path), "no flush interval: nothing written yet")
     os.kill(a.pid, signal.SIGUSR2)
-    deadline = time.monotonic() + 30
-    while not os.path.exists(path) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    ctx.check(os.path.exists(path), "SIGUSR2 wrote nothing within 30 s")
+    ctx.check(harness.wait_for(lambda: os.path.exists(path), 30, 0.05),
+              "SIGUSR2 wrote nothing within 30 s")
     ctx.check(a.proc.poll() is None, "the program still runs")
     prof = harness.Profile(path)
     ctx.check(prof.with_frame("armed_work") > 0, "the profile so far", prof.dump())

@@ -12,40 +12,30 @@ the app before forking) warm_up() runs for 150 ms of CPU time and 10
 sampler ticks, so the master's own profile is not empty either.  Each request a process serves adds a byte
 to served.<pid> in SERVED_DIR: the test then knows which workers served
 how many requests."""
-import ctypes
 import os
+import sys
 import time
+
+# The integration programs' sampled.py: the preloaded library's tick count.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration",
+                                "programs"))
+import sampled  # noqa: E402
 
 SERVED_DIR = os.environ.get("SERVED_DIR", "")
 
 
-def sampler_ticks():
-    """The preloaded library's sampler wake-ups (pysample_status: running
-    and ticks are its 1st and 5th fields), or None without one."""
-    try:
-        lib = ctypes.CDLL(None)
-        status = lib.pysample_status
-    except (OSError, AttributeError):
-        return None
-    st = (ctypes.c_uint64 * 8)()
-    if status(st, ctypes.sizeof(st)) != 0 or ctypes.c_int.from_buffer(st).value == 0:
-        return None
-    return st[2]
-
-
 def warm_up():
     """150 ms of CPU time, and on until the sampler has woken 10 times (at
-    most 20 s): a wall-clock 150 ms once left the master re-executed by a
-    HUP without a sample at load ~12 (and so without a profile)."""
-    start = sampler_ticks()
+    most sampled.GIVE_UP): a wall-clock 150 ms once left the master
+    re-executed by a HUP without a sample at load ~12 (and so without a
+    profile)."""
+    until = sampled.Until(0, 10)
     end = time.thread_time() + 0.15
-    give_up = time.monotonic() + 20
     n = 0
     while True:
         while time.thread_time() < end:  # warm-up
             n += 1
-        now = sampler_ticks()
-        if now is None or now - (start or 0) >= 10 or time.monotonic() > give_up:
+        if not until.more():
             return n
         end = time.thread_time() + 0.01
 

@@ -84,15 +84,17 @@ def sampler_ticks(lib):
 
 class Until:
     """A part of the program: seconds at least, and until the sampler has
-    woken `ticks` times during it.  Threads may share one."""
+    woken `ticks` times during it, or, given enough (a test of status()),
+    until enough(status) holds.  Threads may share one."""
 
-    def __init__(self, seconds, ticks, lib=None):
+    def __init__(self, seconds, ticks=0, lib=None, enough=None):
         self.lib = lib if lib is not None else _preloaded()
         now = time.perf_counter()
         self.deadline = now + seconds
         self.give_up = now + GIVE_UP
         self.want = ticks
         self.start = sampler_ticks(self.lib) or 0
+        self.enough = enough or (lambda st: st.ticks - self.start >= self.want)
         self.done = False
 
     def extend(self):
@@ -103,8 +105,8 @@ class Until:
         now = time.perf_counter()
         if now < self.deadline:
             return True
-        seen = sampler_ticks(self.lib)
-        if seen is None or seen - self.start >= self.want or now >= self.give_up:
+        st = status(self.lib)
+        if st is None or not st.running or self.enough(st) or now >= self.give_up:
             self.done = True
             return False
         self.deadline = now + EXTEND

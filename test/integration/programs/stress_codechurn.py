@@ -6,8 +6,8 @@ total must equal it)."""
 import ctypes
 import gc
 import sys
-import time
 
+import sampled
 from stress_common import deadline
 
 TEMPLATE = """
@@ -19,8 +19,7 @@ def churn_fn_{i}(x):
 """
 
 
-def churn(seconds, work, more=None):
-    more = more or deadline(seconds)
+def churn(more, work):
     i = 0
     while more():
         ns = {}
@@ -50,26 +49,12 @@ if api:
     # Its stated time and on until the table has overflowed (more than
     # PYSAMPLE_MAX_STACKS=100 lines: the marker's is the extra one), however
     # few samples a loaded machine leaves in that time.
-    import sampled
-    now = time.perf_counter()
-    look_at, give_up = now + float(sys.argv[1]), now + sampled.GIVE_UP
-
-    def more():
-        global look_at
-        now = time.perf_counter()
-        if now < look_at:
-            return True
-        st = sampled.status()
-        if st is None or st.distinct_stacks > 100 or now > give_up:
-            return False
-        look_at = now + sampled.EXTEND
-        return True
-    churn(0, 3000, more)
-else:
-    churn(float(sys.argv[1]), 40)
-if api:
+    churn(sampled.Until(float(sys.argv[1]), enough=lambda st: st.distinct_stacks > 100).more,
+          3000)
     ps = ctypes.CDLL(None)
     ps.pysample_samples.restype = ctypes.c_uint64
     ps.pysample_stop()
     print("samples %d" % ps.pysample_samples())
+else:
+    churn(deadline(float(sys.argv[1])), 40)
 print("churn ok")

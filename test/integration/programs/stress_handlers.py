@@ -71,9 +71,9 @@ elif how == "raw":
     # program's own (SIGBUS stays ignored for it, the direct path stays
     # on): under load the sampler thread can start that late.  The case
     # to test is the one that comes after, so wait for the first tick.
-    give_up = time.monotonic() + sampled.GIVE_UP
-    while sampled.sampler_ticks(sampled._preloaded()) == 0 and time.monotonic() < give_up:
-        time.sleep(0.001)
+    # (The workers below start after the install, and each runs until the
+    # sampler has woken 20 times: stress_common.deadline.)
+    sampled.repeat(lambda: time.sleep(0.001), 0, 1)
 
     class KernelSigaction(ctypes.Structure):
         _fields_ = [("handler", ctypes.c_void_p), ("flags", ctypes.c_ulong),
@@ -83,14 +83,12 @@ elif how == "raw":
     nr = {"x86_64": 13, "aarch64": 134}[platform.machine()]
     k = KernelSigaction(1, 0, None, 0)  # SIG_IGN
     assert libc.syscall(nr, int(signal.SIGBUS), ctypes.byref(k), None, 8) == 0
-    # The per-tick check must have had its chance: 10 ticks after this.
-    after = sampled.Until(seconds, 10)
 else:
     raise SystemExit("usage")
 
 
 def worker(n):
-    more = after.more if how == "raw" else deadline(seconds)
+    more = deadline(seconds)
     k = 0
     while more():
         m = (k * 37) % n + 1
