@@ -12,9 +12,9 @@
 
 #include "config.h"
 #include "lifecycle.h"
-#include "output.h"
-#include "profile.h"
-#include "sampler.h"
+#include "profile/output.h"
+#include "profile/profile.h"
+#include "sampler/sampler.h"
 
 int pysample_start(int rate_hz)
 {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "budget.h"
+#include "sampler/budget.h"
 #include "config.h"
 
 extern char **environ;

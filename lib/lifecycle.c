@@ -34,19 +34,19 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "control.h"
-#include "dlwatch.h"
-#include "frames.h"
+#include "control/control.h"
+#include "platform/dlwatch.h"
+#include "python/frames.h"
 #include "lifecycle.h"
-#include "memread.h"
-#include "message.h"
-#include "output.h"
-#include "platform.h"
-#include "profile.h"
-#include "quality.h"
-#include "sampler.h"
-#include "threadstates.h"
-#include "writer.h"
+#include "memory/memread.h"
+#include "util/message.h"
+#include "profile/output.h"
+#include "platform/platform.h"
+#include "profile/profile.h"
+#include "sampler/quality.h"
+#include "sampler/sampler.h"
+#include "python/threadstates.h"
+#include "profile/writer.h"
 
 /* How long a thread that asked for a write waits for it: enough for a very
  * large profile on a slow disk, short next to the 30 s a Kubernetes pod
@@ -131,7 +131,7 @@ static void fork_parent(void);
 static void fork_child(void);
 
 /* Detects the interpreter (through lookup when given: the symbols of a
- * libpython loaded late, lib/linux/dlwatch.c) and prepares the sampler.
+ * libpython loaded late, lib/platform/linux/dlwatch.c) and prepares the sampler.
  * Caller holds the lock. */
 static int setup_locked(ps_sym_lookup lookup, void *ctx)
 {
@@ -583,7 +583,7 @@ void ps_lifecycle_self_signal(void)
  * fork, starts it again.  A fork that is not os.fork() (subprocess, a C
  * extension) opens no such file: the window closes at the next fopen() by
  * that thread, or after a second, and nothing happens.  The fopen/fclose
- * stand-ins (lib/linux/interpose.c) report here; where there are none
+ * stand-ins (lib/platform/linux/interpose.c) report here; where there are none
  * (macOS, docs/macos.md) the window is never used.
  */
 

@@ -3,7 +3,7 @@
  * start-up, exit, _exit, exec, fork and fatal signals (lib/lifecycle.c).
  *
  * Callers: the public API (api.c) and the C library stand-ins
- * (lib/linux/interpose.c, lib/darwin/interpose.c), which report the moments
+ * (lib/platform/linux/interpose.c, lib/platform/darwin/interpose.c), which report the moments
  * the program reaches.  The lifecycle calls only down (sampler, writer,
  * output, platform.h), never back into them.  docs/processes.md says what
  * the user sees.
@@ -15,7 +15,7 @@
 #include <signal.h>
 #include <stdio.h>
 
-#include "python.h"
+#include "python/python.h"
 
 /*
  * The library's state in this process.  Only ever moves down the list,

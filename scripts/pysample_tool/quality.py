@@ -1,4 +1,4 @@
-# quality.py - what a profile is worth (lib/quality.h's "key value" lines),
+# quality.py - what a profile is worth (lib/sampler/quality.h's "key value" lines),
 # carried where each consumer keeps it:
 #   collapsed   a sidecar <profile>.quality.json: the collapsed format has no
 #               place for it (a "#" line is read as a stack by flamegraph.pl

@@ -1,6 +1,6 @@
 # remote.py - talking to an armed process (PYSAMPLE_ARM=1) over its control
-# socket: the client half of lib/control.c, for record/dump/top/start/stop
-# --pid.  The wire format is lib/ctlproto.h's: one request line, then
+# socket: the client half of lib/control/control.c, for record/dump/top/start/stop
+# --pid.  The wire format is lib/control/ctlproto.h's: one request line, then
 # frames "KIND LENGTH\n" + LENGTH bytes (meta, data, ok, err).
 #
 # Where the socket is: Linux, the abstract name @pysample.<uid>.<pid>; with

@@ -1,5 +1,5 @@
 /*
- * bench_dlopen - the cost of the dlopen watch (lib/linux/dlwatch.c) in a
+ * bench_dlopen - the cost of the dlopen watch (lib/platform/linux/dlwatch.c) in a
  * program that is not Python (test/bench/dlwatch.py runs it bare,
  * preloaded, and preloaded with PYSAMPLE_OUTPUT, i.e. watching).
  *

@@ -3,7 +3,7 @@
  *
  *     bench_read [--json]
  *
- * Times ps_read() (lib/memread.c, the very code the library uses) on each
+ * Times ps_read() (lib/memory/memread.c, the very code the library uses) on each
  * path it can take -- direct (guarded memcpy), process_vm_readv, file
  * (pwrite into a mapped memfd) and pipe -- for 8-byte reads (one pointer),
  * 80-byte reads (a frame or thread-state slice) and 16 KiB copies (a whole
@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "memread.h"
+#include "memory/memread.h"
 #include "../unit/read_path.h"
 
 #define BATCHES 7

@@ -3,7 +3,7 @@
  *
  *     bench_stacktab SAMPLES DISTINCT DIR
  *
- * Fills a stack table (lib/stacktab.c, the very code the library uses) with
+ * Fills a stack table (lib/profile/stacktab.c, the very code the library uses) with
  * SAMPLES samples spread over DISTINCT distinct stacks, then renders it and
  * writes it atomically into DIR the way the library does at exit.  Prints
  * one line of JSON: resident memory added by the table (and at the peak of
@@ -25,10 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "output.h"
-#include "render.h"
-#include "stacktab.h"
-#include "symtab.h"
+#include "profile/output.h"
+#include "profile/render.h"
+#include "profile/stacktab.h"
+#include "profile/symtab.h"
 
 #define NFUNCS 3000
 #define NTHREADS 4

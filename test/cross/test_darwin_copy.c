@@ -1,7 +1,7 @@
 /*
  * test_darwin_copy.c - runs the macOS suspend-copy-resume logic on Linux.
  *
- * lib/darwin/suspend.c and lib/darwin/read.c are compiled against a fake
+ * lib/platform/darwin/suspend.c and lib/platform/darwin/read.c are compiled against a fake
  * <mach/mach.h> (fake_darwin/); the Mach calls are played by this file:
  *   thread_suspend  asks a real "Python" thread to park at its next safe
  *                   point and waits until it has (as the kernel's
@@ -42,12 +42,12 @@
 #include <mach-o/loader.h>
 #include <mach-o/nlist.h>
 
-#include "../../lib/darwin/darwin.h"
-#include "../../lib/frames.h"
-#include "../../lib/memread.h"
-#include "../../lib/native.h"
-#include "../../lib/platform.h"
-#include "../../lib/symtab.h"
+#include "platform/darwin/darwin.h"
+#include "python/frames.h"
+#include "memory/memread.h"
+#include "native/native.h"
+#include "platform/platform.h"
+#include "profile/symtab.h"
 
 #define TARGET_TID 4242
 #define MAX_DEPTH 300
@@ -155,7 +155,7 @@ void ps_darwin_threads_after_fork(void) {}
 long ps_gettid(void) { return 1; }
 
 /* unwind.c, built here on Linux, has its Linux-only step through a signal
- * handler's frame, which lib/linux/regs.c serves in the library; the fake
+ * handler's frame, which lib/platform/linux/regs.c serves in the library; the fake
  * images have no signal frames to cross, so this is never reached. */
 void ps_regs_from_context(const void *ucontext, struct ps_regs *rs)
 {
@@ -347,7 +347,7 @@ static void run_kind(const char *label, enum ps_frame_kind kind, int scattered)
 
 /* --- native stacks: fake images, registers and frame chains ----------------
  *
- * lib/darwin/native.c (capture, the frame-0 rule), machosyms.c (images and
+ * lib/platform/darwin/native.c (capture, the frame-0 rule), machosyms.c (images and
  * symbols), suspend.c (the hold shared with the Python copy), unwind.c and
  * native.c (the merge), against:
  *   thread_get_state  the registers the check chose, as ARM_THREAD_STATE64

@@ -96,7 +96,7 @@ def test_four_threads(ctx):
         samples = sum(s.count for s in stacks)
         ctx.check(samples >= 40, "%s: only %d samples in 1 s at 200 Hz" % (fname, samples))
         # funcN runs on worker-N: the OS name on 3.14+, read from the
-        # Thread object on 3.9-3.13 (lib/threadnames.c).
+        # Thread object on 3.9-3.13 (lib/python/threadnames.c).
         want = "thread %s (worker-%s)" % (tid, fname[-1])
         # Never another name; unnamed only for the odd sample taken while
         # the name could not be read yet (it is retried on the next one).

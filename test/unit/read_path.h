@@ -8,8 +8,8 @@
 
 #include <string.h>
 
-#include "memread.h"
-#include "platform.h"
+#include "memory/memread.h"
+#include "platform/platform.h"
 
 /* 0 if the path is in use, -1 if it cannot work on this machine. */
 static int use_path(const char *p)

@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "budget.h"
+#include "sampler/budget.h"
 #include "check.h"
 
 #define MS 1000000ull

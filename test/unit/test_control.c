@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "ctlproto.h"
-#include "quality.h"
+#include "control/ctlproto.h"
+#include "sampler/quality.h"
 
 static int parse(const char *line, struct ps_ctl_request *r, char *why)
 {

@@ -14,12 +14,12 @@
 #include <sys/mman.h>
 
 #include "check.h"
-#include "codecache.h"
-#include "frames.h"
-#include "memread.h"
-#include "render.h"
-#include "stacktab.h"
-#include "symtab.h"
+#include "python/codecache.h"
+#include "python/frames.h"
+#include "memory/memread.h"
+#include "profile/render.h"
+#include "profile/stacktab.h"
+#include "profile/symtab.h"
 
 /* The fake objects.  Offsets in the layout below are offsetof these. */
 struct fake_str {

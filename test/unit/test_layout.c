@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "debug_offsets_fixture.h"
-#include "layout.h"
+#include "python/layout.h"
 
 
 static void put64(uint8_t *b, size_t pos, uint64_t v)

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "linetable.h"
+#include "python/linetable.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 #define MAXR 64

@@ -7,7 +7,7 @@
  * after (which go into the program's view behind the library's handler:
  * the direct path stays, and the program's handlers must see exactly what
  * the kernel would have given them).  The library's real sigaction/signal
- * interposers are compiled in (lib/linux/interpose.c) so that this goes
+ * interposers are compiled in (lib/platform/linux/interpose.c) so that this goes
  * through the same code as in a real process.
  *
  * Scenarios that end a process (a genuine crash, a loop, a handler race)
@@ -33,12 +33,12 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "memread.h"
-#include "platform.h"
+#include "memory/memread.h"
+#include "platform/platform.h"
 #include "read_path.h"
 
 /* The real interposers, as libpysample.so has them. */
-#include "linux/interpose.c"
+#include "platform/linux/interpose.c"
 
 _Noreturn void ps_lifecycle_exit(int status)
 {

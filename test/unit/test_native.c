@@ -27,9 +27,9 @@
 #include <sys/auxv.h>
 
 #include "check.h"
-#include "memread.h"
-#include "native.h"
-#include "symtab.h"
+#include "memory/memread.h"
+#include "native/native.h"
+#include "profile/symtab.h"
 
 #include "fake_memory.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "profile.h"
+#include "profile/profile.h"
 
 static char *text(void)
 {

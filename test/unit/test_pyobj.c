@@ -1,5 +1,5 @@
 /*
- * Unit test: builtin containers read from raw memory (lib/pyobj.c), which
+ * Unit test: builtin containers read from raw memory (lib/python/pyobj.c), which
  * the asyncio task walk uses to get from the modules dict to the tasks.
  *
  * For the 3.9 (Py_ssize_t dk_size, 24-byte entries), 3.11 and 3.12 (log2
@@ -16,10 +16,10 @@
 #include <sys/mman.h>
 
 #include "check.h"
-#include "layout.h"
-#include "memread.h"
-#include "pyobj.h"
-#include "python.h"
+#include "python/layout.h"
+#include "memory/memread.h"
+#include "python/pyobj.h"
+#include "python/python.h"
 
 #include "fake_memory.h"
 

@@ -4,9 +4,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "layout.h"
-#include "memread.h"
-#include "pystr.h"
+#include "python/layout.h"
+#include "memory/memread.h"
+#include "python/pystr.h"
 
 /* Builds a compact str object in buf the way the given layout describes. */
 static void make_str(const struct ps_layout *l, uint8_t *buf, const void *data,

@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "render.h"
-#include "stacktab.h"
-#include "symtab.h"
+#include "profile/render.h"
+#include "profile/stacktab.h"
+#include "profile/symtab.h"
 
 #define FULL ps_frame(PS_SYM_STACKS_FULL, PS_LINE_NONE)
 

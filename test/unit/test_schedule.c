@@ -4,7 +4,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "schedule.h"
+#include "sampler/schedule.h"
 
 #define I 100000ull   /* 10 kHz */
 

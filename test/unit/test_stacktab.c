@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "stacktab.h"
-#include "symtab.h"
+#include "profile/stacktab.h"
+#include "profile/symtab.h"
 
 #define FULL ps_frame(PS_SYM_STACKS_FULL, PS_LINE_NONE)
 

@@ -1,5 +1,5 @@
 /*
- * Unit test: thread names read from Thread objects (lib/threadnames.c).
+ * Unit test: thread names read from Thread objects (lib/python/threadnames.c).
  *
  * For every described layout (3.9-3.12 tables; 3.13 GIL, debug and
  * free-threaded from the real _Py_DebugOffsets fixtures) a small world is
@@ -19,10 +19,10 @@
 
 #include "check.h"
 #include "debug_offsets_fixture.h"
-#include "layout.h"
-#include "memread.h"
-#include "python.h"
-#include "threadnames.h"
+#include "python/layout.h"
+#include "memory/memread.h"
+#include "python/python.h"
+#include "python/threadnames.h"
 
 #define HEAPTYPE (1ul << 9)
 #define MANAGED_DICT (1ul << 4)

@@ -1,0 +1,78 @@
+/*
+ * tasks.h - asyncio task-aware samples (PYSAMPLE_ASYNC=1).
+ *
+ * Once a tick the sampler takes a snapshot of the asyncio tasks of the
+ * main interpreter (ps_tasks_tick): which tasks exist, on which loop and
+ * thread, which one runs, which awaits which, and each suspended task's
+ * coroutine chain.  Then, per thread:
+ *   - the running task's markers are spliced into the thread's real stack
+ *     (ps_tasks_splice_running);
+ *   - in wall mode every other task of the thread's loops that awaits no
+ *     other task is counted once, with the chain of tasks awaiting it
+ *     (ps_tasks_emit_waiting).
+ * docs/format.md shows the stacks.  Everything is read from memory (tasks_impl.h
+ * says which file does what); the sampler thread only.
+ */
+#ifndef PS_TASKS_H
+#define PS_TASKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "asyncio/asyncio_layout.h"
+#include "python/codecache.h"
+#include "python/python.h"
+#include "profile/stacktab.h"
+#include "profile/symtab.h"
+
+/* Tasks looked at per tick; the rest are counted on one marker stack and
+ * the next tick starts where this one stopped. */
+#define PS_TASKS_MAX 1024
+#define PS_TASKS_LOOPS 16
+#define PS_TASKS_CHAIN 32      /* tasks in one awaiting chain */
+#define PS_TASKS_CORO_DEPTH 64 /* coroutine frames of one task */
+
+struct ps_task;
+struct ps_tasks;
+
+/* 1 if a code object named name in file is asyncio's TaskGroup.__aexit__. */
+int ps_is_taskgroup_exit(const char *name, const char *file);
+
+/* Allocates the state.  NULL (with a note on stderr) if tasks cannot be
+ * attributed on this interpreter; profiling goes on without them. */
+struct ps_tasks *ps_tasks_new(const struct ps_python *py);
+
+/* Forgets the last snapshot (a tick that takes none sees no tasks). */
+void ps_tasks_clear(struct ps_tasks *T);
+
+/* Snapshot of the tasks of interpreter interp for this tick. */
+void ps_tasks_tick(struct ps_tasks *T, struct ps_codecache *cc, struct ps_symtab *syms,
+                   int lines, uintptr_t interp, uint64_t now);
+
+/* 1 if the thread (pthread id) runs an event loop with tasks this tick. */
+int ps_tasks_on_thread(const struct ps_tasks *T, unsigned long pthread_id);
+
+/*
+ * The thread's stack with the running task's markers: frames[0..n) and
+ * addrs[0..n) are the walk's output (innermost first).  Writes the stack
+ * root first into out (at most max), starting at out[d0], and returns the
+ * new depth, or -1 if no task of this thread is running in these frames
+ * (the caller keeps its plain stack).
+ */
+int ps_tasks_splice_running(struct ps_tasks *T, struct ps_symtab *syms,
+                            unsigned long pthread_id, const uint64_t *frames,
+                            const uintptr_t *addrs, int n, uint64_t *out, int d0, int max);
+
+/*
+ * Counts, on thread label, one sample for each task of the thread's loops
+ * that is not running and awaits no other task, with the chain of tasks
+ * awaiting it.  prefix[0..d0) (the interpreter frame, if any) roots each
+ * stack; buf has room for max frames.  Each stack counts weight samples
+ * (the thread's weight this tick: sampler.c's PYSAMPLE_MAX_THREADS_PER_TICK).
+ * Returns the number of samples added, before the weight.
+ */
+int ps_tasks_emit_waiting(struct ps_tasks *T, struct ps_symtab *syms, struct ps_stacktab *tab,
+                          unsigned long pthread_id, uint32_t label, uint64_t *buf, int d0,
+                          int max, uint64_t weight);
+
+#endif

@@ -1,0 +1,151 @@
+/*
+ * tasks_stacks.c - the stacks made of the tick's tasks (tasks.h): each
+ * task's marker "[task <name> "<coroutine>"]", the chain of tasks
+ * awaiting it, the running task spliced into its thread's real stack, and
+ * the waiting tasks counted where they wait (docs/format.md).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "memory/memread.h"
+#include "python/pyobj.h"
+#include "python/pystr.h"
+#include "asyncio/tasks_impl.h"
+
+int ps_tasks_on_thread(const struct ps_tasks *T, unsigned long pthread_id)
+{
+    for (int i = 0; i < T->nloops; i++)
+        if (T->loops[i].thread == pthread_id)
+            return 1;
+    return 0;
+}
+
+/* The marker frame "[task <name> "<coroutine>"]" of task t. */
+static uint32_t task_marker(struct ps_tasks *T, struct ps_symtab *syms, const struct ps_task *t)
+{
+    struct mark *m = &T->marks[(t->addr >> 4) & (MARKS - 1)];
+    if (m->task == t->addr && m->name == t->name && m->coro == t->coro && m->text[0])
+        return ps_sym_marker(syms, m->text);
+    char name[64], coro[96];
+    uint64_t num;
+    uintptr_t q;
+    /* A name or coroutine that does not read as one is a task changing
+     * under us (being set up, or freed): no marker, and the task is left
+     * out of this sample rather than shown under a made-up name. */
+    if (ps_obj_type(&T->py, t->name) == T->py.str_type &&
+        ps_str_read(&T->py.L, t->name, name, sizeof name) >= 0)
+        ;
+    else if (ps_long_value(&T->py, t->name, &num) == 0)
+        snprintf(name, sizeof name, "Task-%llu", (unsigned long long)num);  /* 3.12+: lazy */
+    else
+        return PS_ID_NONE;
+    if (ps_read_ptr(t->coro + T->A.gi_qualname, &q) != 0 ||
+        ps_obj_type(&T->py, q) != T->py.str_type || ps_str_read(&T->py.L, q, coro, sizeof coro) < 0)
+        return PS_ID_NONE;
+    snprintf(m->text, sizeof m->text, "[task %s \"%s\"]", name, coro);
+    m->task = t->addr;
+    m->name = t->name;
+    m->coro = t->coro;
+    return ps_sym_marker(syms, m->text);
+}
+
+/* Appends, root first, the chain of tasks awaiting task i (outermost
+ * first), each as its marker and its suspended frames.  Returns the new
+ * depth, or -1 if it does not fit. */
+static int awaiters(struct ps_tasks *T, struct ps_symtab *syms, int i,
+                    uint64_t *out, int d, int max)
+{
+    int chain[PS_TASKS_CHAIN], nc = 0;
+    for (int p = T->t[i].parent; p >= 0 && nc < PS_TASKS_CHAIN; p = T->t[p].parent) {
+        for (int k = 0; k < nc; k++)
+            if (chain[k] == p)
+                return -1;  /* a cycle: links read at different moments */
+        chain[nc++] = p;
+    }
+    for (int k = nc - 1; k >= 0; k--) {
+        const struct ps_task *t = &T->t[chain[k]];
+        if (d + 1 + (int)t->nfr > max)
+            return -1;
+        uint32_t f = task_marker(T, syms, t);
+        if (f == PS_ID_NONE)
+            return -1;
+        out[d++] = ps_frame(f, PS_LINE_NONE);
+        memcpy(out + d, T->fr + t->fr_at, t->nfr * sizeof *out);
+        d += (int)t->nfr;
+    }
+    return d;
+}
+
+int ps_tasks_splice_running(struct ps_tasks *T, struct ps_symtab *syms,
+                            unsigned long pthread_id, const uint64_t *frames,
+                            const uintptr_t *addrs, int n, uint64_t *out, int d0, int max)
+{
+    for (int l = 0; l < T->nloops; l++) {
+        const struct ps_aloop *lp = &T->loops[l];
+        if (lp->thread != pthread_id || lp->running == 0)
+            continue;
+        int i = ps_tasks_find(T, lp->running);
+        if (i < 0 || T->t[i].coro_frame == 0)
+            continue;
+        int k = -1;
+        for (int j = 0; j < n; j++)
+            if (addrs[j] == T->t[i].coro_frame)
+                k = j;
+        /* The loop's frames must be above the coroutine's: a walk that
+         * ends at the coroutine was torn (3.11 clears a generator frame's
+         * previous as it leaves it) and is not dressed as a task's. */
+        if (k < 0 || k == n - 1)
+            continue;
+        int d = d0;
+        if (d + (n - k - 1) > max)
+            return -1;
+        for (int j = n - 1; j > k; j--)
+            out[d++] = frames[j];    /* the loop running the task */
+        d = awaiters(T, syms, i, out, d, max);
+        if (d < 0 || d + 1 + k + 1 > max)
+            return -1;
+        uint32_t f = task_marker(T, syms, &T->t[i]);
+        if (f == PS_ID_NONE)
+            return -1;
+        out[d++] = ps_frame(f, PS_LINE_NONE);
+        for (int j = k; j >= 0; j--)
+            out[d++] = frames[j];
+        return d;
+    }
+    return -1;
+}
+
+int ps_tasks_emit_waiting(struct ps_tasks *T, struct ps_symtab *syms, struct ps_stacktab *tab,
+                          unsigned long pthread_id, uint32_t label, uint64_t *buf, int d0,
+                          int max, uint64_t weight)
+{
+    int added = 0;
+    for (int i = 0; i < T->n; i++) {
+        const struct ps_task *t = &T->t[i];
+        if (t->loop_ix < 0 || t->has_child)
+            continue;
+        const struct ps_aloop *lp = &T->loops[t->loop_ix];
+        if (lp->thread != pthread_id || lp->running == t->addr)
+            continue;
+        int d = awaiters(T, syms, i, buf, d0, max);
+        if (d < 0 || d + 1 + (int)t->nfr > max)
+            continue;
+        uint32_t f = task_marker(T, syms, t);
+        if (f == PS_ID_NONE)
+            continue;
+        buf[d++] = ps_frame(f, PS_LINE_NONE);
+        memcpy(buf + d, T->fr + t->fr_at, t->nfr * sizeof *buf);
+        d += (int)t->nfr;
+        if (ps_stacktab_add(tab, label, buf, (uint32_t)d, weight) == 0)
+            added++;
+    }
+    /* Tasks beyond the bound: counted, on the first loop's thread. */
+    if (T->skipped > 0 && T->nloops > 0 && T->loops[0].thread == pthread_id) {
+        T->more_func = ps_sym_marker(syms, "[pysample: asyncio tasks not sampled]");
+        buf[d0] = ps_frame(T->more_func, PS_LINE_NONE);
+        if (T->more_func != PS_ID_NONE &&
+            ps_stacktab_add(tab, label, buf, (uint32_t)d0 + 1, (uint64_t)T->skipped * weight) == 0)
+            added += (int)T->skipped;
+    }
+    return added;
+}

@@ -1,0 +1,190 @@
+/*
+ * ctlproto.c - parsing requests and framing replies (ctlproto.h).
+ *
+ * Nothing here trusts the input: the line is bounded by the caller, every
+ * byte is checked to be printable ASCII, every number is range-checked
+ * whole, every key may appear once, and anything unknown is an error that
+ * names it (cut short and made printable, so a hostile line cannot put
+ * control characters into the program's stderr).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/ctlproto.h"
+
+static const struct { const char *name; enum ps_ctl_verb verb; } verbs[] = {
+    { "dump", PS_CTL_DUMP },   { "record", PS_CTL_RECORD }, { "top", PS_CTL_TOP },
+    { "start", PS_CTL_START }, { "stop", PS_CTL_STOP },     { "status", PS_CTL_STATUS },
+};
+
+/* A whole decimal number in [lo, hi] from s[0..n). */
+/* The key=value words a request may carry, in the order of the fields
+ * they set (field[] in ps_ctlproto_parse): an int within a range, given at
+ * most once. */
+static const struct {
+    const char *name;
+    long lo, hi;
+    const char *unit;
+} keys[] = {
+    { "rate", 1, 100000, "samples per second" },
+    { "duration", 1, 86400, "seconds" },
+    { "interval", 100, 60000, "milliseconds" },
+};
+
+static int number(const char *s, size_t n, long lo, long hi, long *out)
+{
+    if (n == 0 || n > 9)
+        return -1;
+    long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* The next space-separated word of line[*pos..len): start and length. */
+static int next_word(const char *line, size_t len, size_t *pos, const char **w, size_t *wlen)
+{
+    while (*pos < len && line[*pos] == ' ')
+        (*pos)++;
+    if (*pos >= len)
+        return 0;
+    *w = line + *pos;
+    size_t start = *pos;
+    while (*pos < len && line[*pos] != ' ')
+        (*pos)++;
+    *wlen = *pos - start;
+    return 1;
+}
+
+static int word_is(const char *w, size_t n, const char *s)
+{
+    return strlen(s) == n && memcmp(w, s, n) == 0;
+}
+
+int ps_ctlproto_parse(const char *line, size_t len, struct ps_ctl_request *req, char *why,
+                      size_t whylen)
+{
+    memset(req, 0, sizeof *req);
+    if (len > 0 && line[len - 1] == '\r')
+        len--;
+    if (len >= PS_CTL_LINE_MAX) {
+        snprintf(why, whylen, "request longer than %d bytes", PS_CTL_LINE_MAX - 1);
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)line[i];
+        if (c < 0x20 || c > 0x7e) {
+            snprintf(why, whylen, "request has a byte 0x%02x that is not printable ASCII", c);
+            return -1;
+        }
+    }
+    size_t pos = 0, wlen;
+    const char *w;
+    if (!next_word(line, len, &pos, &w, &wlen) || !word_is(w, wlen, PS_CTL_MAGIC)) {
+        snprintf(why, whylen, "not a pysample control request (expected '%s VERB ...')",
+                 PS_CTL_MAGIC);
+        return -1;
+    }
+    if (!next_word(line, len, &pos, &w, &wlen)) {
+        snprintf(why, whylen, "request without a verb");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+        if (word_is(w, wlen, verbs[i].name))
+            req->verb = verbs[i].verb;
+    if (req->verb == 0) {
+        snprintf(why, whylen, "unknown verb '%.*s'", (int)(wlen > 32 ? 32 : wlen), w);
+        return -1;
+    }
+    int *const field[sizeof keys / sizeof keys[0]] = { &req->rate_hz, &req->duration_s,
+                                                        &req->interval_ms };
+    unsigned seen = 0;
+    while (next_word(line, len, &pos, &w, &wlen)) {
+        const char *eq = memchr(w, '=', wlen);
+        if (eq == NULL) {
+            snprintf(why, whylen, "'%.*s' is not key=value", (int)(wlen > 32 ? 32 : wlen), w);
+            return -1;
+        }
+        size_t klen = (size_t)(eq - w), vlen = wlen - klen - 1;
+        const char *v = eq + 1;
+        size_t k = 0;
+        long x;
+        while (k < sizeof keys / sizeof keys[0] && !word_is(w, klen, keys[k].name))
+            k++;
+        if (k == sizeof keys / sizeof keys[0]) {
+            snprintf(why, whylen, "unknown key '%.*s'", (int)(klen > 32 ? 32 : klen), w);
+            return -1;
+        }
+        unsigned bit = 1u << k;
+        if (number(v, vlen, keys[k].lo, keys[k].hi, &x) != 0) {
+            snprintf(why, whylen, "%s must be %ld..%ld %s", keys[k].name, keys[k].lo, keys[k].hi,
+                     keys[k].unit);
+            return -1;
+        }
+        *field[k] = (int)x;
+        if (seen & bit) {
+            snprintf(why, whylen, "key '%.*s' given twice", (int)klen, w);
+            return -1;
+        }
+        seen |= bit;
+    }
+    if (req->verb == PS_CTL_RECORD && req->duration_s == 0) {
+        snprintf(why, whylen, "record needs duration=SECONDS");
+        return -1;
+    }
+    if (req->verb == PS_CTL_TOP && req->interval_ms == 0)
+        req->interval_ms = 1000;
+    return 0;
+}
+
+static int reserve(struct ps_buf *buf, size_t more)
+{
+    if (buf->len + more <= buf->cap)
+        return 0;
+    size_t cap = buf->cap ? buf->cap : 4096;
+    while (cap < buf->len + more)
+        cap *= 2;
+    char *d = realloc(buf->data, cap);
+    if (d == NULL)
+        return -1;
+    buf->data = d;
+    buf->cap = cap;
+    return 0;
+}
+
+int ps_ctlproto_frame(struct ps_buf *buf, const char *kind, const char *data, size_t len)
+{
+    char head[64];
+    int n = snprintf(head, sizeof head, "%s %zu\n", kind, len);
+    if (n < 0 || (size_t)n >= sizeof head || reserve(buf, (size_t)n + len) != 0)
+        return -1;
+    memcpy(buf->data + buf->len, head, (size_t)n);
+    if (len)
+        memcpy(buf->data + buf->len + (size_t)n, data, len);
+    buf->len += (size_t)n + len;
+    return 0;
+}
+
+void ps_buf_free(struct ps_buf *buf)
+{
+    free(buf->data);
+    memset(buf, 0, sizeof *buf);
+}
+
+void ps_buf_consume(struct ps_buf *buf, size_t n)
+{
+    if (n >= buf->len) {
+        buf->len = 0;
+        return;
+    }
+    memmove(buf->data, buf->data + n, buf->len - n);
+    buf->len -= n;
+}

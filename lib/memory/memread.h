@@ -1,0 +1,145 @@
+/*
+ * memread.h - the one way the sampler reads interpreter memory.
+ *
+ * Every byte the sampler takes from the profiled program goes through
+ * ps_read(), which copies or fails: it never faults, whatever the address
+ * (NULL, unmapped, PROT_NONE, a truncated file mapping, freed and unmapped a
+ * moment ago), and it never blocks or signals the thread that owns the
+ * memory.
+ *
+ * Two ways to copy, chosen at run time (see memread.c and docs/safety.md):
+ *   direct   memcpy guarded by our SIGSEGV/SIGBUS handler + siglongjmp;
+ *            ~10 ns, used only while we verifiably own those handlers;
+ *   syscall  the platform's checked copy (process_vm_readv, else a pipe,
+ *            else a memfd/temp file; mach_vm_read_overwrite on macOS),
+ *            about 1-2 us, used otherwise.
+ *
+ * ps_read() is meant for one thread at a time (the sampler thread, or a
+ * unit test's main thread); a second concurrent reader is safe but is sent
+ * to the syscall path, or refused on the pipe/file paths.
+ *
+ * PYSAMPLE_READ_MODE (for tests and benchmarks only, not a user setting):
+ *   auto|direct  the default: syscall first, direct once our handlers are in
+ *   syscall      never direct; process_vm_readv, else pipe, else file
+ *   pipe, file   never direct, and that syscall method only
+ */
+#ifndef PS_MEMREAD_H
+#define PS_MEMREAD_H
+
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum ps_read_mode {
+    PS_READ_SYSCALL = 0,
+    PS_READ_DIRECT,
+};
+
+/* Sets up the syscall path (and reads PYSAMPLE_READ_MODE).  Returns 0, or
+ * -1 if no safe way to read exists. */
+int ps_mem_init(void);
+
+/*
+ * Installs our fault handlers in front of whatever is installed (which
+ * becomes the program's view, which we deliver its faults to), and
+ * switches to the direct path.  Does nothing if the direct path was given
+ * up for good or PYSAMPLE_READ_MODE forbids it.
+ */
+void ps_mem_enable_direct(void);
+
+/*
+ * Called once per sampler tick: keeps the direct path only while our
+ * handlers are still the installed ones (one sigaction query per signal,
+ * at most once a millisecond): a raw rt_sigaction system call replaces
+ * them behind the interposers.
+ */
+void ps_mem_tick(void);
+
+/*
+ * The program's sigaction() of SIGSEGV or SIGBUS, from our sigaction and
+ * signal interposers; returns what sigaction() returns.  While our handler
+ * is in front (after ps_mem_enable_direct), the program's action is
+ * recorded in its view, which our handler delivers every fault that is not
+ * ours to, and *old is answered from the view as the kernel would have
+ * answered it.  Otherwise (before, or once ours was replaced behind the
+ * interposers' back) the call goes to the C library.  Async-signal-safe
+ * and lock-free (programs call it from their handlers).
+ */
+struct sigaction;
+int ps_mem_fault_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
+/*
+ * Where the program's handlers cannot be chained to (macOS, where the
+ * direct path is never used): switch to the syscall path for good and wait
+ * until no direct read is in flight.
+ */
+void ps_mem_yield_fault_handlers(void);
+
+/* In a forked child: forget a read that was in flight in another thread at
+ * fork time and give the syscall path its own pipe/file and pid. */
+void ps_mem_after_fork(void);
+
+/*
+ * Brackets a batch of reads by the calling thread (the sampler's tick) so
+ * the direct path's guard is taken once rather than per read.  begin
+ * returns whether the batch holds the guard; pass that to end.  Reads of
+ * other threads meanwhile go the syscall way; a program installing a fault
+ * handler waits for the batch to end.
+ */
+int ps_mem_batch_begin(void);
+void ps_mem_batch_end(int held);
+
+/* Copies n bytes at address src into dst.  0 on success, -1 if unreadable. */
+int ps_read(void *dst, uintptr_t src, size_t n);
+
+/*
+ * A read scope (memread.c, "Reads without a recovery point of their own"):
+ * the caller sets env with sigsetjmp(env, 0) == 0, calls ps_read_scope(&env),
+ * and ps_read_in_scope() reads then jump there on a fault instead of
+ * returning -1; ps_read_scope_end() ends the scope before the caller's
+ * frame does, and is the first call after such a jump.  Only for code that
+ * changes nothing shared between the scope's start and any of its reads.
+ * Sampler thread only; outside a batch the reads are ps_read().
+ */
+void ps_read_scope(sigjmp_buf *env);
+void ps_read_scope_end(void);
+int ps_read_in_scope(void *dst, uintptr_t src, size_t n);
+
+/* Convenience: one pointer-sized word. */
+static inline int ps_read_ptr(uintptr_t src, uintptr_t *out)
+{
+    return ps_read(out, src, sizeof *out);
+}
+
+enum ps_read_mode ps_mem_mode(void);
+const char *ps_mem_mode_name(void);
+
+/* 1 while our SIGSEGV and SIGBUS handlers are installed by us (they may
+ * have been replaced since; ps_mem_tick notices). */
+int ps_mem_handlers_installed(void);
+
+/* Force a mode (tests and benchmarks).  Direct is only honoured while our
+ * handlers are installed and the direct path has not been given up. */
+void ps_mem_force_mode(enum ps_read_mode m);
+
+/*
+ * Platform syscall copy, implemented in lib/<os>/ (no signals involved).
+ * Returns 0 or -1.
+ */
+int ps_plat_read_init(void);
+int ps_plat_read(void *dst, uintptr_t src, size_t n);
+const char *ps_plat_read_name(void);
+/* 0 where the guarded direct path must never be used (macOS: see
+ * lib/platform/darwin/read.c), 1 where ps_mem_enable_direct() may take it. */
+int ps_plat_read_direct_ok(void);
+/* In a forked child: refresh what depends on the pid, and stop sharing the
+ * pipe or file with the parent. */
+void ps_plat_read_after_fork(void);
+/*
+ * Use one method only ("process_vm_readv", "pipe", "file"; NULL or "auto"
+ * for the automatic choice).  For tests, benchmarks and PYSAMPLE_READ_MODE.
+ * Returns 0, or -1 if that method cannot work here.
+ */
+int ps_plat_read_force(const char *method);
+
+#endif

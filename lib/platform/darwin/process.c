@@ -1,0 +1,34 @@
+/*
+ * darwin/process.c - this process and its parent, on macOS (platform.h).
+ * Not yet what Linux reads from /proc (docs/macos.md): the start time is
+ * this image's (so an exec'ed image treats its predecessor's file as
+ * another process's), and a parent is never recognised (a child of a
+ * profiled Python with a template without %p takes the name only if free).
+ */
+#include <time.h>
+
+#include "platform/platform.h"
+
+void ps_process_start_time(struct timespec *out)
+{
+    clock_gettime(CLOCK_REALTIME, out);
+}
+
+int ps_parent_profiles_to(const char *tmpl)
+{
+    (void)tmpl;
+    return 0;
+}
+
+/* CPython 3.14+ describes asyncio in __DATA,AsyncioDebug: not read on macOS
+ * yet (getsectiondata on the image would be the way); tasks_search.c refuses. */
+int ps_image_section(const char *path, uintptr_t inside, const char *section, uintptr_t *addr,
+                     size_t *size)
+{
+    (void)path;
+    (void)inside;
+    (void)section;
+    (void)addr;
+    (void)size;
+    return -1;
+}

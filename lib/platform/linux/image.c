@@ -1,0 +1,151 @@
+/*
+ * image.c - a section of a loaded ELF image, found from its file and
+ * /proc/self/maps (platform.h ps_image_section).
+ *
+ * CPython 3.14+ puts asyncio's self-description (_AsyncioDebug) in a
+ * section of its own, ".AsyncioDebug", of the _asyncio extension module or
+ * of the executable/libpython it is built into; the symbol is not exported,
+ * so dlsym cannot find it.  The section's address is its sh_addr plus the
+ * image's load bias: the start of the image's first mapping (file offset 0)
+ * minus its first PT_LOAD's page-aligned p_vaddr.  Only open/read and no
+ * loader lock: safe on the sampler thread, which may not wait for a thread
+ * inside dlopen.
+ */
+#include <elf.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "platform/platform.h"
+
+#define MAX_SECTIONS 512
+
+static int pread_all(int fd, void *buf, size_t n, off_t at)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, (char *)buf + done, n - done, at + (off_t)done);
+        if (r <= 0)
+            return -1;
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+/* The file of the mapping that contains inside (path NULL), or the start
+ * of path's mapping at file offset 0.  0, or -1. */
+static int find_mapping(const char *path, uintptr_t inside, char *file, size_t filelen,
+                        uintptr_t *start)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[4096 + 128];
+    int found = -1;
+    if (f == NULL)
+        return -1;
+    /* First pass (path NULL): which file holds inside. */
+    if (path == NULL) {
+        while (fgets(line, sizeof line, f)) {
+            unsigned long lo, hi;
+            int off = 0;
+            if (sscanf(line, "%lx-%lx %*s %*x %*s %*u %n", &lo, &hi, &off) < 2 || off == 0)
+                continue;
+            if (inside >= lo && inside < hi) {
+                char *p = line + off;
+                p[strcspn(p, "\n")] = '\0';
+                if (*p != '/' || strlen(p) >= filelen)
+                    break;
+                strcpy(file, p);
+                found = 0;
+                break;
+            }
+        }
+        if (found != 0) {
+            fclose(f);
+            return -1;
+        }
+        path = file;
+        rewind(f);
+    } else if (strlen(path) < filelen) {
+        strcpy(file, path);
+    } else {
+        fclose(f);
+        return -1;
+    }
+    found = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi, offset;
+        int off = 0;
+        if (sscanf(line, "%lx-%lx %*s %lx %*s %*u %n", &lo, &hi, &offset, &off) < 3 || off == 0)
+            continue;
+        char *p = line + off;
+        p[strcspn(p, "\n")] = '\0';
+        if (offset == 0 && strcmp(p, path) == 0) {
+            *start = lo;
+            found = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+int ps_image_section(const char *path, uintptr_t inside, const char *section, uintptr_t *addr,
+                     size_t *size)
+{
+    char file[4096];
+    uintptr_t start;
+    Elf64_Ehdr eh;
+    int rc = -1;
+
+    if (find_mapping(path, inside, file, sizeof file, &start) != 0)
+        return -1;
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    Elf64_Shdr *sh = NULL;
+    char *names = NULL;
+    if (pread_all(fd, &eh, sizeof eh, 0) != 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) ||
+        eh.e_shnum == 0 || eh.e_shnum > MAX_SECTIONS || eh.e_shstrndx >= eh.e_shnum ||
+        eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 64)
+        goto out;
+    /* The load bias: the first PT_LOAD maps file offset 0. */
+    Elf64_Phdr ph[64];
+    if (pread_all(fd, ph, eh.e_phnum * sizeof ph[0], (off_t)eh.e_phoff) != 0)
+        goto out;
+    uintptr_t first = UINTPTR_MAX;
+    for (int i = 0; i < eh.e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first)
+            first = ph[i].p_vaddr & ~(uintptr_t)0xfff;
+    if (first == UINTPTR_MAX)
+        goto out;
+    uintptr_t bias = eh.e_type == ET_EXEC ? 0 : start - first;
+
+    sh = malloc(eh.e_shnum * sizeof *sh);
+    if (sh == NULL || pread_all(fd, sh, eh.e_shnum * sizeof *sh, (off_t)eh.e_shoff) != 0)
+        goto out;
+    const Elf64_Shdr *strs = &sh[eh.e_shstrndx];
+    if (strs->sh_size == 0 || strs->sh_size > (1u << 20))
+        goto out;
+    names = malloc(strs->sh_size + 1);
+    if (names == NULL || pread_all(fd, names, strs->sh_size, (off_t)strs->sh_offset) != 0)
+        goto out;
+    names[strs->sh_size] = '\0';
+    for (int i = 0; i < eh.e_shnum; i++) {
+        if (sh[i].sh_name >= strs->sh_size || strcmp(names + sh[i].sh_name, section) != 0)
+            continue;
+        if (sh[i].sh_addr == 0)
+            break;  /* not loaded */
+        *addr = bias + sh[i].sh_addr;
+        *size = sh[i].sh_size;
+        rc = 0;
+        break;
+    }
+out:
+    free(sh);
+    free(names);
+    close(fd);
+    return rc;
+}

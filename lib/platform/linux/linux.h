@@ -1,0 +1,34 @@
+/*
+ * linux/linux.h - what the files of lib/platform/linux/ share: the C library's own
+ * definitions of the functions interpose.c stands in front of (libc.c), and
+ * the one reader of small /proc files (threads.c).
+ */
+#ifndef PS_LINUX_H
+#define PS_LINUX_H
+
+#include <signal.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+sighandler_t ps_real_signal(int sig, sighandler_t handler);
+FILE *ps_real_fopen(const char *path, const char *mode, int large);
+int ps_real_fclose(FILE *f);
+int ps_real_execve(const char *path, char *const argv[], char *const envp[]);
+int ps_real_execvpe(const char *file, char *const argv[], char *const envp[]);
+int ps_real_execv(const char *path, char *const argv[]);
+int ps_real_execvp(const char *file, char *const argv[]);
+int ps_real_fexecve(int fd, char *const argv[], char *const envp[]);
+int ps_real_kill(pid_t pid, int sig);
+int ps_real_raise(int sig);
+
+/*
+ * Reads the small file path (a /proc/self/task/TID/... entry: one read()
+ * returns it whole) into buf, NUL-terminated, without the trailing newlines
+ * and NULs the kernel ends some of them with.  Returns the length kept, or
+ * -1 when the file cannot be opened or reads empty.  No allocation, no
+ * stdio: it runs in the sampler thread, which must not take the program's
+ * stdio locks.
+ */
+ssize_t ps_linux_read_small(const char *path, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,329 @@
+/*
+ * linux/read.c - the syscall path of ps_read(): copies that fail with
+ * EFAULT instead of faulting.
+ *
+ * Three methods, tried in this order (figures from test/bench/bench_read.c,
+ * docs/safety.md):
+ *   process_vm_readv  on our own pid: one call, no ptrace permission needed
+ *                     for the caller's own process.  Container seccomp
+ *                     profiles often refuse it (ENOSYS or EPERM).
+ *   file              pwrite() *from* the address into a memfd (or an
+ *                     unlinked temporary file) that we also keep mapped:
+ *                     the kernel checks the source and fails with EFAULT
+ *                     or writes short; the bytes are then memcpy'd out of
+ *                     the mapping.  One call plus an fstat (see below).
+ *   pipe              write() from the address into a pipe, read() back.
+ *                     Two calls plus two fstats; kept as the last resort
+ *                     because pipes exist everywhere.
+ * Each is probed at start-up; a method refused later by policy (ENOSYS,
+ * EPERM: a seccomp filter applied after we started) moves us down the list
+ * for good.
+ *
+ * Why the fstat.  The file and pipe methods write into file descriptors the
+ * program can close behind our back (os.closerange, a forked child closing
+ * everything before exec).  If the number were reused for one of the
+ * program's files we would write interpreter memory into it.  So before
+ * each use the descriptor's device and inode are compared with ours; on a
+ * mismatch the number is forgotten (it is the program's now) and a new
+ * descriptor is made.
+ *
+ * After fork the pipe or file is shared with the parent, whose sampler uses
+ * it at the same time: the child drops its inherited copies and makes its
+ * own (ps_plat_read_after_fork).
+ *
+ * The pipe and file carry one read at a time: a second reader that arrives
+ * meanwhile is refused (-1) rather than interleaved.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "memory/memread.h"
+
+#define FILE_WINDOW (64 * 1024)  /* bytes copied per pwrite on the file path */
+
+enum via { VIA_VM_READV, VIA_FILE, VIA_PIPE, VIA_NONE };
+
+static enum via via = VIA_VM_READV;
+static int forced;               /* one method only (tests, PYSAMPLE_READ_MODE) */
+static pid_t self_pid;
+static atomic_flag busy = ATOMIC_FLAG_INIT;
+
+struct owned_fd {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+};
+
+static struct owned_fd pipe_r = { -1, 0, 0 }, pipe_w = { -1, 0, 0 }, file_fd = { -1, 0, 0 };
+static unsigned char *file_map;
+
+static int remember(struct owned_fd *o, int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -1;
+    o->fd = fd;
+    o->dev = st.st_dev;
+    o->ino = st.st_ino;
+    return 0;
+}
+
+/* 1 if o->fd is still the descriptor we opened. */
+static int still_ours(const struct owned_fd *o)
+{
+    struct stat st;
+    return o->fd >= 0 && fstat(o->fd, &st) == 0 && st.st_dev == o->dev && st.st_ino == o->ino;
+}
+
+/* Closes a descriptor only if it is still ours; otherwise just forgets it. */
+static void release(struct owned_fd *o)
+{
+    if (still_ours(o))
+        close(o->fd);
+    o->fd = -1;
+}
+
+static int vm_readv_works(void)
+{
+    char probe[8];
+    struct iovec l = { probe, sizeof probe }, r = { (void *)&self_pid, sizeof self_pid };
+    return process_vm_readv(self_pid, &l, 1, &r, 1, 0) == (ssize_t)sizeof self_pid;
+}
+
+static int open_pipe(void)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+        return -1;
+    if (remember(&pipe_r, p[0]) != 0 || remember(&pipe_w, p[1]) != 0) {
+        close(p[0]);
+        close(p[1]);
+        pipe_r.fd = pipe_w.fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+static void close_file(void)
+{
+    if (file_map != NULL)
+        munmap(file_map, FILE_WINDOW);
+    file_map = NULL;
+    release(&file_fd);
+}
+
+static int make_file(void)
+{
+    int fd = -1;
+#ifdef SYS_memfd_create
+    fd = (int)syscall(SYS_memfd_create, "pysample-read", 1u /* MFD_CLOEXEC */);
+#endif
+#ifdef O_TMPFILE
+    static const char *const dirs[] = { "/dev/shm", "/tmp", "/var/tmp" };
+    for (size_t i = 0; fd < 0 && i < sizeof dirs / sizeof dirs[0]; i++)
+        fd = open(dirs[i], O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#endif
+    if (fd < 0) {
+        char tmpl[] = "/tmp/pysample-read-XXXXXX";
+        fd = mkostemp(tmpl, O_CLOEXEC);
+        if (fd >= 0)
+            unlink(tmpl);
+    }
+    return fd;
+}
+
+static int open_file(void)
+{
+    int fd = make_file();
+    if (fd < 0)
+        return -1;
+    void *m = MAP_FAILED;
+    if (ftruncate(fd, FILE_WINDOW) == 0)
+        m = mmap(NULL, FILE_WINDOW, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED || remember(&file_fd, fd) != 0) {
+        if (m != MAP_FAILED)
+            munmap(m, FILE_WINDOW);
+        close(fd);
+        return -1;
+    }
+    file_map = m;
+    return 0;
+}
+
+/* Opens what method v needs; 0 or -1. */
+static int prepare(enum via v)
+{
+    switch (v) {
+    case VIA_VM_READV:
+        return vm_readv_works() ? 0 : -1;
+    case VIA_FILE:
+        if (still_ours(&file_fd) && file_map != NULL)
+            return 0;
+        close_file();
+        return open_file();
+    case VIA_PIPE:
+        if (still_ours(&pipe_r) && still_ours(&pipe_w))
+            return 0;
+        release(&pipe_r);
+        release(&pipe_w);
+        return open_pipe();
+    default:
+        return -1;
+    }
+}
+
+int ps_plat_read_init(void)
+{
+    self_pid = getpid();
+    forced = 0;
+    for (via = VIA_VM_READV; via != VIA_NONE; via++)
+        if (prepare(via) == 0)
+            return 0;
+    return -1;
+}
+
+int ps_plat_read_force(const char *method)
+{
+    self_pid = getpid();
+    if (method == NULL || strcmp(method, "auto") == 0 || strcmp(method, "syscall") == 0)
+        return ps_plat_read_init();
+    enum via v;
+    if (strcmp(method, "process_vm_readv") == 0)
+        v = VIA_VM_READV;
+    else if (strcmp(method, "file") == 0)
+        v = VIA_FILE;
+    else if (strcmp(method, "pipe") == 0)
+        v = VIA_PIPE;
+    else
+        return -1;
+    forced = 1;
+    via = v;
+    if (prepare(v) != 0) {
+        via = VIA_NONE;
+        return -1;
+    }
+    return 0;
+}
+
+static int read_file(void *dst, uintptr_t src, size_t n)
+{
+    char *out = dst;
+    if (!still_ours(&file_fd) && prepare(VIA_FILE) != 0)
+        return -1;
+    while (n > 0) {
+        size_t chunk = n < FILE_WINDOW ? n : FILE_WINDOW;
+        ssize_t w = pwrite(file_fd.fd, (const void *)src, chunk, 0);
+        if (w != (ssize_t)chunk)
+            return -1;  /* EFAULT, or short: some byte is unreadable */
+        memcpy(out, file_map, chunk);
+        out += chunk;
+        src += chunk;
+        n -= chunk;
+    }
+    return 0;
+}
+
+static int read_pipe(void *dst, uintptr_t src, size_t n)
+{
+    char *out = dst;
+    if ((!still_ours(&pipe_r) || !still_ours(&pipe_w)) && prepare(VIA_PIPE) != 0)
+        return -1;
+    while (n > 0) {
+        size_t chunk = n < 4096 ? n : 4096;
+        ssize_t w = write(pipe_w.fd, (const void *)src, chunk);
+        if (w <= 0)
+            return -1;  /* EFAULT: nothing was written, the pipe stays empty */
+        ssize_t r = read(pipe_r.fd, out, (size_t)w);
+        if (r != w) {
+            /* Cannot happen with an empty pipe; if it did, bytes left in
+             * the pipe would corrupt the next read: start a fresh one. */
+            release(&pipe_r);
+            release(&pipe_w);
+            return -1;
+        }
+        if ((size_t)w < chunk)
+            return -1;  /* the rest is unreadable */
+        out += w;
+        src += (uintptr_t)w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Refused by policy (not a bad address): move down the list for good. */
+static int refused(int err)
+{
+    return err == ENOSYS || err == EPERM;
+}
+
+int ps_plat_read(void *dst, uintptr_t src, size_t n)
+{
+    int saved_errno = errno;
+    int rc = -1;
+    if (via == VIA_VM_READV) {
+        struct iovec l = { dst, n }, r = { (void *)src, n };
+        ssize_t got = process_vm_readv(self_pid, &l, 1, &r, 1, 0);
+        if (got == (ssize_t)n) {
+            errno = saved_errno;
+            return 0;
+        }
+        if (got >= 0 || !refused(errno) || forced) {
+            errno = saved_errno;
+            return -1;
+        }
+        while (++via != VIA_NONE && prepare(via) != 0)
+            ;
+    }
+    if (via == VIA_FILE || via == VIA_PIPE) {
+        if (atomic_flag_test_and_set(&busy)) {
+            errno = saved_errno;
+            return -1;
+        }
+        rc = via == VIA_FILE ? read_file(dst, src, n) : read_pipe(dst, src, n);
+        atomic_flag_clear(&busy);
+    }
+    errno = saved_errno;
+    return rc;
+}
+
+/* Linux delivers a bad access as SIGSEGV/SIGBUS straight to the handler
+ * memread.c installs and watches: the direct path is fine here. */
+int ps_plat_read_direct_ok(void)
+{
+    return 1;
+}
+
+const char *ps_plat_read_name(void)
+{
+    switch (via) {
+    case VIA_VM_READV: return "process_vm_readv";
+    case VIA_FILE: return "file";
+    case VIA_PIPE: return "pipe";
+    default: return "none";
+    }
+}
+
+void ps_plat_read_after_fork(void)
+{
+    /* A new pid for process_vm_readv, and our own pipe and file: the
+     * parent's sampler keeps using the inherited ones. */
+    self_pid = getpid();
+    atomic_flag_clear(&busy);
+    int had_pipe = pipe_r.fd >= 0, had_file = file_fd.fd >= 0;
+    release(&pipe_r);
+    release(&pipe_w);
+    close_file();
+    if ((had_pipe && via == VIA_PIPE) || (had_file && via == VIA_FILE)) {
+        if (prepare(via) != 0 && !forced)
+            while (++via != VIA_NONE && prepare(via) != 0)
+                ;
+    }
+}

@@ -1,0 +1,590 @@
+/*
+ * linux/regs.c - the registers of another thread of this process, for the
+ * native unwinder, without ptrace and without the program seeing a
+ * difference (docs/native.md has the measurements and the reasoning).
+ *
+ * Two ways, chosen per thread per sample:
+ *
+ *   blocked   /proc/self/task/TID/syscall names the system call a sleeping
+ *             thread is in, with its user stack pointer and the address
+ *             after its `syscall` instruction.  No signal: the thread is
+ *             not disturbed at all.  Its stack does not change while it
+ *             sleeps, but it may wake while we read it: every read is
+ *             fault-safe, and ps_native_release() reads the file again and
+ *             accepts the sample only if the thread is still in the same
+ *             call at the same place.  Only sp and pc are known: frames
+ *             whose CFA is computed from another register that no inner
+ *             frame saved end the walk (truncated).
+ *
+ *   running   (the file says "running": on a CPU or runnable) a SIGURG sent
+ *             with rt_tgsigqueueinfo and a cookie.  The handler copies the
+ *             interrupted context's registers into the one request slot,
+ *             then waits (futex, at most PS_HOLD_NS) until the sampler has
+ *             walked the stack and releases it, so the walk sees a stack
+ *             that is not moving.  The sampler waits for the handler at
+ *             most PS_SENT_NS; a thread that does not answer (it blocks the
+ *             signal, or is not scheduled) is sampled without native frames
+ *             and, after three misses in a row, not signalled for 250 ms.
+ *
+ * Why SIGURG: its default action is to ignore it, so a request still in
+ * flight when our handler is gone (exec, a program that replaced it behind
+ * the interposer) does nothing; and almost no program handles it (it
+ * reports out-of-band socket data to an owner set with F_SETOWN).  A
+ * program that does gets its handler called from ours for every SIGURG
+ * that is not one of our requests (sigaction() and signal() of SIGURG go
+ * into a view, as for SIGSEGV in memread.c).
+ *
+ * EINTR.  A running thread may enter a blocking system call just before
+ * our signal arrives.  The kernel then runs our handler instead of
+ * sleeping: calls it restarts itself under SA_RESTART are restarted
+ * (read on a pipe, futex without timeout, wait4, ...), but select, poll,
+ * epoll_wait, nanosleep, clock_nanosleep, futex with a timeout
+ * (sem_timedwait, timed lock waits), pause and the like return -EINTR
+ * whatever SA_RESTART says.  The handler sees that case in the context
+ * (x86-64: the two bytes before rip are `syscall`, 0f 05, and rax is
+ * -EINTR), recovers the call's number from the instruction that loaded
+ * eax just before (`mov $nr,%eax` or `xor %eax,%eax`, which is how the C
+ * library's wrappers are compiled; see fix_eintr), checks that the number
+ * is a blocking call that is safe to issue again with the same arguments,
+ * and restarts it: rip back by 2, rax = the number.  The arguments are
+ * still in their registers (syscall clobbers only rcx and r11).  If
+ * another signal the thread would take is pending, the EINTR is left: that
+ * signal would have interrupted the call anyway.  What cannot be
+ * restarted this way (a number we cannot recover) is counted
+ * (PYSAMPLE_STATS: native_eintr_left) and documented as the residual risk.
+ *
+ * Async-signal safety: the handler calls only gettid, futex, clock_gettime
+ * and rt_sigpending, takes no lock, allocates nothing, keeps errno.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/ucontext.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sampler/counters.h"
+#include "native/native.h"
+#include "platform/platform.h"
+#include "platform/linux/linux.h"
+
+#define PS_NATIVE_SIG SIGURG
+#define PS_SENT_NS 10000000ull    /* how long the sampler waits for the handler */
+#define PS_HOLD_NS 5000000ull     /* how long the handler waits for the sampler */
+#define PS_COOKIE 0x5a000000u
+#define PS_QUIET 16               /* threads not signalled again for a while */
+
+enum { ST_IDLE = 0, ST_SENT, ST_COPYING, ST_HELD, ST_RELEASED, ST_GONE };
+
+static struct {
+    _Atomic int installed;
+    pid_t pid;
+    _Atomic uint32_t state;   /* futex word */
+    _Atomic uint32_t seq;
+    _Atomic long tid;
+    struct ps_regs regs;      /* written by the handler between COPYING and HELD */
+
+    int how;                  /* the current capture: -1, blocked, held */
+    long cur_tid;
+    char blocked_line[256];
+
+    struct { long tid; int misses; uint64_t until; } quiet[PS_QUIET];
+
+    /* the program's view of SIGURG */
+    struct sigaction view[2];
+    _Atomic int view_idx;
+
+    _Atomic uint64_t n[PS_NATIVE_COUNTS];   /* enum ps_native_count (counters.h) */
+} N;
+
+/* ---- the handler ----------------------------------------------------------- */
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#if defined(__x86_64__)
+/* Blocking calls that return -EINTR when a handler runs, and are right to
+ * issue again with the same arguments (they did nothing; select has
+ * updated its timeout in place as it does for a restart).  x86-64
+ * numbers. */
+static int restartable(long nr)
+{
+    switch (nr) {
+    case 0:   /* read */
+    case 7:   /* poll */
+    case 23:  /* select */
+    case 34:  /* pause */
+    case 35:  /* nanosleep */
+    case 43:  /* accept */
+    case 45:  /* recvfrom */
+    case 47:  /* recvmsg */
+    case 61:  /* wait4 */
+    case 69:  /* msgrcv */
+    case 128: /* rt_sigtimedwait */
+    case 130: /* rt_sigsuspend */
+    case 202: /* futex */
+    case 208: /* io_getevents */
+    case 220: /* semtimedop */
+    case 230: /* clock_nanosleep */
+    case 232: /* epoll_wait */
+    case 247: /* waitid */
+    case 270: /* pselect6 */
+    case 271: /* ppoll */
+    case 281: /* epoll_pwait */
+    case 288: /* accept4 */
+    case 441: /* epoll_pwait2 */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/*
+ * The system call number of the `syscall` at ip - 2, from the instruction
+ * that set eax right before it: b8 imm32 (mov $imm32,%eax; not preceded
+ * by a REX prefix, which would make it mov to r8d or a movabs), or 31 c0
+ * (xor %eax,%eax).  glibc 2.36 also puts one of a few fixed instructions
+ * between the two (a reload of the first argument from the stack, an xor
+ * of the futex operation's private bit): those are skipped.  -1 if
+ * unknown.  Only bytes of the code page(s) just executed are read.
+ */
+static long syscall_nr_before(const uint8_t *ip)
+{
+    if (((uintptr_t)ip & 4095) < 16)
+        return -1;   /* could reach into a page we know nothing of */
+    const uint8_t *p = ip - 2;   /* the syscall instruction */
+    for (int filler = 0; filler < 2; filler++) {
+        if (p[-5] == 0xb8 && p[-6] != 0x41 && p[-6] != 0x48 && p[-6] != 0x49) {
+            uint32_t nr;
+            memcpy(&nr, p - 4, 4);
+            return (long)nr;
+        }
+        if (p[-2] == 0x31 && p[-1] == 0xc0 && p[-3] != 0x48 && p[-3] != 0x40)
+            return 0;
+        /* mov disp8(%rsp),%edi: 8b 7c 24 d8; xor $imm8,%sil: 40 80 f6 ib;
+         * mov (%rsp),%edi: 8b 3c 24 */
+        if (p[-4] == 0x8b && p[-3] == 0x7c && p[-2] == 0x24)
+            p -= 4;
+        else if (p[-4] == 0x40 && p[-3] == 0x80 && p[-2] == 0xf6)
+            p -= 4;
+        else if (p[-3] == 0x8b && p[-2] == 0x3c && p[-1] == 0x24)
+            p -= 3;
+        else
+            return -1;
+    }
+    return -1;
+}
+
+/* Our signal made a blocking call return -EINTR: issue it again. */
+static void fix_eintr(ucontext_t *uc)
+{
+    greg_t *g = uc->uc_mcontext.gregs;
+    if ((long long)g[REG_RAX] != -EINTR)
+        return;
+    const uint8_t *ip = (const uint8_t *)(uintptr_t)g[REG_RIP];
+    if (((uintptr_t)ip & 4095) < 2 || ip[-2] != 0x0f || ip[-1] != 0x05)
+        return;   /* not the return of a system call */
+    long nr = syscall_nr_before(ip);
+    if (nr < 0 || !restartable(nr)) {
+        atomic_fetch_add(&N.n[PS_NATIVE_EINTR_LEFT], 1);
+        return;
+    }
+    /* A signal of the program's that is pending and not blocked where the
+     * thread was would have interrupted the call too: leave its EINTR. */
+    uint64_t pend = 0;
+    if (syscall(SYS_rt_sigpending, &pend, sizeof pend) == 0) {
+        uint64_t blocked;
+        memcpy(&blocked, &uc->uc_sigmask, sizeof blocked);
+        pend &= ~blocked;
+        pend &= ~(1ull << (PS_NATIVE_SIG - 1));
+        if (pend != 0)
+            return;
+    }
+    g[REG_RIP] -= 2;
+    g[REG_RAX] = nr;
+    atomic_fetch_add(&N.n[PS_NATIVE_RESTARTED], 1);
+}
+
+static void copy_regs(const ucontext_t *uc, struct ps_regs *rs)
+{
+    const greg_t *g = uc->uc_mcontext.gregs;
+    rs->valid = 0;
+    ps_regs_set(rs, 0, (uint64_t)g[REG_RAX]);
+    ps_regs_set(rs, 1, (uint64_t)g[REG_RDX]);
+    ps_regs_set(rs, 2, (uint64_t)g[REG_RCX]);
+    ps_regs_set(rs, 3, (uint64_t)g[REG_RBX]);
+    ps_regs_set(rs, 4, (uint64_t)g[REG_RSI]);
+    ps_regs_set(rs, 5, (uint64_t)g[REG_RDI]);
+    ps_regs_set(rs, 6, (uint64_t)g[REG_RBP]);
+    ps_regs_set(rs, 7, (uint64_t)g[REG_RSP]);
+    ps_regs_set(rs, 8, (uint64_t)g[REG_R8]);
+    ps_regs_set(rs, 9, (uint64_t)g[REG_R9]);
+    ps_regs_set(rs, 10, (uint64_t)g[REG_R10]);
+    ps_regs_set(rs, 11, (uint64_t)g[REG_R11]);
+    ps_regs_set(rs, 12, (uint64_t)g[REG_R12]);
+    ps_regs_set(rs, 13, (uint64_t)g[REG_R13]);
+    ps_regs_set(rs, 14, (uint64_t)g[REG_R14]);
+    ps_regs_set(rs, 15, (uint64_t)g[REG_R15]);
+    ps_regs_set(rs, 16, (uint64_t)g[REG_RIP]);
+}
+#elif defined(__aarch64__)
+static void fix_eintr(ucontext_t *uc)
+{
+    (void)uc;   /* never reached: the signal path is x86-64 only (init) */
+}
+
+static void copy_regs(const ucontext_t *uc, struct ps_regs *rs)
+{
+    rs->valid = 0;
+    ps_regs_set(rs, PS_REG_FP, uc->uc_mcontext.regs[29]);
+    ps_regs_set(rs, 30, uc->uc_mcontext.regs[30]);
+    ps_regs_set(rs, PS_REG_SP, uc->uc_mcontext.sp);
+    ps_regs_set(rs, PS_REG_PC, uc->uc_mcontext.pc);
+}
+#else
+static void fix_eintr(ucontext_t *uc)
+{
+    (void)uc;
+}
+
+static void copy_regs(const ucontext_t *uc, struct ps_regs *rs)
+{
+    (void)uc;
+    rs->valid = 0;
+}
+#endif
+
+void ps_regs_from_context(const void *ucontext, struct ps_regs *rs)
+{
+    copy_regs(ucontext, rs);
+}
+
+/* Holds the thread until the sampler releases it, or PS_HOLD_NS. */
+static void hold(void)
+{
+    uint64_t deadline = mono_ns() + PS_HOLD_NS;
+    while (atomic_load(&N.state) == ST_HELD) {
+        uint64_t now = mono_ns();
+        if (now >= deadline) {
+            uint32_t h = ST_HELD;
+            atomic_compare_exchange_strong(&N.state, &h, ST_GONE);
+            return;
+        }
+        uint64_t left = deadline - now;
+        struct timespec ts = { (time_t)(left / 1000000000ull), (long)(left % 1000000000ull) };
+        futex(&N.state, FUTEX_WAIT_PRIVATE, ST_HELD, &ts);
+    }
+}
+
+static void on_sig(int sig, siginfo_t *si, void *ucv)
+{
+    int saved = errno;
+    ucontext_t *uc = ucv;
+    int ours = si != NULL && si->si_code == SI_QUEUE && si->si_pid == N.pid &&
+               ((uint32_t)si->si_value.sival_int & 0xff000000u) == PS_COOKIE;
+    int idx = atomic_load(&N.view_idx);
+    const struct sigaction *v = &N.view[idx];
+    int program_handles = !ours && v->sa_handler != SIG_DFL && v->sa_handler != SIG_IGN;
+
+    if (!program_handles)
+        fix_eintr(uc);   /* without us, this signal would not have run a handler */
+    if (ours) {
+        /* Any of our signals serves the request pending for this thread:
+         * one sent for an earlier request that timed out may still have
+         * been pending when the current one was sent, and SIGURG does not
+         * queue, so that earlier one is all this thread will get. */
+        uint32_t sent = ST_SENT;
+        long me = (long)syscall(SYS_gettid);
+        if (atomic_load(&N.tid) == me &&
+            atomic_compare_exchange_strong(&N.state, &sent, ST_COPYING)) {
+            /* The sampler writes tid before it moves the state to SENT:
+             * a late signal of an earlier request to this thread may have
+             * read the old tid and met a new request for another thread.
+             * Give that one back. */
+            if (atomic_load(&N.tid) != me) {
+                atomic_store(&N.state, ST_SENT);
+                errno = saved;
+                return;
+            }
+            copy_regs(uc, &N.regs);
+            atomic_store(&N.state, ST_HELD);
+            futex(&N.state, FUTEX_WAKE_PRIVATE, 1, NULL);
+            hold();
+        }
+        errno = saved;
+        return;
+    }
+    errno = saved;
+    if (program_handles) {
+        if (v->sa_flags & SA_SIGINFO)
+            v->sa_sigaction(sig, si, ucv);
+        else
+            v->sa_handler(sig);
+    }
+}
+
+/* ---- the sampler's side -------------------------------------------------- */
+
+int ps_native_platform_init(char *why, size_t whylen)
+{
+#if !defined(__x86_64__)
+    /* The registers would come (copy_regs), but a system call our signal
+     * interrupts cannot be restarted here yet (fix_eintr): refuse rather
+     * than let the program see an EINTR. */
+    (void)on_sig;
+    snprintf(why, whylen, "native stacks are only supported on x86-64 Linux so far");
+    return -1;
+#else
+    if (atomic_load(&N.installed))
+        return 0;
+    N.pid = getpid();
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sig;
+    /* SA_RESTART: calls the kernel can restart itself are restarted;
+     * the others are fix_eintr's.  Every signal blocked while we hold the
+     * thread: the program's handlers run after ours, on the restarted
+     * call's EINTR if it is theirs (fix_eintr checks what is pending). */
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigfillset(&sa.sa_mask);
+    if (ps_real_sigaction(PS_NATIVE_SIG, NULL, &old) != 0) {
+        snprintf(why, whylen, "cannot query SIGURG: %s", strerror(errno));
+        return -1;
+    }
+    N.view[0] = old;
+    atomic_store(&N.view_idx, 0);
+    if (ps_real_sigaction(PS_NATIVE_SIG, &sa, NULL) != 0) {
+        snprintf(why, whylen, "cannot install the SIGURG handler: %s", strerror(errno));
+        return -1;
+    }
+    atomic_store(&N.installed, 1);
+    return 0;
+#endif
+}
+
+int ps_native_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    if (sig != PS_NATIVE_SIG || !atomic_load(&N.installed))
+        return -2;
+    int idx = atomic_load(&N.view_idx);
+    if (old != NULL)
+        *old = N.view[idx];
+    if (act != NULL) {
+        N.view[idx ^ 1] = *act;
+        atomic_store(&N.view_idx, idx ^ 1);
+    }
+    return 0;
+}
+
+/* Reads /proc/self/task/TID/syscall into buf.  0 or -1. */
+static int read_syscall_file(long tid, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/syscall", tid);
+    return ps_linux_read_small(path, buf, len) < 0 ? -1 : 0;
+}
+
+static int quiet(long tid, uint64_t now)
+{
+    for (int i = 0; i < PS_QUIET; i++)
+        if (N.quiet[i].tid == tid && now < N.quiet[i].until)
+            return 1;
+    return 0;
+}
+
+/* A thread that did not answer: one that blocks the signal never will
+ * (and one pending signal is all it can have: SIGURG does not queue), so
+ * after PS_MISSES misses in a row it is left alone for 250 ms.  A
+ * thread that was merely not scheduled in time answers the next one.
+ * A hold that ran out before the sampler was done counts as a miss too:
+ * the thread then sat in our handler for the whole PS_HOLD_NS for nothing
+ * (the sampler was descheduled, or waited for a malloc arena the held
+ * thread owns -- a program that allocates all the time, new code objects
+ * in every sample), and at a high rate that would keep it there most of
+ * the time.  So at most PS_MISSES wasted holds per 250 ms per thread. */
+#define PS_MISSES 3
+static void missed(long tid, uint64_t now)
+{
+    int slot = -1, oldest = 0;
+    for (int i = 0; i < PS_QUIET; i++) {
+        if (N.quiet[i].tid == tid)
+            slot = i;
+        if (N.quiet[i].until < N.quiet[oldest].until)
+            oldest = i;
+    }
+    if (slot < 0) {
+        slot = oldest;
+        N.quiet[slot].tid = tid;
+        N.quiet[slot].misses = 0;
+        N.quiet[slot].until = 0;
+    }
+    if (++N.quiet[slot].misses >= PS_MISSES) {
+        N.quiet[slot].misses = 0;
+        N.quiet[slot].until = now + 250000000ull;
+    }
+}
+
+static void answered(long tid)
+{
+    for (int i = 0; i < PS_QUIET; i++)
+        if (N.quiet[i].tid == tid)
+            N.quiet[i].misses = 0;
+}
+
+static int capture_blocked(long tid, const char *line, struct ps_regs *regs)
+{
+    /* "nr a1 a2 a3 a4 a5 a6 sp pc" or "-1 sp pc": the last two fields. */
+    const char *end = line + strlen(line);
+    while (end > line && (end[-1] == '\n' || end[-1] == ' '))
+        end--;
+    const char *p = end;
+    unsigned long long v[2];
+    for (int k = 1; k >= 0; k--) {
+        while (p > line && p[-1] != ' ')
+            p--;
+        char *e;
+        v[k] = strtoull(p, &e, 16);
+        if (e != end && *e != ' ' && *e != '\n')
+            return PS_CAPTURE_FAILED;
+        end = p;
+        while (end > line && end[-1] == ' ')
+            end--;
+        p = end;
+    }
+    if (v[0] == 0 || v[1] == 0)
+        return PS_CAPTURE_FAILED;
+    regs->valid = 0;
+    ps_regs_set(regs, PS_REG_SP, v[0]);
+    ps_regs_set(regs, PS_REG_PC, v[1]);
+    snprintf(N.blocked_line, sizeof N.blocked_line, "%s", line);
+    N.cur_tid = tid;
+    N.how = PS_CAPTURE_BLOCKED;
+    atomic_fetch_add(&N.n[PS_NATIVE_BLOCKED], 1);
+    return PS_CAPTURE_BLOCKED;
+}
+
+int ps_native_capture(long tid, struct ps_regs *regs)
+{
+    char line[256];
+    N.how = PS_CAPTURE_FAILED;
+    if (!atomic_load(&N.installed) || tid <= 0 || read_syscall_file(tid, line, sizeof line) != 0) {
+        atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
+        return PS_CAPTURE_FAILED;
+    }
+    if (strncmp(line, "running", 7) != 0)
+        return capture_blocked(tid, line, regs);
+
+    uint64_t now = ps_now_ns();
+    if (quiet(tid, now)) {
+        atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
+        return PS_CAPTURE_FAILED;
+    }
+    uint32_t seq = (atomic_fetch_add(&N.seq, 1) + 1) & 0x00ffffffu;
+    atomic_store(&N.tid, tid);
+    atomic_store(&N.state, ST_SENT);
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = PS_NATIVE_SIG;
+    si.si_code = SI_QUEUE;
+    si.si_pid = N.pid;
+    si.si_uid = getuid();
+    si.si_value.sival_int = (int)(PS_COOKIE | seq);
+    if (syscall(SYS_rt_tgsigqueueinfo, (long)N.pid, tid, PS_NATIVE_SIG, &si) != 0) {
+        atomic_store(&N.state, ST_IDLE);
+        atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
+        return PS_CAPTURE_FAILED;
+    }
+    uint64_t deadline = now + PS_SENT_NS;
+    for (;;) {
+        uint32_t st = atomic_load(&N.state);
+        if (st == ST_HELD)
+            break;
+        uint64_t t = ps_now_ns();
+        if (st == ST_COPYING) {
+            sched_yield();   /* the handler is between two stores */
+            continue;
+        }
+        if (st != ST_SENT) {
+            /* ST_GONE: the handler ran and gave up waiting before we saw
+             * it (this thread was descheduled that long). */
+            missed(tid, t);
+            atomic_fetch_add(&N.n[PS_NATIVE_GONE], 1);
+            return PS_CAPTURE_FAILED;
+        }
+        if (t >= deadline) {
+            uint32_t s = ST_SENT;
+            if (atomic_compare_exchange_strong(&N.state, &s, ST_IDLE)) {
+                missed(tid, t);
+                atomic_fetch_add(&N.n[PS_NATIVE_LOST], 1);
+                return PS_CAPTURE_FAILED;
+            }
+            continue;   /* the handler took it just now */
+        }
+        uint64_t left = deadline - t;
+        struct timespec ts = { (time_t)(left / 1000000000ull), (long)(left % 1000000000ull) };
+        futex(&N.state, FUTEX_WAIT_PRIVATE, ST_SENT, &ts);
+    }
+    *regs = N.regs;
+    N.cur_tid = tid;
+    N.how = PS_CAPTURE_HELD;
+    atomic_fetch_add(&N.n[PS_NATIVE_HELD], 1);
+    return PS_CAPTURE_HELD;
+}
+
+int ps_native_release(void)
+{
+    int how = N.how;
+    N.how = PS_CAPTURE_FAILED;
+    if (how == PS_CAPTURE_HELD) {
+        uint32_t h = ST_HELD;
+        int ok = atomic_compare_exchange_strong(&N.state, &h, ST_RELEASED);
+        futex(&N.state, FUTEX_WAKE_PRIVATE, 1, NULL);
+        if (ok)
+            answered(N.cur_tid);
+        else
+            missed(N.cur_tid, ps_now_ns());   /* the hold ran out first */
+        return ok ? 0 : -1;
+    }
+    if (how == PS_CAPTURE_BLOCKED) {
+        /* The file again, not the capture's copy of it: this read is the
+         * check that the thread did not leave its call while its stack was
+         * walked (same call, arguments, sp and pc), so the capture's line
+         * cannot stand in for it.  A blocked sample thus costs two reads
+         * (open, read, close each). */
+        char line[256];
+        if (read_syscall_file(N.cur_tid, line, sizeof line) != 0)
+            return -1;
+        return strcmp(line, N.blocked_line) == 0 ? 0 : -1;
+    }
+    return -1;
+}
+
+void ps_native_after_fork(void)
+{
+    /* Only the forking thread exists here, and it was not held. */
+    N.pid = getpid();
+    atomic_store(&N.state, ST_IDLE);
+    memset(N.quiet, 0, sizeof N.quiet);
+    ps_counters_zero(N.n, PS_NATIVE_COUNTS);
+}
+
+void ps_native_counts(struct ps_native_counts *c)
+{
+    ps_counters_read(N.n, c->n, PS_NATIVE_COUNTS);
+}

@@ -1,0 +1,155 @@
+/*
+ * platform.h - the small interface between the Python-specific core and the
+ * operating system.  lib/platform/linux/ and lib/platform/darwin/ implement it; nothing else
+ * in lib/ contains OS-specific code.
+ */
+#ifndef PS_PLATFORM_H
+#define PS_PLATFORM_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+
+struct ps_python;
+
+/* --- signals ------------------------------------------------------------ */
+
+/* Resolves the C library functions behind our stand-ins (interpose.c).
+ * Called by the constructor, so that no signal handler looks them up. */
+void ps_interpose_init(void);
+
+/* The C library's sigaction, bypassing our own interposer. */
+int ps_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
+/*
+ * For the program's view of SIGSEGV/SIGBUS (memread.c), which must read
+ * back exactly as the kernel would have stored the action:
+ *   ps_sigaction_learn     given an action the C library installed for us
+ *                          with asked_flags, learns what it adds to every
+ *                          action (glibc on x86-64: SA_RESTORER and its
+ *                          restorer);
+ *   ps_sigaction_as_kernel act as the kernel would report it back;
+ *   ps_sigaction_carried_flags
+ *                          the flags of the program's handler that decide
+ *                          how the kernel delivers to *our* handler
+ *                          (alternate stack, restart, ...), which ours must
+ *                          therefore carry for it.
+ * Async-signal-safe.
+ */
+void ps_sigaction_learn(const struct sigaction *installed, int asked_flags);
+void ps_sigaction_as_kernel(const struct sigaction *act, struct sigaction *out);
+int ps_sigaction_carried_flags(void);
+
+/*
+ * Installs our handler for SIGTERM, SIGHUP, SIGQUIT and SIGINT wherever their
+ * disposition is the default, while the program keeps seeing the default
+ * (lib/platform/linux/interpose.c explains how).  The handler calls write_first(sig)
+ * (lifecycle.c: get the profile written, bounded), then dies of the signal
+ * as the default action would.  Not on macOS yet (docs/macos.md).
+ */
+void ps_fatal_signals_take_over(void (*write_first)(int sig));
+
+/* --- threads ------------------------------------------------------------ */
+
+/* Kernel id of the calling thread. */
+long ps_gettid(void);
+
+/*
+ * Starts recording (pthread_t -> kernel tid) for threads created from now
+ * on, and records the calling thread.  Called once when profiling starts.
+ */
+void ps_threads_track(void);
+
+/* Kernel tid of a thread given its pthread_t, or -1 if unknown. */
+long ps_thread_tid(uintptr_t pthread_id);
+
+/*
+ * CPU time consumed by thread tid in nanoseconds, or -1 if the thread is
+ * gone.  Cheap enough to call once per thread per tick.
+ */
+int64_t ps_thread_cpu_ns(long tid);
+
+/*
+ * The OS name of thread tid (empty when it has none of its own, i.e. it
+ * still carries the process name).  Returns 0 or -1.
+ */
+int ps_thread_os_name(long tid, char *buf, size_t len);
+
+/*
+ * Brackets the walk of one thread (threadsample.c).  Where a running thread
+ * cannot be read consistently enough (macOS), begin suspends thread tid,
+ * refreshes ts (L.ts_read bytes at tsp) and copies its frame chain (as far
+ * as a walk of max_frames may go) into a buffer allocated beforehand, then
+ * resumes it, calling nothing in between that could take a lock the
+ * thread holds; until end, ps_read() serves those addresses from the copy,
+ * so the walk, which may allocate, sees the thread as it was while stopped.
+ * Returns 0, or -1 if the thread or its state is gone (do not walk).
+ * Linux reads running threads: both do nothing.
+ */
+int ps_thread_copy_begin(const struct ps_python *py, long tid, uintptr_t tsp, uint8_t *ts,
+                         int max_frames);
+void ps_thread_copy_end(void);
+
+/* 1 where the walk reads a copy made by ps_thread_copy_begin (macOS): the
+ * copy already batches the reads, and a walk's own wider reads (frames.c's
+ * data-stack spans) would reach past what was copied and read the running
+ * thread instead.  0 on Linux. */
+extern const int ps_plat_walk_reads_copy;
+
+/* --- time --------------------------------------------------------------- */
+
+uint64_t ps_now_ns(void);                 /* monotonic clock */
+/* Asks for the calling thread's timed waits to end as close to their
+ * deadline as the platform can (Linux: the 50 us default timer slack down
+ * to 1 ns; docs/performance.md has the figures). */
+void ps_thread_precise_timers(void);
+int64_t ps_self_cpu_ns(void);             /* CPU time of the calling thread */
+
+/*
+ * A wait that another thread can end at once: c is initialised by
+ * ps_cond_init(); ps_cond_wait_until() waits on it (m held) until it is
+ * signalled or ps_now_ns() reaches deadline, and returns 0 or ETIMEDOUT.
+ * (Linux: a CLOCK_MONOTONIC condition variable; macOS has no clock
+ * attribute, so the wait is relative to the monotonic clock instead.)
+ */
+void ps_cond_init(pthread_cond_t *c);
+int ps_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint64_t deadline);
+
+/* --- files -------------------------------------------------------------- */
+
+/* Modification time of st (st_mtim on Linux, st_mtimespec on macOS). */
+struct timespec ps_stat_mtime(const struct stat *st);
+
+/* --- process ------------------------------------------------------------ */
+
+/* When this process started, on the wall clock, rounded early; an exec
+ * keeps it.  Where the system does not tell: now. */
+void ps_process_start_time(struct timespec *out);
+
+/* 1 if this process's parent is a Python process profiling with this
+ * library to the same PYSAMPLE_OUTPUT template tmpl; 0 if not or unknown. */
+int ps_parent_profiles_to(const char *tmpl);
+
+/* 1 if a SIGSEGV/SIGBUS was raised by the instruction that ran (a fault),
+ * 0 if it was sent (kill, raise, sigqueue, tgkill). */
+int ps_signal_from_fault(const siginfo_t *si);
+
+/* The C library's _exit, bypassing our interposer. */
+_Noreturn void ps_real_exit(int status);
+
+/* --- loaded images -------------------------------------------------------- */
+
+/*
+ * Where the section named section of a loaded image is in memory: the image
+ * is the file path (as mapped) or, path NULL, the image that contains the
+ * address inside.  CPython 3.14+ describes asyncio's objects in such a
+ * section (".AsyncioDebug"; tasks_search.c).  Reads the file and the process's
+ * map, takes no lock: callable from the sampler thread.  0, or -1.
+ */
+int ps_image_section(const char *path, uintptr_t inside, const char *section, uintptr_t *addr,
+                     size_t *size);
+
+#endif

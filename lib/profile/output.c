@@ -1,0 +1,401 @@
+/*
+ * output.c - where the output is written: which name each process gets,
+ * and how a file is replaced without a reader ever seeing half of it.
+ *
+ * Atomicity.  The profile is written to a temporary file created next to
+ * the target (same directory, so same file system) with O_EXCL|O_NOFOLLOW
+ * and mode 0600 (PYSAMPLE_FILE_MODE), then moved into place in one step: a
+ * reader opening the name at any moment sees the previous complete profile
+ * or the new one, never a partial file.  A name that is free is taken with
+ * link(), which fails if someone created the name meanwhile, so two
+ * processes racing for one name never overwrite each other; a name this
+ * process already holds is replaced with rename().  Neither follows a
+ * symbolic link.
+ *
+ * Which name (docs/processes.md says the same for users).  Each process
+ * tries a short list of candidate names in order and takes the first that
+ * is free, already its own, or left over from before it started:
+ *   - with %p:    prof.<pid>.txt, then prof.<pid>.1.txt, prof.<pid>.2.txt...
+ *     (the later ones only come into play after exec: the new image has the
+ *     same pid and must not overwrite what the old image wrote);
+ *   - without %p: prof.txt for the first process, prof.<pid>.txt for every
+ *     other one, then prof.<pid>.1.txt...  "Other" means a forked child
+ *     (it knows), or a process started by a Python process that profiles
+ *     to the same PYSAMPLE_OUTPUT (found in /proc/<ppid>: that environment
+ *     variable, our library and a Python mapped: platform.h,
+ *     ps_parent_profiles_to).  A process that cannot
+ *     tell (its parent already gone) still never takes a name another
+ *     process of this run holds, by the next rule.
+ * A file at a candidate name is "left over" when it is a regular file of
+ * ours (same owner) last written before this process started: a profile of
+ * an earlier run, or of an earlier process that had our pid, which we
+ * replace as the user expects.  A file written after this process started
+ * belongs to another process of this run (or to this process before an
+ * exec) and is never replaced.  Anything else at a candidate (a symbolic
+ * link, a directory, another user's file) is left alone and reported once.
+ * "Started" is the process's start time (platform.h; on Linux from
+ * /proc/self/stat), which an exec keeps, with 10 ms to spare for the clock tick it is rounded to.
+ *
+ * A name, once taken, stays this process's for its later writes as long as
+ * the file there is the one it wrote (device and inode).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "profile/output.h"
+#include "platform/platform.h"
+
+#define PS_MAX_CANDIDATES 100
+
+static struct {
+    char tmpl[4096];
+    int mode;
+    int has_pid;
+    long start_time;            /* %t: seconds, when this image started */
+    struct timespec proc_start; /* when this process started (see above) */
+    int lineage;                /* -1 not known yet, 0 first process, 1 not */
+    int claimed;                /* cand is ours while dev/ino are there */
+    unsigned cand;
+    dev_t dev;
+    ino_t ino;
+    unsigned counter;           /* temporary file names */
+    ps_output_note_fn note;
+    char noted[4096];           /* the last name we said something about */
+} output = { .mode = 0600, .lineage = -1 };
+
+static void host_name(char *buf, size_t len)
+{
+    if (gethostname(buf, len) != 0)
+        snprintf(buf, len, "unknown");
+    buf[len - 1] = '\0';
+}
+
+static int expand(const char *tmpl, char *out, size_t outlen)
+{
+    char host[256];
+    host_name(host, sizeof host);
+    return ps_expand_path(tmpl, (long)getpid(), host, output.start_time, out, outlen);
+}
+
+static void dir_of(const char *path, char *dir, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        snprintf(dir, len, ".");
+    else if (slash == path)
+        snprintf(dir, len, "/");
+    else
+        snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+/* Creates a fresh temporary file next to path. */
+static int open_temp(const char *path, int mode, char *tmp, size_t tmplen)
+{
+    char dir[4096];
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    dir_of(path, dir, sizeof dir);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int n = snprintf(tmp, tmplen, "%s/.%s.%ld.%u.tmp", dir, base, (long)getpid(),
+                         __atomic_fetch_add(&output.counter, 1, __ATOMIC_RELAXED));
+        if (n < 0 || (size_t)n >= tmplen)
+            return -ENAMETOOLONG;
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (fd >= 0)
+            return fd;
+        if (errno != EEXIST)
+            return -errno;
+    }
+    return -EEXIST;
+}
+
+/* put for a file descriptor: all of data, or a negative errno. */
+static int put_fd(void *ctx, const char *data, size_t len)
+{
+    int fd = *(const int *)ctx;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? -errno : -EIO;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+/* fill for content that is one buffer. */
+struct buffer {
+    const char *data;
+    size_t len;
+};
+
+static int fill_buffer(void *ctx, ps_output_put_fn put, void *put_ctx)
+{
+    const struct buffer *b = ctx;
+    return put(put_ctx, b->data, b->len);
+}
+
+/* Writes fill's content to a new temporary file next to path; its identity
+ * in *st.  A failed fill leaves no file behind. */
+static int write_temp(const char *path, ps_output_fill_fn fill, void *ctx, int mode,
+                      char *tmp, size_t tmplen, struct stat *st)
+{
+    int fd = open_temp(path, mode, tmp, tmplen);
+    if (fd < 0)
+        return fd;
+    /* The umask may have narrowed the mode; the user asked for this one. */
+    fchmod(fd, (mode_t)mode);
+    int rc = fill(ctx, put_fd, &fd);
+    if (rc != 0) {
+        close(fd);
+        unlink(tmp);
+        return rc < 0 ? rc : -EIO;
+    }
+    if (st != NULL && fstat(fd, st) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return -e;
+    }
+    if (close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return -e;
+    }
+    return 0;
+}
+
+static int write_atomic_with(const char *path, ps_output_fill_fn fill, void *ctx, int mode)
+{
+    char tmp[4200];
+    int rc = write_temp(path, fill, ctx, mode, tmp, sizeof tmp, NULL);
+    if (rc != 0)
+        return rc;
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return -e;
+    }
+    return 0;
+}
+
+int ps_write_atomic(const char *path, const char *data, size_t len, int mode)
+{
+    struct buffer b = { data, len };
+    return write_atomic_with(path, fill_buffer, &b, mode);
+}
+
+/* Puts tmp at path only if nothing is there: 0, -EEXIST, or another error. */
+static int place_new(const char *tmp, const char *path)
+{
+    if (link(tmp, path) == 0) {
+        unlink(tmp);
+        return 0;
+    }
+    int e = errno;
+    if (e == EEXIST)
+        return -EEXIST;
+    if (e != EPERM && e != ENOTSUP && e != EOPNOTSUPP && e != EXDEV && e != EMLINK &&
+        e != ENOSYS)
+        return -e;
+    /* A file system without hard links: rename, with a moment between the
+     * check and the move in which a racing process could lose its file. */
+    struct stat st;
+    if (lstat(path, &st) == 0)
+        return -EEXIST;
+    if (rename(tmp, path) != 0)
+        return -errno;
+    return 0;
+}
+
+/* ---- names --------------------------------------------------------------- */
+
+/* "dir/prof.txt" + ".12" -> "dir/prof.12.txt"; no extension: appended. */
+static int insert_before_ext(const char *path, const char *ins, char *out, size_t len)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *dot = strrchr(base, '.');
+    if (dot == NULL || dot == base)
+        dot = path + strlen(path);
+    int n = snprintf(out, len, "%.*s%s%s", (int)(dot - path), path, ins, dot);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* Candidate k of this process (see the top of the file). */
+static int candidate(unsigned k, char *out, size_t len)
+{
+    char base[4096], ins[64];
+    if (expand(output.tmpl, base, sizeof base) != 0)
+        return -EINVAL;
+    if (!output.has_pid)
+        k += output.lineage == 1 ? 1 : 0;
+    if (k == 0) {
+        if (strlen(base) >= len)
+            return -ENAMETOOLONG;
+        strcpy(out, base);
+        return 0;
+    }
+    if (output.has_pid)
+        snprintf(ins, sizeof ins, ".%u", k);
+    else if (k == 1)
+        snprintf(ins, sizeof ins, ".%ld", (long)getpid());
+    else
+        snprintf(ins, sizeof ins, ".%ld.%u", (long)getpid(), k - 1);
+    return insert_before_ext(base, ins, out, len);
+}
+
+static int before_we_started(const struct stat *st)
+{
+    struct timespec m = ps_stat_mtime(st);
+    return m.tv_sec < output.proc_start.tv_sec ||
+           (m.tv_sec == output.proc_start.tv_sec && m.tv_nsec < output.proc_start.tv_nsec);
+}
+
+static void note_skipped(const char *path, const struct stat *st, const char *instead)
+{
+    char msg[8400];
+    if (output.note == NULL || strcmp(output.noted, path) == 0)
+        return;
+    snprintf(output.noted, sizeof output.noted, "%s", path);
+    const char *what = S_ISLNK(st->st_mode) ? "a symbolic link" :
+                       S_ISDIR(st->st_mode) ? "a directory" :
+                       !S_ISREG(st->st_mode) ? "not a regular file" : "another user's file";
+    snprintf(msg, sizeof msg, "%s is %s, which we neither follow nor replace; the profile "
+             "goes to %s", path, what, instead);
+    output.note(msg);
+}
+
+int ps_output_init(const char *tmpl, int file_mode, ps_output_note_fn note,
+                   char *why, size_t whylen)
+{
+    char path[4096], tmp[4200];
+    struct timespec now;
+    snprintf(output.tmpl, sizeof output.tmpl, "%s", tmpl);
+    output.mode = file_mode;
+    output.note = note;
+    output.has_pid = ps_template_has_pid(tmpl);
+    clock_gettime(CLOCK_REALTIME, &now);
+    output.start_time = (long)now.tv_sec;
+    ps_process_start_time(&output.proc_start);
+    if (expand(tmpl, path, sizeof path) != 0) {
+        snprintf(why, whylen, "PYSAMPLE_OUTPUT='%.200s' has an unknown %%-placeholder "
+                 "(known: %%p %%h %%t %%%%) or is too long", tmpl);
+        return -1;
+    }
+    /* Prove now that the directory takes our files: a user should learn
+     * at start-up, not after an hour of profiling, that nothing will be
+     * written. */
+    int fd = open_temp(path, file_mode, tmp, sizeof tmp);
+    if (fd < 0) {
+        snprintf(why, whylen, "cannot write the profile to '%.300s': %s", path, strerror(-fd));
+        return -1;
+    }
+    close(fd);
+    unlink(tmp);
+    return 0;
+}
+
+void ps_output_after_fork(void)
+{
+    /* A new process, started now, and not the first one: the parent's name
+     * is not ours to claim. */
+    output.claimed = 0;
+    output.lineage = 1;
+    output.noted[0] = '\0';
+    clock_gettime(CLOCK_REALTIME, &output.proc_start);
+}
+
+/* Writes this process's profile to its name (see the top of the file). */
+static int write_own(ps_output_fill_fn fill, void *ctx, char *written, size_t writtenlen)
+{
+    char path[4096], tmp[4200], skipped[4096] = "";
+    struct stat tmpst, st, skipped_st;
+    int rc;
+
+    if (!output.has_pid && output.lineage < 0)
+        output.lineage = ps_parent_profiles_to(output.tmpl);
+    if ((rc = candidate(0, path, sizeof path)) != 0)
+        return rc;
+    /* Every candidate is in the same directory as the first. */
+    if ((rc = write_temp(path, fill, ctx, output.mode, tmp, sizeof tmp, &tmpst)) != 0)
+        return rc;
+    for (unsigned k = output.claimed ? output.cand : 0; k < PS_MAX_CANDIDATES; k++) {
+        if ((rc = candidate(k, path, sizeof path)) != 0)
+            break;
+        int placed;
+        if (lstat(path, &st) != 0) {
+            if (errno != ENOENT) {
+                rc = -errno;
+                break;
+            }
+            placed = place_new(tmp, path);
+            if (placed == -EEXIST)
+                continue;   /* another process took it this very moment */
+            if (placed != 0) {
+                rc = placed;
+                break;
+            }
+        } else {
+            int mine = output.claimed && k == output.cand && st.st_dev == output.dev &&
+                       st.st_ino == output.ino;
+            int left_over = S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+                            before_we_started(&st);
+            if (!mine && !left_over) {
+                if ((!S_ISREG(st.st_mode) || st.st_uid != geteuid()) && !skipped[0]) {
+                    snprintf(skipped, sizeof skipped, "%s", path);
+                    skipped_st = st;
+                }
+                continue;   /* another process's profile, or not ours at all */
+            }
+            if (rename(tmp, path) != 0) {
+                rc = -errno;
+                break;
+            }
+        }
+        output.claimed = 1;
+        output.cand = k;
+        output.dev = tmpst.st_dev;
+        output.ino = tmpst.st_ino;
+        if (skipped[0])
+            note_skipped(skipped, &skipped_st, path);
+        if (written != NULL)
+            snprintf(written, writtenlen, "%s", path);
+        return 0;
+    }
+    unlink(tmp);
+    return rc != 0 ? rc : -EEXIST;
+}
+
+int ps_output_write_with(const char *tmpl, ps_output_fill_fn fill, void *ctx,
+                         char *written, size_t writtenlen)
+{
+    char path[4096];
+    if (tmpl == NULL)
+        return write_own(fill, ctx, written, writtenlen);
+    char host[256];
+    host_name(host, sizeof host);
+    if (ps_expand_path(tmpl, (long)getpid(), host, output.start_time, path, sizeof path) != 0)
+        return -EINVAL;
+    int rc = write_atomic_with(path, fill, ctx, output.mode);
+    if (rc == 0 && written != NULL)
+        snprintf(written, writtenlen, "%s", path);
+    return rc;
+}
+
+int ps_output_write(const char *tmpl, const char *data, size_t len,
+                    char *written, size_t writtenlen)
+{
+    struct buffer b = { data, len };
+    return ps_output_write_with(tmpl, fill_buffer, &b, written, writtenlen);
+}

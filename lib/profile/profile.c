@@ -1,0 +1,136 @@
+/*
+ * profile.c - the profile's tables and their lock (profile.h).
+ *
+ * The lock is held by the sampler thread for one tick at a time; the other
+ * takers are the writers (render), pysample_reset and fork(), which takes it
+ * in the prepare handler so that the child never inherits it locked by a
+ * thread that does not exist there.  A program thread never waits on it
+ * for longer than a tick.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "native/native.h"
+#include "profile/output.h"
+#include "profile/profile.h"
+#include "profile/render.h"
+
+static struct {
+    pthread_mutex_t lock;
+    int ready;
+    struct ps_profile p;
+} profile = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+int ps_profile_setup(size_t max_stacks)
+{
+    if (ps_symtab_init(&profile.p.syms, max_stacks) != 0 ||
+        ps_stacktab_init(&profile.p.tab, max_stacks,
+                         ps_frame(PS_SYM_STACKS_FULL, PS_LINE_NONE)) != 0 ||
+        ps_codecache_init(&profile.p.cc, 16384) != 0)
+        return -1;
+    profile.ready = 1;
+    return 0;
+}
+
+struct ps_profile *ps_profile_lock(void)
+{
+    pthread_mutex_lock(&profile.lock);
+    return &profile.p;
+}
+
+void ps_profile_unlock(void)
+{
+    pthread_mutex_unlock(&profile.lock);
+}
+
+int ps_profile_render(char **out, size_t *len)
+{
+    if (!profile.ready)
+        return -1;
+    pthread_mutex_lock(&profile.lock);
+    int rc = ps_render(&profile.p.tab, &profile.p.syms, out, len);
+    pthread_mutex_unlock(&profile.lock);
+    return rc;
+}
+
+static int fill_rendered(void *ctx, ps_output_put_fn put, void *put_ctx)
+{
+    return ps_rendered_emit(ctx, put, put_ctx);
+}
+
+int ps_profile_write(const char *tmpl, char *written, size_t writtenlen)
+{
+    if (!profile.ready)
+        return -ENOMEM;
+    struct ps_rendered *rd;
+    pthread_mutex_lock(&profile.lock);
+    int rc = ps_render_prepare(&profile.p.tab, &profile.p.syms, &rd);
+    pthread_mutex_unlock(&profile.lock);
+    if (rc != 0)
+        return -ENOMEM;
+    rc = ps_output_write_with(tmpl, fill_rendered, rd, written, writtenlen);
+    ps_rendered_free(rd);
+    return rc;
+}
+
+/* Caller holds the lock.  0, or -1 with the samples as they were. */
+static int clear_locked(void)
+{
+    if (ps_stacktab_clear(&profile.p.tab) != 0)
+        return -1;
+    /* A symbol table that met its limit (a program making functions or
+     * threads without end) is rebuilt now that no stack refers to it, so
+     * the next profile names them again; the code cache and native.c's
+     * names per address go with it, as their entries hold its ids.  The sampler keeps none across ticks
+     * except the reserved markers, whose ids every table shares. */
+    if (ps_symtab_refused(&profile.p.syms)) {
+        ps_symtab_clear(&profile.p.syms);
+        ps_codecache_clear(&profile.p.cc);
+        ps_native_objects_changed();
+    }
+    return 0;
+}
+
+int ps_profile_reset(void)
+{
+    if (!profile.ready)
+        return 0;
+    pthread_mutex_lock(&profile.lock);
+    int rc = clear_locked();
+    pthread_mutex_unlock(&profile.lock);
+    return rc;
+}
+
+void ps_profile_counts(struct ps_profile_counts *c)
+{
+    memset(c, 0, sizeof *c);
+    if (!profile.ready)
+        return;
+    pthread_mutex_lock(&profile.lock);
+    c->distinct_stacks = profile.p.tab.used;
+    c->codecache_hits = profile.p.cc.hits;
+    c->codecache_misses = profile.p.cc.misses;
+    pthread_mutex_unlock(&profile.lock);
+}
+
+void ps_profile_prepare_fork(void)
+{
+    pthread_mutex_lock(&profile.lock);
+}
+
+void ps_profile_parent_after_fork(void)
+{
+    pthread_mutex_unlock(&profile.lock);
+}
+
+void ps_profile_child_after_fork(void)
+{
+    /* Only the forking thread exists here, and it took the lock in
+     * prepare. */
+    pthread_mutex_init(&profile.lock, NULL);
+    /* Out of memory: the child goes on with its parent's samples rather
+     * than none at all. */
+    if (profile.ready)
+        clear_locked();
+}

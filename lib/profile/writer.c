@@ -1,0 +1,104 @@
+/*
+ * writer.c - the one path to PYSAMPLE_OUTPUT (writer.h).
+ *
+ * Tickets.  A "now" request takes the next number (asked); a write
+ * samples asked before it renders, and once its file is in place, every
+ * request up to that number has been served (done).  So a request made
+ * while a write is already rendering waits for the next write, which is
+ * the one that contains what happened before the request.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/message.h"
+#include "profile/output.h"
+#include "profile/profile.h"
+#include "profile/writer.h"
+
+static struct {
+    pthread_mutex_t lock;        /* one write of the file at a time */
+    _Atomic int state;           /* enum ps_write_state */
+    _Atomic int final_asked;     /* the writing thread is to write the final profile */
+    _Atomic unsigned asked;      /* tickets of "now" requests handed out */
+    _Atomic unsigned done;       /* the last ticket a finished write covers */
+    char output[4096];           /* the user's template, for messages */
+    void (*after)(const char *path);
+} writer = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+void ps_writer_setup(const char *output)
+{
+    snprintf(writer.output, sizeof writer.output, "%s", output);
+}
+
+unsigned ps_writer_ask(enum ps_write_kind kind)
+{
+    if (kind == PS_WRITE_FINAL) {
+        atomic_store(&writer.final_asked, 1);
+        return 0;
+    }
+    return atomic_fetch_add(&writer.asked, 1) + 1;
+}
+
+/* Renders and writes; every ticket asked before the render is served. */
+void ps_writer_write_now(int say_errors)
+{
+    char path[4096];
+    pthread_mutex_lock(&writer.lock);
+    unsigned covers = atomic_load(&writer.asked);
+    int rc = ps_profile_write(NULL, path, sizeof path);
+    if (rc == 0 && writer.after != NULL)
+        writer.after(path);
+    atomic_store(&writer.done, covers);
+    pthread_mutex_unlock(&writer.lock);
+    if (rc == -ENOMEM)
+        ps_say("out of memory while writing the profile");
+    else if (rc != 0 && say_errors)
+        ps_say("cannot write the profile for %s: %s", writer.output, strerror(-rc));
+}
+
+void ps_writer_after_write(void (*fn)(const char *path))
+{
+    writer.after = fn;
+}
+
+int ps_writer_write_final(void)
+{
+    int expect = PS_WRITE_OPEN;
+    if (!atomic_compare_exchange_strong(&writer.state, &expect, PS_WRITE_FINAL_WRITING))
+        return 0;
+    ps_writer_write_now(1);
+    atomic_store(&writer.state, PS_WRITE_FINAL_DONE);
+    return 1;
+}
+
+int ps_writer_serve(void)
+{
+    if (atomic_load(&writer.final_asked)) {
+        ps_writer_write_final();
+        return 1;
+    }
+    if (atomic_load(&writer.state) == PS_WRITE_OPEN)
+        ps_writer_write_now(0);
+    return 0;
+}
+
+enum ps_write_state ps_writer_state(void)
+{
+    return (enum ps_write_state)atomic_load(&writer.state);
+}
+
+int ps_writer_covered(unsigned ticket)
+{
+    return atomic_load(&writer.state) == PS_WRITE_FINAL_DONE ||
+           (int)(atomic_load(&writer.done) - ticket) >= 0;
+}
+
+void ps_writer_child_after_fork(void)
+{
+    pthread_mutex_init(&writer.lock, NULL);
+    atomic_store(&writer.state, PS_WRITE_OPEN);
+    atomic_store(&writer.final_asked, 0);
+}

@@ -1,0 +1,75 @@
+/*
+ * codecache.h - code object -> (function id, line table), resolved once.
+ */
+#ifndef PS_CODECACHE_H
+#define PS_CODECACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "python/linetable.h"
+#include "python/python.h"
+#include "profile/symtab.h"
+
+/* What identifies a code object beyond its address (see codecache.c). */
+struct ps_code_id {
+    uintptr_t addr, filename, name, qualname, linetable;
+    int64_t nunits;
+    int32_t firstlineno;
+};
+
+struct ps_code_entry {
+    struct ps_code_id id;
+    uint32_t func;              /* symbol of (qualname, filename) */
+    uint8_t skip;               /* interpreter shim: not shown */
+    uint8_t thread_boot;        /* threading's Thread._bootstrap_inner (threadnames.h) */
+    uint8_t taskgroup_exit;     /* asyncio's TaskGroup.__aexit__ (tasks.h) */
+    uint8_t valid;
+    uint32_t nranges;
+    struct ps_lt_range *ranges; /* owned */
+    uint64_t stamp;             /* last use, for replacement */
+    /* The last address looked up and its line (ps_code_line): a frame
+     * that is not the innermost one sits at the same call instruction
+     * tick after tick.  INT64_MIN: none yet. */
+    int64_t memo_addr;
+    int32_t memo_line;
+};
+
+#define PS_CODECACHE_WAYS 4
+
+struct ps_codecache {
+    struct ps_code_entry *e;  /* sets * WAYS entries */
+    size_t sets;              /* power of two */
+    uint64_t clock;
+    uint64_t hits, misses;
+};
+
+int ps_codecache_init(struct ps_codecache *c, size_t max_entries);
+void ps_codecache_clear(struct ps_codecache *c);
+
+/*
+ * Resolves the code object at addr, interning its names in syms (which
+ * the cache's entries then refer to: the two are cleared together, by
+ * profile.c).  snap holds L.co_read bytes copied from addr (already
+ * checked to be a code object).  Returns the entry, or NULL
+ * if its names or table cannot be read (the frame is then dropped).
+ */
+struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
+                                            const struct ps_python *py,
+                                            struct ps_symtab *syms, int lines,
+                                            uintptr_t addr, const uint8_t *snap);
+
+/* Line for an address in the format's unit (firstlineno if unknown).  The
+ * memo is checked inline (a caller frame sits at the same call instruction
+ * tick after tick); the ranges never change while the entry lives, so the
+ * memo holds as long as it does. */
+int32_t ps_code_line_lookup(struct ps_code_entry *e, int64_t addr);
+
+static inline int32_t ps_code_line(struct ps_code_entry *e, int64_t addr)
+{
+    if (addr == e->memo_addr)
+        return e->memo_line;
+    return ps_code_line_lookup(e, addr);
+}
+
+#endif

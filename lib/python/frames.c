@@ -1,0 +1,674 @@
+/*
+ * frames.c - where frames are walked.
+ *
+ * One loop serves every version; the layout says where the fields are and
+ * how a frame's position turns into a line-table address:
+ *   3.9/3.10  PyFrameObject chain via f_back; f_lasti is a byte offset (3.9)
+ *             or a code-unit index (3.10, the table wants bytes: x2).
+ *   3.11+     _PyInterpreterFrame chain via previous; the position is a
+ *             pointer into the code's inline bytecode; frames whose owner
+ *             says "C stack / interpreter entry" are shims and are skipped
+ *             (3.12+), as is anything whose executable is not a code object
+ *             (3.13+ entry frames hold None).  3.14+ tags f_executable in
+ *             its low bits.
+ *
+ * The owning thread keeps running while we walk, so the chain can change
+ * under us: every frame is copied in one read, every pointer is checked
+ * before it is followed, code objects are recognised by their type, and a
+ * walk that stops making sense is reported, never guessed at.  The walk is
+ * bounded by max plus a margin for skipped shim frames, so a cycle built by
+ * a torn read ends it.
+ */
+#include <string.h>
+
+#include "python/frames.h"
+#include "memory/memread.h"
+#include "platform/platform.h"
+
+int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts, uintptr_t *frame)
+{
+    const struct ps_layout *L = &py->L;
+    if (L->ts_cframe == PS_NOFIELD) {
+        *frame = ps_ptr_at(ts, L->ts_frame);
+        return 0;
+    }
+    /* 3.11/3.12: tstate->cframe->current_frame */
+    uintptr_t cf = ps_ptr_at(ts, L->ts_cframe);
+    if (cf == 0) {
+        *frame = 0;
+        return 0;
+    }
+    return ps_read_ptr(cf + L->cf_current_frame, frame);
+}
+
+/*
+ * The walk's plan: what the walk and resolve() use of the layout, taken
+ * once per walk.  The layout's "no such field" cases are decided here, not
+ * per frame: a flag, or an offset and bound that make the per-frame test
+ * come out as it would have (no owner field: byte 0 against a bound no
+ * int8 reaches).  The plan lives on the walk's stack and its address is
+ * only passed down, so the compiler keeps its fields where it likes; the
+ * layout itself sits behind a pointer that every store to out[] may alias
+ * (-fno-strict-aliasing), so each L->x was loaded and tested again on
+ * every frame.  What is checked per frame is unchanged.
+ */
+struct walk_plan {
+    const struct ps_python *py;
+    struct ps_codecache *cc;
+    struct ps_symtab *syms;
+    int lines;
+    uint32_t fr_read, co_read;     /* bytes copied per frame / code object */
+    uint32_t fr_back, fr_code, fr_pos, fr_owner, ob_type;
+    uint32_t fr_is_entry;          /* PS_NOFIELD but on 3.11 */
+    int first_native;              /* owner >= this: not a Python frame (128: never) */
+    uintptr_t code_tag_mask, code_type;
+    uint32_t co_stacksize, co_nlocalsplus, co_code_adaptive;
+    uint64_t specials_words;       /* FRAME_SPECIALS_SIZE in words */
+    uint8_t objects;               /* 3.9/3.10: frame objects, refcount checks */
+    uint8_t interp;                /* 3.11+: data-stack frames */
+    uint8_t has_words;             /* a frame's size is known (3.11+) */
+    uint8_t rootless_torn;         /* 3.12+: a Python frame with no previous is torn */
+    uint8_t none_is_entry;         /* 3.13+: an executable that is not code is an entry frame */
+    uint8_t wide_ok;               /* span reads (3.11+, not on a suspended copy) */
+    uint8_t pos_kind;              /* enum ps_pos_kind */
+    uint8_t tlbc;                  /* 3.14t: thread-local bytecode copies */
+};
+
+/* Whether a field of width bytes at off lies within a snapshot of n bytes
+ * (an absent field, PS_NOFIELD, does not). */
+static int within(uint32_t off, uint32_t width, uint32_t n)
+{
+    return off != PS_NOFIELD && (uint64_t)off + width <= n;
+}
+
+/* 0, or PS_WALK_UNREADABLE for a layout the walk cannot use (sizes beyond
+ * its buffers; a frame without its link, code or position, or one of the
+ * fields read per frame outside the bytes copied). */
+static int plan_init(struct walk_plan *p, const struct ps_python *py, struct ps_codecache *cc,
+                     struct ps_symtab *syms, int lines)
+{
+    const struct ps_layout *L = &py->L;
+    uint32_t pos_width = L->pos_kind == PS_POS_INSTR_PTR ? 8 : 4;
+    if (L->fr_read > 512 || L->co_read > 1024 || !within(L->fr_back, 8, L->fr_read) ||
+        !within(L->fr_code, 8, L->fr_read) || !within(L->fr_pos, pos_width, L->fr_read) ||
+        !within(L->ob_type, 8, L->co_read) ||
+        (L->fr_owner != PS_NOFIELD && !within(L->fr_owner, 1, L->fr_read)) ||
+        (L->fr_is_entry != PS_NOFIELD && !within(L->fr_is_entry, 1, L->fr_read)))
+        return PS_WALK_UNREADABLE;
+    int interp = L->frame_kind == PS_FRAMES_INTERP, owner = L->fr_owner != PS_NOFIELD;
+    /* frame_words() below: all four are needed for a frame's size. */
+    int has_words = L->co_stacksize != PS_NOFIELD && L->co_nlocalsplus != PS_NOFIELD &&
+                    L->fr_specials != PS_NOFIELD && owner;
+    *p = (struct walk_plan){
+        .py = py, .cc = cc, .syms = syms, .lines = lines,
+        .fr_read = L->fr_read, .co_read = L->co_read, .fr_back = L->fr_back,
+        .fr_code = L->fr_code, .fr_pos = L->fr_pos, .ob_type = L->ob_type,
+        .fr_is_entry = L->fr_is_entry, .code_tag_mask = L->code_tag_mask,
+        .code_type = py->code_type,
+        /* No owner field (3.9/3.10): byte 0 against a bound no int8 reaches. */
+        .fr_owner = owner ? L->fr_owner : 0, .first_native = owner ? L->owner_first_native : 128,
+        .co_stacksize = L->co_stacksize, .co_nlocalsplus = L->co_nlocalsplus,
+        .specials_words = has_words ? L->fr_specials / 8u : 0, .has_words = (uint8_t)has_words,
+        .co_code_adaptive = L->co_code_adaptive,
+        .objects = L->frame_kind == PS_FRAMES_OBJECT, .interp = (uint8_t)interp,
+        .rootless_torn = interp && L->minor >= 12, .none_is_entry = interp && L->minor >= 13,
+        .wide_ok = interp && !ps_plat_walk_reads_copy, .pos_kind = (uint8_t)L->pos_kind,
+        .tlbc = L->fr_tlbc_index != PS_NOFIELD && L->co_tlbc != PS_NOFIELD,
+    };
+    return 0;
+}
+
+/* A pointer field the plan guarantees present (plan_init), within the
+ * fr_read bytes copied: no "no such field" test per frame. */
+static inline uintptr_t word_at(const uint8_t *snap, uint32_t off)
+{
+    uintptr_t v;
+    memcpy(&v, snap + off, sizeof v);
+    return v;
+}
+
+/* The owner byte says the frame is not a Python one (3.11+: C stack,
+ * interpreter entry; never before 3.11, see plan_init). */
+static inline int owner_native(const struct walk_plan *p, const uint8_t *fr)
+{
+    return (int8_t)fr[p->fr_owner] >= p->first_native;
+}
+
+/* 3.14t: the thread may run its own copy of the bytecode.  Out of line:
+ * only a frame whose pointer is not in the code's own bytecode gets here. */
+static __attribute__((noinline)) int64_t tlbc_addr(const struct ps_layout *L, uintptr_t code,
+                                                   const uint8_t *fr, uintptr_t ip, int64_t n)
+{
+    int32_t idx;
+    uintptr_t arr, entry;
+    int64_t size;
+    memcpy(&idx, fr + L->fr_tlbc_index, sizeof idx);
+    if (ps_read_ptr(code + L->co_tlbc, &arr) == 0 && arr != 0 &&
+        ps_read(&size, arr, sizeof size) == 0 && idx >= 0 && idx < size && size < 4096 &&
+        ps_read_ptr(arr + 8 + 8 * (uintptr_t)idx, &entry) == 0 &&
+        ip + 2 >= entry && ip < entry + 2 * (uint64_t)n)
+        return ((int64_t)ip - (int64_t)entry) / 2;
+    return INT64_MIN;
+}
+
+/* Instruction address of a 3.11+ frame, in code units from the start of
+ * the bytecode it executes; INT64_MIN if the pointer makes no sense. */
+static inline int64_t interp_addr(const struct walk_plan *p, uintptr_t code, const uint8_t *fr,
+                                  const struct ps_code_entry *ce)
+{
+    uintptr_t ip = word_at(fr, p->fr_pos);
+    uintptr_t base = code + p->co_code_adaptive;
+    int64_t n = ce->id.nunits;
+
+    if (ip + 2 >= base && ip < base + 2 * (uint64_t)n)
+        return ((int64_t)ip - (int64_t)base) / 2;
+    if (p->tlbc)
+        return tlbc_addr(&p->py->L, code, fr, ip, n);
+    return INT64_MIN;
+}
+
+/* Words a frame of the code whose snapshot is co takes on the data stack
+ * (3.11+: FRAME_SPECIALS_SIZE, the words before localsplus, + co_nlocalsplus
+ * + co_stacksize, which is co_framesize where that exists), or 0 where there
+ * is no data stack (3.9/3.10). */
+static uint64_t frame_words(const struct walk_plan *p, const uint8_t *co)
+{
+    int32_t stacksize, nlocalsplus;
+    if (!p->has_words)
+        return 0;
+    memcpy(&stacksize, co + p->co_stacksize, sizeof stacksize);
+    memcpy(&nlocalsplus, co + p->co_nlocalsplus, sizeof nlocalsplus);
+    if (stacksize < 0 || nlocalsplus < 0)
+        return 0;
+    return p->specials_words + (uint64_t)stacksize + (uint64_t)nlocalsplus;
+}
+
+/*
+ * Code objects already checked in this walk (see "one read for many
+ * frames" below): code address -> entry and frame size, and when its bytes
+ * were read (a count of this walk's reads).  Direct-mapped; a slot is only
+ * trusted for a frame whose bytes were copied before that read.  32 slots,
+ * so that a stack's dozen or two distinct code objects rarely evict each
+ * other; emptied with one store (used), not one per slot.
+ */
+#define PS_WALK_CODES 32
+_Static_assert(PS_WALK_CODES <= 32, "walk_codes.used has a bit per slot");
+
+struct walk_codes {
+    uint64_t reads;                 /* reads made by this walk so far */
+    uint32_t used;                  /* bit i: slot[i] was filled in this walk */
+    struct {
+        uintptr_t code;
+        struct ps_code_entry *ce;
+        uint64_t words;
+        uint64_t read_no;           /* the read that checked it */
+    } slot[PS_WALK_CODES];
+};
+
+/* A code object's slot.  Multiplicative, not the address's low bits: code
+ * objects of one size made one after the other (exec() of similar source,
+ * as test/bench/workload.py's levels on 3.12) sit a multiple of 256 bytes
+ * apart, so bits 4-7 were the same for all ten and every frame evicted its
+ * caller's slot: no frame was ever served on 3.12. */
+static inline size_t code_slot(uintptr_t code)
+{
+    return (size_t)(((uint64_t)code * 0x9E3779B97F4A7C15ull) >> 56) & (PS_WALK_CODES - 1);
+}
+
+static inline struct ps_code_entry *checked_code(const struct walk_codes *wc, uintptr_t code,
+                                                 uint64_t frame_read, uint64_t *words)
+{
+    if (wc == NULL)
+        return NULL;
+    size_t i = code_slot(code);
+    /* The entry may have been replaced since (another code object's miss
+     * took its way): its address says so. */
+    if (!(wc->used >> i & 1u) || wc->slot[i].code != code || wc->slot[i].read_no <= frame_read ||
+        !wc->slot[i].ce->valid || wc->slot[i].ce->id.addr != code)
+        return NULL;
+    *words = wc->slot[i].words;
+    return wc->slot[i].ce;
+}
+
+static void code_checked(struct walk_codes *wc, uintptr_t code, struct ps_code_entry *ce,
+                         uint64_t words, uint64_t read_no)
+{
+    if (wc == NULL)
+        return;
+    size_t i = code_slot(code);
+    wc->used |= 1u << i;
+    wc->slot[i].code = code;
+    wc->slot[i].ce = ce;
+    wc->slot[i].words = words;
+    wc->slot[i].read_no = read_no;
+}
+
+/* The code object at code, read now (after the frame that points to it
+ * was copied): 1 with *cep and *words set, 0 for an entry frame's None
+ * (3.13+), or a PS_WALK_ error.  Out of line: in a deep walk most frames
+ * are served by walk_codes, and its 1 KiB buffer stays off the walk's
+ * stack. */
+static __attribute__((noinline)) int read_code(const struct walk_plan *p, struct walk_codes *wc,
+                                               uintptr_t code, struct ps_code_entry **cep,
+                                               uint64_t *words)
+{
+    uint8_t co[1024];
+    uintptr_t type;
+    if (ps_read_in_scope(co, code, p->co_read) != 0)
+        return PS_WALK_UNREADABLE;
+    uint64_t read_no = wc != NULL ? ++wc->reads : 0;
+    memcpy(&type, co + p->ob_type, sizeof type);
+    if (type != p->code_type) {
+        /* 3.13+ entry frames hold None; elsewhere this is a frame that
+         * was popped and reused while we looked. */
+        return p->none_is_entry ? 0 : PS_WALK_INCONSISTENT;
+    }
+    *words = frame_words(p, co);
+    *cep = ps_code_resolve(p->cc, p->py, p->syms, p->lines, code, co);
+    if (*cep == NULL)
+        return PS_WALK_UNREADABLE;
+    code_checked(wc, code, *cep, *words, read_no);
+    return 1;
+}
+
+/* Resolves the frame at address frame, whose fr_read bytes are in fr
+ * (copied by read number frame_read of this walk): 1 with *out set, 0 for
+ * a frame that is not shown (shim, entry frame, interpreter code), or a
+ * PS_WALK_ error.  *boot is set for the frame of Thread._bootstrap_inner.
+ * *words receives the frame's size on the data stack (frame_words), 0 if
+ * not known.  Does not look at the frame's link.  Inlined into the walk:
+ * it runs for every frame. */
+static inline __attribute__((always_inline)) int
+resolve(const struct walk_plan *p, uintptr_t frame, const uint8_t *fr, uint64_t *out,
+        uintptr_t *boot, int *taskgroup, uint64_t *words, struct walk_codes *wc,
+        uint64_t frame_read)
+{
+    uint64_t w = 0;
+
+    *words = 0;
+    if (owner_native(p, fr))
+        return 0;
+    uintptr_t code = word_at(fr, p->fr_code) & ~p->code_tag_mask;
+    if (code == 0)
+        return 0;
+    struct ps_code_entry *ce = checked_code(wc, code, frame_read, &w);
+    if (ce == NULL) {
+        int r = read_code(p, wc, code, &ce, &w);
+        if (r <= 0)
+            return r;
+    }
+    *words = w;
+    if (ce->skip)
+        return 0;
+    if (ce->thread_boot)
+        *boot = frame;  /* its first local is the Thread object */
+    if (taskgroup != NULL)
+        *taskgroup = ce->taskgroup_exit;
+
+    int32_t line = PS_LINE_NONE;
+    if (p->lines) {
+        int64_t addr;
+        if (p->pos_kind == PS_POS_INSTR_PTR) {
+            addr = interp_addr(p, code, fr, ce);
+            if (addr == INT64_MIN)
+                return PS_WALK_INCONSISTENT;
+        } else {
+            int32_t lasti;
+            memcpy(&lasti, fr + p->fr_pos, sizeof lasti);
+            addr = (p->pos_kind == PS_POS_LASTI_UNITS && lasti >= 0) ? 2 * (int64_t)lasti
+                                                                     : lasti;
+        }
+        line = ps_code_line(ce, addr);
+    }
+    *out = ps_frame(ce->func, line);
+    return 1;
+}
+
+int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+            int lines, uintptr_t frame, uint64_t *out, int max, int *truncated,
+            uintptr_t *boot)
+{
+    return ps_walk_ex(py, cc, syms, lines, frame, out, NULL, max, truncated, boot);
+}
+
+/* 3.9/3.10: a frame object whose reference count is 0 was freed while we
+ * looked (the thread returned from it).  It now sits on the free list,
+ * which is chained through f_back, or is its code's zombie frame with a
+ * stale f_back: following it would report dead frames as a stack. */
+static inline int frame_freed(const struct walk_plan *p, const uint8_t *fr)
+{
+    int64_t refcnt;
+    if (!p->objects)
+        return 0;
+    memcpy(&refcnt, fr, sizeof refcnt);
+    return refcnt <= 0;
+}
+
+/*
+ * 3.9/3.10: is the frame object a caller, one whose callee was walked just
+ * before it?  A running frame is held by whoever evaluates it (the
+ * function call, or its generator) and by each frame whose f_back it is:
+ * a caller's reference count is at least 2.
+ *
+ * Why it matters: a returning frame object goes to its code's zombie
+ * frame or the free list, and the next call takes it back, usually one
+ * level deeper.  A walk that read a frame, then followed its f_back after
+ * the thread had returned and called again, finds the caller at its new
+ * place and stitches two moments into one stack (13 frames of a function
+ * that never recursed more than 12 deep).  The frame it finds is then
+ * often the new innermost one, which nothing calls back to: a count of 1
+ * says so.  A caller whose callee merely returned while we read it has 1
+ * as well, and may have moved on to another line: that walk is torn too.
+ * (A frame freed in between has 0: frame_freed.)  Either way walk_thread
+ * tries again from a fresh thread state.  Not seen here: a stitch whose
+ * frame has a callee again at its new place.
+ */
+static inline int frame_holds_callee(const struct walk_plan *p, const uint8_t *fr)
+{
+    int64_t refcnt;
+    if (!p->objects)
+        return 1;
+    memcpy(&refcnt, fr, sizeof refcnt);
+    return refcnt >= 2;
+}
+
+/* Marks frame i as the first one its evaluation-loop call ran. */
+static void mark_entry(uint8_t *entry, int i)
+{
+    if (entry != NULL && i >= 0)
+        entry[i] = 1;
+}
+
+static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+                int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
+                int max, int *truncated, uintptr_t *boot);
+
+/*
+ * 3.11+: is the data-stack frame `above` (nearer the leaf) the one
+ * `frame` called?  Frames on a thread's data stack are pushed and popped
+ * in order: a frame is always allocated at the stack's top, which, while
+ * `frame` is the newest data-stack frame, is frame + words (its size).
+ * Frames in between on the chain live elsewhere (generator frames inside
+ * their generator, 3.12's entry shims on the C stack) and do not move
+ * the top (3.13+'s entry frames, 3.14+'s interpreter-owned ones, likewise
+ * live on the C stack).  The one exception is a chunk boundary: when the callee did
+ * not fit, it starts a new chunk (struct _PyStackChunk: previous, size,
+ * top, then data), and the chunk it left recorded its top there.
+ *
+ * Why it matters: the walk reads one frame at a time while the thread
+ * runs.  It can read a frame, follow its link, and find the caller's slot
+ * already reused by the next call of the same caller -- a function of
+ * another size -- when the frame it just read had returned in between.
+ * The stack so built (worker;other;Condition.__exit__ where other never
+ * calls it) is one the program never had.  A callee that is not exactly
+ * where its caller's size puts it is such a mix, and the walk is dropped.
+ */
+static __attribute__((noinline)) int chunk_linked(uintptr_t above, uintptr_t frame,
+                                                  uintptr_t end)
+{
+    struct { uintptr_t previous, size, top; } chunk, prev;
+
+    /* A new chunk's first frame: its header is right before it. */
+    if (above < sizeof chunk || ps_read(&chunk, above - sizeof chunk, sizeof chunk) != 0 ||
+        chunk.previous == 0 || (chunk.previous & 7) != 0 ||
+        ps_read(&prev, chunk.previous, sizeof prev) != 0)
+        return 0;
+    return frame > chunk.previous && frame < chunk.previous + prev.size &&
+           chunk.previous + sizeof prev + 8 * prev.top == end;
+}
+
+static inline int data_stack_linked(uintptr_t above, uintptr_t frame, uint64_t words)
+{
+    uintptr_t end = frame + 8 * words;
+    return above == end || chunk_linked(above, frame, end);
+}
+
+int ps_walk_ex(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+               int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, int max,
+               int *truncated, uintptr_t *boot)
+{
+    return walk(py, cc, syms, lines, frame, out, addrs, NULL, max, truncated, boot);
+}
+
+int ps_walk_entries(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+                    int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
+                    int max, int *truncated, uintptr_t *boot)
+{
+    return walk(py, cc, syms, lines, frame, out, addrs, entry, max, truncated, boot);
+}
+
+/*
+ * One read for many frames (3.11+).  A thread's frames sit next to each
+ * other on its data stack, callers below callees, so instead of one read
+ * per frame the walk copies a frame together with up to PS_FRAME_SPAN
+ * bytes below it and takes the frames it reaches next from that copy.  The
+ * span never goes below the frame's 4 KiB block: that block is mapped if
+ * the frame is readable, so the wider read cannot fault where the frame's
+ * own read would not (a chunk's start is page-aligned; the bytes below the
+ * frame may be a chunk header or a dead frame, which are only ever parsed
+ * if a link points there, and then validated like any frame).
+ *
+ * Not on macOS (ps_plat_walk_reads_copy): there the walk reads a copy of
+ * the suspended thread made by darwin/suspend.c, which batches its reads
+ * by a rule of its own; a span read of ours would reach past that copy and
+ * read the running thread.
+ *
+ * Only frames near the last data-stack frame walked are taken this way:
+ * generator frames (heap) and 3.12+'s entry shims (C stack) are read
+ * alone, or each would cost a 4 KiB copy for one frame.
+ *
+ * The copy is also more consistent than frame-by-frame reads: the frames
+ * in it are from one moment, where single reads see each frame a little
+ * later than the one before (the caller's slot can be reused in between:
+ * data_stack_linked() above).  Code objects are still read one by one,
+ * from their current bytes, which is what the code cache's guarantee
+ * against freed-and-reused code objects rests on (codecache.c); one such
+ * read serves the frames of this walk copied before it (walk_codes), never
+ * a frame copied after it.
+ */
+#define PS_FRAME_SPAN 4096
+
+struct span {
+    /* buf holds [lo, top + fr_read): a frame at lo + k, k <= last, is in
+     * it whole (last = top - lo).  Empty: lo 0 and last 0, which only a
+     * frame at address 0 would match, and the walk never reads one. */
+    uintptr_t lo, last;
+    uint64_t read_no;                      /* the read that filled buf */
+    uint8_t buf[PS_FRAME_SPAN + 512];
+    uint8_t one[512];                      /* a frame read alone */
+};
+
+/* frame_bytes() below when the span does not hold the frame: one read,
+ * wide or alone (3.9/3.10: every frame). */
+static const uint8_t *
+frame_read(const struct walk_plan *p, struct span *s, struct walk_codes *wc, uintptr_t frame,
+           int n, uintptr_t above, uint64_t *read_no)
+{
+    size_t len = p->fr_read;
+    int wide = p->wide_ok &&
+               (n == 0 && above == 0 ? 1 : frame < above && above - frame <= PS_FRAME_SPAN);
+    *read_no = ++wc->reads;
+    if (!wide)
+        return len <= sizeof s->one && ps_read_in_scope(s->one, frame, len) == 0 ? s->one : NULL;
+    uintptr_t lo = frame & ~(uintptr_t)(PS_FRAME_SPAN - 1);
+    if (frame - lo + len > sizeof s->buf ||
+        ps_read_in_scope(s->buf, lo, (size_t)(frame - lo) + len) != 0) {
+        s->lo = 0;
+        s->last = 0;
+        return NULL;
+    }
+    s->lo = lo;
+    s->last = frame - lo;
+    s->read_no = *read_no;
+    return s->buf + (frame - lo);
+}
+
+/* The n bytes of frame: from the span if it holds them, else read, with
+ * the bytes below it if wide (becoming the span), alone if not (the span
+ * is kept); NULL if unreadable.  *read_no: the read (wc->reads) that
+ * copied them.  wide: the top frame (n == 0, no data-stack frame yet), or
+ * one just below the last data-stack frame walked (above); only decided
+ * when the span does not hold the frame. */
+static inline const uint8_t *frame_bytes(const struct walk_plan *p, struct span *s,
+                                         struct walk_codes *wc, uintptr_t frame, int n,
+                                         uintptr_t above, uint64_t *read_no)
+{
+    if (frame - s->lo <= s->last) {
+        *read_no = s->read_no;
+        return s->buf + (frame - s->lo);
+    }
+    return frame_read(p, s, wc, frame, n, above, read_no);
+}
+
+/* Out of line: kept apart from walk()'s sigsetjmp, so that the compiler
+ * optimises it as an ordinary function. */
+static __attribute__((noinline)) int
+walk_frames(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms, int lines,
+            uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry, int max,
+            int *truncated, uintptr_t *boot)
+{
+    struct walk_plan plan;
+    struct span sp;
+    struct walk_codes wc;
+    const uint8_t *fr;
+    uint64_t fr_read;
+    int n = 0;
+    int budget = ps_walk_budget(max);
+    uintptr_t above = 0;   /* the last data-stack frame walked, 3.11+ */
+    const uintptr_t top = frame;
+
+    *truncated = 0;
+    *boot = 0;
+    sp.lo = 0;
+    sp.last = 0;
+    wc.reads = 0;
+    wc.used = 0;
+    int rc = plan_init(&plan, py, cc, syms, lines);
+    if (rc != 0)
+        return rc;
+    const struct walk_plan *p = &plan;
+    /* 3.9/3.10 read every frame alone, after any code object read before
+     * it: no slot could ever serve one, so none is kept. */
+    struct walk_codes *codes = p->interp ? &wc : NULL;
+
+    while (frame != 0) {
+        if (budget-- <= 0) {
+            *truncated = 1;
+            break;
+        }
+        if (!ps_frame_addr_ok(frame) ||
+            (fr = frame_bytes(p, &sp, &wc, frame, n, above, &fr_read)) == NULL)
+            return PS_WALK_UNREADABLE;
+        uintptr_t back = word_at(fr, p->fr_back);
+        if (back == frame)
+            return PS_WALK_INCONSISTENT;
+        if (frame_freed(p, fr) || (frame != top && !frame_holds_callee(p, fr)))
+            return PS_WALK_INCONSISTENT;
+
+        int native = owner_native(p, fr);
+        /* 3.12+: every thread's chain ends in an entry frame owned by the
+         * C stack, so a Python frame without a previous one is a frame
+         * being initialised over a popped one while we looked (its
+         * previous is set after it is zeroed): a torn walk, not a root. */
+        if (!native && back == 0 && p->rootless_torn)
+            return PS_WALK_INCONSISTENT;
+        uint64_t one, words;
+        uintptr_t b = 0;
+        int r = resolve(p, frame, fr, &one, &b, NULL, &words, codes, fr_read);
+        if (r < 0)
+            return r;
+        /* A frame on the data stack (owner 0) must be where its callee
+         * (the last data-stack frame walked) was allocated.  (words != 0
+         * only where the owner field exists: plan_init.) */
+        if (words != 0 && fr[p->fr_owner] == 0) {
+            if (above != 0 && !data_stack_linked(above, frame, words))
+                return PS_WALK_INCONSISTENT;
+            above = frame;
+        }
+        if (b != 0)
+            *boot = b;
+        if (r > 0) {
+            if (n >= max) {
+                /* Another Python frame beyond the limit: the stack is cut. */
+                *truncated = 1;
+                break;
+            }
+            if (addrs != NULL)
+                addrs[n] = frame;
+            /* Native stacks (native.c): which frame each evaluation-loop
+             * call began with.  3.9/3.10 run each frame in a call of its
+             * own; 3.11 flags it (is_entry). */
+            if (entry != NULL)
+                entry[n] = p->objects || (p->fr_is_entry != PS_NOFIELD && fr[p->fr_is_entry] != 0);
+            out[n++] = one;
+        } else if (native) {
+            /* 3.12+: a C-stack shim starts every evaluation-loop call, so
+             * the Python frame just before it was that call's first. */
+            mark_entry(entry, n - 1);
+        }
+        frame = back;
+    }
+    /* The outermost frame began the outermost call. */
+    if (frame == 0)
+        mark_entry(entry, n - 1);
+    return n;
+}
+
+/*
+ * One recovery point per walk (issue #14).  The walk's own reads of the
+ * frames (frame_read) and of the code objects (read_code) are
+ * ps_read_in_scope() reads: a fault in one of them jumps
+ * here and the walk is reported unreadable, exactly what that read's
+ * -1 would have led to (a failed frame or code object read ends the walk
+ * so), without a sigsetjmp per read.  The chunk headers' reads, rare, are
+ * plain ps_read()s: a failed one makes the walk inconsistent, not
+ * unreadable, and stays so.
+ *
+ * Why jumping out of the middle of walk_frames() is sound: at the moment
+ * of such a fault the thread is inside one of those reads, called
+ * from the walk, and everything the walk has changed since this point is
+ * its own (the plan, the span, walk_codes, on its stack) or the caller's
+ * output (out, addrs, entry, *truncated, *boot), which a walk that fails
+ * leaves undefined and walk_thread() discards or rewrites on its retry.
+ * What is shared -- the code cache and the symbol table -- is only changed
+ * inside ps_code_resolve(), and no scoped read runs there: its own reads
+ * (refill: names, line table) are plain ps_read()s that recover by
+ * themselves, as does the 3.14t bytecode lookup (tlbc_addr).  No lock is
+ * taken and nothing is allocated by the walk outside ps_code_resolve().
+ * So a jump never leaves shared state half-updated; what it abandons is
+ * the walk.  A change that makes the walk write shared state outside
+ * ps_code_resolve, or call a scoped read from inside it, breaks this.
+ */
+static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+                int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
+                int max, int *truncated, uintptr_t *boot)
+{
+    sigjmp_buf env;
+    if (sigsetjmp(env, 0) != 0) {
+        ps_read_scope_end();
+        return PS_WALK_UNREADABLE;
+    }
+    ps_read_scope(&env);
+    int n = walk_frames(py, cc, syms, lines, frame, out, addrs, entry, max, truncated, boot);
+    ps_read_scope_end();
+    return n;
+}
+
+int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
+                 int lines, uintptr_t frame, uint64_t *out, int *taskgroup)
+{
+    struct walk_plan plan;
+    uint8_t fr[512];
+    uintptr_t boot = 0;
+    uint64_t words;
+
+    int rc = plan_init(&plan, py, cc, syms, lines);
+    if (rc != 0)
+        return rc;
+    if (!ps_frame_addr_ok(frame) || ps_read(fr, frame, plan.fr_read) != 0)
+        return PS_WALK_UNREADABLE;
+    if (frame_freed(&plan, fr))
+        return PS_WALK_INCONSISTENT;
+    *taskgroup = 0;
+    return resolve(&plan, frame, fr, out, &boot, taskgroup, &words, NULL, 0);
+}

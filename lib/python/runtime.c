@@ -1,0 +1,123 @@
+/*
+ * runtime.c - finding _PyRuntime and recognising the interpreter version.
+ *
+ * Version: Py_Version (3.11+) is exact.  3.9 and 3.10 do not export it, and
+ * the only API that tells (Py_GetVersion) is a function we will not call, so
+ * the minor version is told from symbols each version added: Py_NewRef
+ * first appeared in 3.10, PyFrame_GetCode in 3.9.  Anything older is refused.
+ *
+ * 3.13+: _Py_DebugOffsets, the first member of _PyRuntime, describes the
+ * layout; its version must equal Py_Version (layout_debugoffsets.c).
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "memory/memread.h"
+#include "python/python.h"
+
+int ps_python_present(void)
+{
+    return dlsym(RTLD_DEFAULT, "_PyRuntime") != NULL;
+}
+
+static void *global_sym(const char *name, void *ctx)
+{
+    (void)ctx;
+    return dlsym(RTLD_DEFAULT, name);
+}
+
+enum ps_detect ps_python_detect(struct ps_python *py, char *why, size_t whylen)
+{
+    return ps_python_detect_with(py, global_sym, NULL, why, whylen);
+}
+
+enum ps_detect ps_python_detect_with(struct ps_python *py, void *(*lookup)(const char *, void *),
+                                     void *ctx, char *why, size_t whylen)
+{
+#define sym(name) lookup((name), ctx)
+    memset(py, 0, sizeof *py);
+    py->runtime = (uintptr_t)sym("_PyRuntime");
+    if (py->runtime == 0)
+        return PS_DETECT_NOT_PYTHON;
+    py->code_type = (uintptr_t)sym("PyCode_Type");
+    if (py->code_type == 0) {
+        snprintf(why, whylen, "_PyRuntime found but PyCode_Type is missing; not a CPython we know");
+        return PS_DETECT_UNSUPPORTED;
+    }
+
+#define FIND_BUILTIN(field, symbol) py->field = (uintptr_t)sym(symbol);
+    PS_PYTHON_BUILTINS(FIND_BUILTIN)
+#undef FIND_BUILTIN
+
+    uint32_t hex = 0;
+    const unsigned long *pv = sym("Py_Version");
+    if (pv != NULL) {
+        hex = (uint32_t)*pv;
+    } else if (sym("Py_NewRef") != NULL) {
+        hex = 0x030A0000;
+    } else if (sym("PyFrame_GetCode") != NULL) {
+        hex = 0x03090000;
+    } else {
+        snprintf(why, whylen, "this Python is older than 3.9, which libpysample does not support");
+        return PS_DETECT_UNSUPPORTED;
+    }
+    if ((hex >> 24) != 3) {
+        snprintf(why, whylen, "unrecognised Python version %x", hex);
+        return PS_DETECT_UNSUPPORTED;
+    }
+    int minor = (hex >> 16) & 0xff;
+
+    enum ps_layout_status st;
+    if (minor <= 12) {
+        /* --with-trace-refs adds two pointers to every object header before
+         * 3.13, moving every object field; its exported helpers give it away. */
+        if (sym("_Py_PrintReferenceAddresses") != NULL || sym("_Py_ForgetReference") != NULL) {
+            snprintf(why, whylen, "Python 3.%d built --with-trace-refs is not supported "
+                     "(its object layout differs)", minor);
+            return PS_DETECT_UNSUPPORTED;
+        }
+        if (minor <= 10 && (hex & 0xffff) == 0)
+            ; /* minor-only version: fine for 3.9/3.10 tables */
+        else if ((hex & 0xf0) != 0xf0) {
+            snprintf(why, whylen, "Python pre-release %x is not supported (use a final release)", hex);
+            return PS_DETECT_UNSUPPORTED;
+        }
+        st = ps_layout_legacy(minor, hex, &py->L, why, whylen);
+    } else {
+        uint8_t dbg[1024];
+        /* Static data of the executable or libpython: always mapped, but
+         * read it through the checked path like everything else. */
+        if (ps_read(dbg, py->runtime, sizeof dbg) != 0) {
+            snprintf(why, whylen, "cannot read _PyRuntime");
+            return PS_DETECT_UNSUPPORTED;
+        }
+        st = ps_layout_from_debug_offsets(dbg, sizeof dbg, hex, &py->L, why, whylen);
+    }
+    if (st != PS_LAYOUT_OK)
+        return PS_DETECT_UNSUPPORTED;
+    return PS_DETECT_OK;
+#undef sym
+}
+
+int ps_python_ready(const struct ps_python *py)
+{
+    uintptr_t interp, ts;
+    if (ps_read_ptr(py->runtime + py->L.rt_interp_head, &interp) != 0 || interp == 0)
+        return 0;
+    if (ps_read_ptr(interp + py->L.is_threads_head, &ts) != 0 || ts == 0)
+        return 0;
+    return 1;
+}
+
+int ps_python_finalizing(const struct ps_python *py)
+{
+    uintptr_t f;
+    /* _PyRuntime is static data and never goes away, so a failed read says
+     * nothing about the interpreter: it was our read path (a second reader
+     * contending for the guard, a refused system call).  Treating it as
+     * "finalizing" would end sampling for good on one transient failure. */
+    if (ps_read_ptr(py->runtime + py->L.rt_finalizing, &f) != 0)
+        return 0;
+    return f != 0;
+}

@@ -1,0 +1,67 @@
+/*
+ * threadstates.c - walking the runtime's interpreters and their thread
+ * states (threadstates.h), through ps_read() only: no HEAD_LOCK, so every
+ * link is checked before it is followed and every list is bounded.
+ */
+#include <string.h>
+
+#include "memory/memread.h"
+#include "python/threadstates.h"
+
+int ps_tstates_begin(struct ps_tstate_iter *it, const struct ps_python *py)
+{
+    const struct ps_layout *L = &py->L;
+    memset(it, 0, sizeof *it);
+    it->py = py;
+    if (L->ts_read > PS_TS_MAX)
+        return -1;
+    if (ps_read_ptr(py->runtime + L->rt_interp_head, &it->next_interp) != 0)
+        it->next_interp = 0;
+    return 0;
+}
+
+/* Moves to the next interpreter's first thread state; 0 if there is none. */
+static int next_interp(struct ps_tstate_iter *it)
+{
+    const struct ps_layout *L = &it->py->L;
+    it->interp = it->next_interp;
+    it->tsp = 0;
+    it->nthreads = 0;
+    if (it->interp == 0 || it->ninterps++ >= PS_MAX_INTERPS)
+        return 0;
+    if (ps_read_ptr(it->interp + L->is_threads_head, &it->tsp) != 0 ||
+        ps_read_ptr(it->interp + L->is_next, &it->next_interp) != 0) {
+        it->next_interp = 0;
+        return 0;
+    }
+    return 1;
+}
+
+uintptr_t ps_tstates_next(struct ps_tstate_iter *it, uint8_t *ts)
+{
+    const struct ps_layout *L = &it->py->L;
+    if (it->py == NULL)
+        return 0;
+    for (;;) {
+        while (it->tsp == 0 || it->nthreads >= PS_MAX_THREADS) {
+            if (!next_interp(it)) {
+                it->py = NULL;
+                return 0;
+            }
+        }
+        uintptr_t tsp = it->tsp, back;
+        it->nthreads++;
+        if (ps_read(ts, tsp, L->ts_read) != 0) {
+            it->tsp = 0;
+            continue;
+        }
+        memcpy(&back, ts + L->ts_interp, sizeof back);
+        if (back != it->interp) {
+            it->torn++;
+            it->tsp = 0;
+            continue;
+        }
+        memcpy(&it->tsp, ts + L->ts_next, sizeof it->tsp);
+        return tsp;
+    }
+}

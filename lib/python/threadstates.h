@@ -1,0 +1,40 @@
+/*
+ * threadstates.h - every thread state of every interpreter, in the order
+ * the runtime lists them.  The one enumeration: the sampler's tick and the
+ * fork-time position check (lifecycle.c) both go through it.
+ */
+#ifndef PS_THREADSTATES_H
+#define PS_THREADSTATES_H
+
+#include <stdint.h>
+
+#include "python/python.h"
+
+/* Bounds that end a list a torn read has turned into a cycle. */
+#define PS_MAX_INTERPS 256
+#define PS_MAX_THREADS 4096
+
+/* Bytes a thread state snapshot may take (L.ts_read must fit). */
+#define PS_TS_MAX 1024
+
+struct ps_tstate_iter {
+    const struct ps_python *py;
+    uintptr_t interp, next_interp, tsp;
+    int ninterps, nthreads;
+    unsigned torn;  /* lists cut short: a thread state did not point back */
+};
+
+/* Starts at the runtime's first interpreter.  -1 if the layout's thread
+ * state does not fit PS_TS_MAX (then nothing is listed). */
+int ps_tstates_begin(struct ps_tstate_iter *it, const struct ps_python *py);
+
+/*
+ * Copies the next thread state (L.ts_read bytes) into ts and returns its
+ * address, or 0 at the end.  A thread state that cannot be read ends its
+ * interpreter's list; one that does not point back at its interpreter was
+ * freed (and maybe reused) while we looked, so the rest of that list cannot
+ * be trusted either: it ends too, counted in it->torn.
+ */
+uintptr_t ps_tstates_next(struct ps_tstate_iter *it, uint8_t *ts);
+
+#endif

@@ -1,0 +1,523 @@
+/*
+ * sampler.c - the sampler thread: its states, its ticks at the rate, and
+ * the writes it serves.
+ *
+ * States (docs/design.md draws them).  The thread, once started, waits
+ * for the interpreter to be initialised, then is in one of: sampling (a
+ * tick every 1/rate, tick.c); armed and idle (PYSAMPLE_ARM: it serves the
+ * control socket, control.c, and ticks only while a session asks);
+ * finished (the runtime is finalizing: nothing more is read, but the
+ * thread stays to serve writes); asked to stop.
+ *
+ * Writing.  This thread is the profile's writer whenever it is alive
+ * (lifecycle.c says why): periodically, and when asked
+ * (ps_sampler_request_write), it serves the writer's requests (writer.c).
+ * It calls down only: tick -> thread states -> one thread's sample
+ * (threadsample.c) -> frames -> code cache -> symbols, then the stack
+ * table; and writer -> render -> output.
+ *
+ * Waiting.  Between ticks the thread waits on a condition variable with an
+ * absolute deadline instead of sleeping, so that pysample_stop() and the
+ * exit path wake it at once: a plain sleep made every exit wait for the
+ * rest of the current interval (10 ms at the default 100 Hz), which was
+ * most of what profiling added to a short program's run time.
+ *
+ * Its own counts (pysample_status, PYSAMPLE_STATS) are stats.c's.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sampler/budget.h"
+#include "control/control.h"
+#include "memory/memread.h"
+#include "util/message.h"
+#include "native/native.h"
+#include "platform/platform.h"
+#include "profile/profile.h"
+#include "sampler/sampler.h"
+#include "sampler/schedule.h"
+#include "sampler/stats.h"
+#include "sampler/threadinfo.h"
+#include "sampler/threadsample.h"
+#include "sampler/tick.h"
+#include "profile/writer.h"
+
+static struct {
+    /* The interpreter and the settings, for the sampler's life: tick.c
+     * and threadsample.c read them through the pointers given at set-up. */
+    struct ps_python py;
+    struct ps_config cfg;
+    int setup_done;
+
+    pthread_mutex_t join_lock;  /* one thread joins the sampler thread */
+    pthread_t thread;
+    _Atomic int running;        /* thread exists */
+    _Atomic int active;         /* ... and ticks (armed: only in a session) */
+    _Atomic int ready;          /* the interpreter was seen initialised */
+    int control;                /* armed: waits are control.c's poll */
+    _Atomic int stop;           /* asks it to leave */
+    _Atomic int rate_hz;        /* the rate ticks are at now ... */
+    _Atomic int requested_hz;   /* ... and the one asked for (budget.h) */
+    struct ps_budget budget;    /* owned by the sampler thread */
+    _Atomic int finished;       /* runtime finalizing: nothing more to read */
+    _Atomic int write_request;  /* serve the writer at the next chance */
+    uint64_t next_flush;
+
+    pthread_mutex_t wake_lock;  /* with wake: the interruptible wait */
+    pthread_cond_t wake;
+} sampler = { .join_lock = PTHREAD_MUTEX_INITIALIZER, .wake_lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void wake_init(void)
+{
+    ps_cond_init(&sampler.wake);
+    pthread_mutex_init(&sampler.wake_lock, NULL);
+}
+
+/* PYSAMPLE_NATIVE: what capture needs on this platform (Linux: the
+ * SIGURG handler), or a note and Python frames only. */
+static void native_init(void)
+{
+    char why[256];
+    if (ps_native_platform_init(why, sizeof why) != 0) {
+        ps_say("PYSAMPLE_NATIVE: %s; sampling Python frames only", why);
+        sampler.cfg.native = 0;
+    }
+}
+
+int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
+{
+    sampler.py = *py;
+    sampler.cfg = *cfg;
+    sampler.control = cfg->arm;
+    atomic_store(&sampler.rate_hz, cfg->rate_hz);
+    atomic_store(&sampler.requested_hz, cfg->rate_hz);
+    wake_init();
+    if (ps_profile_setup((size_t)cfg->max_stacks) != 0 ||
+        ps_threadsample_setup(&sampler.py, &sampler.cfg) != 0 ||
+        ps_tick_setup(&sampler.py, &sampler.cfg) != 0)
+        return -1;
+    if (cfg->native)
+        native_init();
+    sampler.setup_done = 1;
+    return 0;
+}
+
+/* One tick; the runtime finalizing ends sampling for good. */
+static void tick(int all)
+{
+    if (ps_tick(all) != 0)
+        atomic_store(&sampler.finished, 1);
+}
+
+void ps_sampler_tick(void)
+{
+    tick(0);
+}
+
+void ps_sampler_tick_all(void)
+{
+    tick(1);
+}
+
+static int armed(void)
+{
+    return sampler.control && ps_control_enabled();
+}
+
+/* Sleeps until deadline (monotonic ns; UINT64_MAX: none) or until asked
+ * to stop or to write, or (armed) until sampling is switched on or off.
+ * Armed, the wait is control.c's poll of the control socket, which serves
+ * it meanwhile. */
+static void wait_until(uint64_t deadline)
+{
+    if (armed()) {
+        int was = atomic_load(&sampler.active);
+        while (!atomic_load(&sampler.stop) && !atomic_load(&sampler.write_request) &&
+               atomic_load(&sampler.active) == was && ps_now_ns() < deadline && armed())
+            ps_control_wait(deadline);
+        return;
+    }
+    pthread_mutex_lock(&sampler.wake_lock);
+    while (!atomic_load(&sampler.stop) && !atomic_load(&sampler.write_request)) {
+        if (ps_cond_wait_until(&sampler.wake, &sampler.wake_lock, deadline) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&sampler.wake_lock);
+}
+
+/* Serves the writer (writer.h) if asked; a final write ends this thread's
+ * work: the loop only learns here that it must end. */
+static void serve_writes(void)
+{
+    if (atomic_exchange(&sampler.write_request, 0) && ps_writer_serve())
+        atomic_store(&sampler.stop, 1);
+}
+
+/*
+ * PYSAMPLE_CPU_BUDGET, after a tick: a new requested rate restarts the
+ * budget from it; at the end of a window the rate follows what the ticks
+ * cost (budget.h).  The CPU clock is read once a window.
+ */
+static void apply_budget(uint64_t now)
+{
+    struct ps_budget *b = &sampler.budget;
+    ps_budget_tick(b);
+    int want = atomic_load(&sampler.requested_hz);
+    if (want != b->max_hz) {
+        ps_budget_start(b, b->share, want, now, ps_self_cpu_ns());
+        atomic_store(&sampler.rate_hz, want);
+        return;
+    }
+    if (!ps_budget_due(b, now))
+        return;
+    uint64_t before = b->adjustments;
+    int r = ps_budget_update(b, now, ps_self_cpu_ns());
+    if (b->adjustments != before)
+        ps_count(PS_COUNT_BUDGET_ADJUSTMENTS, b->adjustments - before);
+    atomic_store(&sampler.rate_hz, r);
+}
+
+/* The ticks' schedule at the current rate: deadlines on a fixed grid, late
+ * wake-ups skip deadlines rather than burst (schedule.h). */
+struct schedule {
+    int rate;
+    struct ps_schedule grid;
+};
+
+static void schedule_start(struct schedule *sc, uint64_t now)
+{
+    sc->rate = atomic_load(&sampler.rate_hz);
+    ps_schedule_start(&sc->grid, 1000000000ull / (uint64_t)sc->rate, now);
+}
+
+/* Counts the deadlines the grid let go since skipped was read. */
+static void count_skipped(const struct schedule *sc, uint64_t skipped)
+{
+    if (sc->grid.skipped != skipped)
+        ps_count(PS_COUNT_LATE_TICKS, sc->grid.skipped - skipped);
+}
+
+/* After a tick that woke at woke and ended at now: the next deadline.  A
+ * new rate (a control session, the CPU budget) starts a grid from now. */
+static void schedule_next(struct schedule *sc, uint64_t woke, uint64_t now)
+{
+    uint64_t skipped = sc->grid.skipped;
+    if (atomic_load(&sampler.rate_hz) != sc->rate)
+        schedule_start(sc, now);
+    else
+        ps_schedule_ticked(&sc->grid, woke, now);
+    count_skipped(sc, skipped);
+}
+
+/* PYSAMPLE_FLUSH_INTERVAL: the profile written every so often. */
+static void flush_if_due(uint64_t now)
+{
+    if (sampler.next_flush == 0 || now < sampler.next_flush)
+        return;
+    if (ps_writer_serve())
+        atomic_store(&sampler.stop, 1);
+    sampler.next_flush = now + (uint64_t)sampler.cfg.flush_interval_s * 1000000000ull;
+}
+
+/* One tick for the latest deadline that has passed, timed for
+ * PYSAMPLE_STATS: how late it is for that deadline, how long its work
+ * took.  Sets *woke; returns when it ended. */
+static uint64_t timed_tick(struct schedule *sc, uint64_t *woke)
+{
+    uint64_t skipped = sc->grid.skipped;
+    *woke = ps_now_ns();
+    uint64_t late = ps_schedule_woke(&sc->grid, *woke);
+    count_skipped(sc, skipped);
+    if (sampler.cfg.stats_path[0])
+        ps_stats_late(late);
+    tick(0);
+    uint64_t now = ps_now_ns();
+    if (sampler.cfg.stats_path[0])
+        ps_stats_tick_took(now - *woke);
+    return now;
+}
+
+/*
+ * Ticks at the current rate until sampling is switched off, the runtime
+ * finalizes or the thread is asked to stop.  The rate is read each tick,
+ * so a change (a control session, the CPU budget) takes effect at once.
+ */
+static void sample_for_a_while(void)
+{
+    uint64_t began = ps_now_ns();
+    ps_stats_run_begin(began);
+    double share = sampler.cfg.cpu_budget;
+    if (share > 0) {
+        int want = atomic_load(&sampler.requested_hz);
+        ps_budget_start(&sampler.budget, share, want, began, ps_self_cpu_ns());
+        atomic_store(&sampler.rate_hz, want);
+    }
+    struct schedule sc;
+    schedule_start(&sc, began);
+    uint64_t cpu_at = began;
+
+    while (!atomic_load(&sampler.stop) && !atomic_load(&sampler.finished) &&
+           atomic_load(&sampler.active)) {
+        wait_until(sc.grid.next);
+        if (atomic_load(&sampler.stop) || !atomic_load(&sampler.active))
+            break;
+        uint64_t woke;
+        uint64_t now = timed_tick(&sc, &woke);
+        if (share > 0)
+            apply_budget(now);
+        schedule_next(&sc, woke, now);
+        serve_writes();
+        flush_if_due(now);
+        /* The thread's CPU clock is a system call (0.4-0.9 us here, as
+         * much as walking a 10-frame stack): read it 10 times a second,
+         * not every tick.  It is read once more on the way out. */
+        if (now >= cpu_at) {
+            ps_stats_cpu(ps_self_cpu_ns());
+            cpu_at = now + 100000000ull;
+        }
+    }
+    ps_stats_cpu(ps_self_cpu_ns());
+    ps_stats_run_end(ps_now_ns());
+}
+
+/* Signals sent to the process are the program's business: never run its
+ * handlers on this thread.  Faults must stay deliverable: a blocked
+ * SIGSEGV raised by a guarded read would kill the process instead of
+ * reaching our handler. */
+static void block_signals(void)
+{
+    static const int faults[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE };
+    sigset_t all;
+    sigfillset(&all);
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
+        sigdelset(&all, faults[i]);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+}
+
+/* Waits for the interpreter to exist before the first tick: every
+ * millisecond at first (a Python executable initialises within tens of
+ * them), then less and less often, up to 10 times a second, for a
+ * libpython that was loaded long before its Py_Initialize (uWSGI) or is
+ * never initialised at all.  Writes are served meanwhile. */
+static void wait_for_interpreter(void)
+{
+    uint64_t nap = 1000000, waiting_since = ps_now_ns();
+    while (!atomic_load(&sampler.stop) && !ps_python_ready(&sampler.py) &&
+           !ps_python_finalizing(&sampler.py)) {
+        wait_until(ps_now_ns() + nap);
+        if (ps_now_ns() - waiting_since > 200000000ull && nap < 100000000ull)
+            nap *= 2;
+        serve_writes();
+    }
+}
+
+/*
+ * Not sampling: armed and idle, or the runtime finalized.  The thread
+ * stays, to write when asked: a fatal signal that lands during Python's
+ * exit must still find someone to write the profile (lifecycle.c never
+ * writes from a signal handler), and an armed process must still answer.
+ * Armed without an output file, nothing can ask for a write without
+ * waking us: no timeout at all, so an idle armed process never wakes.
+ */
+static void idle_a_while(void)
+{
+    int forever = armed() && sampler.cfg.output[0] == '\0';
+    wait_until(forever ? UINT64_MAX : ps_now_ns() + 100000000ull);
+    serve_writes();
+}
+
+static void *sampler_main(void *arg)
+{
+    (void)arg;
+    block_signals();
+    ps_thread_precise_timers();
+    wait_for_interpreter();
+    ps_mem_enable_direct();
+    atomic_store(&sampler.ready, 1);
+
+    /* Only the first start sets the schedule: the thread is stopped and
+     * started again around every os.fork() on 3.12+ (lifecycle.c), and a
+     * server forking more often than the interval must still flush. */
+    if (sampler.cfg.flush_interval_s > 0 && sampler.cfg.output[0] && sampler.next_flush == 0)
+        sampler.next_flush = ps_now_ns() + (uint64_t)sampler.cfg.flush_interval_s * 1000000000ull;
+
+    while (!atomic_load(&sampler.stop)) {
+        if (!atomic_load(&sampler.active) || atomic_load(&sampler.finished))
+            idle_a_while();
+        else
+            sample_for_a_while();
+    }
+    if (sampler.cfg.stats_path[0])
+        ps_stats_write(sampler.cfg.stats_path, atomic_load(&sampler.rate_hz), sampler.cfg.native);
+    return NULL;
+}
+
+/* Wakes the thread from its wait. */
+static void wake_thread(void)
+{
+    if (armed())
+        ps_control_wake();
+    pthread_mutex_lock(&sampler.wake_lock);
+    pthread_cond_broadcast(&sampler.wake);
+    pthread_mutex_unlock(&sampler.wake_lock);
+}
+
+int ps_sampler_start_thread(void)
+{
+    if (!sampler.setup_done)
+        return -ENOENT;
+    if (atomic_load(&sampler.running))
+        return 0;
+    atomic_store(&sampler.stop, 0);
+    atomic_store(&sampler.finished, 0);
+
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    /* frames.c and pystr.c keep their buffers on the stack: 256 KiB is
+     * several times what they need and far less than the 8 MiB default. */
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    int rc = pthread_create(&sampler.thread, &attr, sampler_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0)
+        return -rc;
+    atomic_store(&sampler.running, 1);
+    return 0;
+}
+
+int ps_sampler_start(int rate_hz)
+{
+    if (!sampler.setup_done)
+        return -ENOENT;
+    if (rate_hz < 0 || rate_hz > PS_MAX_RATE)
+        return -EINVAL;
+    if (atomic_load(&sampler.running)) {
+        /* Armed, the thread idles: switch sampling on.  Otherwise a
+         * running thread already samples, at the rate it has. */
+        if (armed() && !atomic_load(&sampler.active)) {
+            if (rate_hz > 0)
+                ps_sampler_set_rate(rate_hz);
+            ps_sampler_set_active(1);
+        }
+        return 0;
+    }
+    if (rate_hz > 0)
+        ps_sampler_set_rate(rate_hz);
+    atomic_store(&sampler.active, 1);
+    return ps_sampler_start_thread();
+}
+
+void ps_sampler_set_active(int on)
+{
+    atomic_store(&sampler.active, on);
+    wake_thread();
+}
+
+void ps_sampler_set_rate(int rate_hz)
+{
+    if (rate_hz >= 1 && rate_hz <= PS_MAX_RATE) {
+        atomic_store(&sampler.requested_hz, rate_hz);
+        atomic_store(&sampler.rate_hz, rate_hz);
+    }
+}
+
+int ps_sampler_sampling(void)
+{
+    return ps_sampler_running() && atomic_load(&sampler.active);
+}
+
+int ps_sampler_ready(void)
+{
+    return atomic_load(&sampler.ready);
+}
+
+int ps_sampler_finished(void)
+{
+    return atomic_load(&sampler.finished);
+}
+
+void ps_sampler_stop(void)
+{
+    if (!atomic_load(&sampler.running))
+        return;
+    atomic_store(&sampler.stop, 1);
+    wake_thread();
+    /* On the sampler thread itself (a write it was asked for ends
+     * profiling) the loop only learns it must end.  The thread still runs,
+     * so it stays "running" until another thread joins it: marking it
+     * stopped here let the exit path skip the join and end the process
+     * while the thread was still writing (PYSAMPLE_STATS files came out
+     * empty). */
+    if (pthread_equal(pthread_self(), sampler.thread))
+        return;
+    pthread_mutex_lock(&sampler.join_lock);
+    if (atomic_load(&sampler.running)) {
+        pthread_join(sampler.thread, NULL);
+        atomic_store(&sampler.running, 0);
+    }
+    pthread_mutex_unlock(&sampler.join_lock);
+}
+
+void ps_sampler_request_write(int wake)
+{
+    atomic_store(&sampler.write_request, 1);
+    if (wake)
+        wake_thread();
+    else if (armed())
+        ps_control_wake();  /* one write(): async-signal-safe */
+}
+
+int ps_sampler_alive(void)
+{
+    return atomic_load(&sampler.running);
+}
+
+int ps_sampler_running(void)
+{
+    return atomic_load(&sampler.running) && !atomic_load(&sampler.finished);
+}
+
+int ps_sampler_stats_wanted(void)
+{
+    return sampler.cfg.stats_path[0] != '\0';
+}
+
+int ps_sampler_rate(void)
+{
+    return atomic_load(&sampler.rate_hz);
+}
+
+void ps_sampler_stats(struct ps_stats *st)
+{
+    ps_stats_read(st);
+    st->rate_now_hz = atomic_load(&sampler.rate_hz);
+    st->requested_hz = atomic_load(&sampler.requested_hz);
+    st->budget_pct = sampler.cfg.cpu_budget * 100.0;
+}
+
+void ps_sampler_prepare_fork(void)
+{
+    ps_threadinfo_prepare_fork();
+}
+
+void ps_sampler_child_after_fork(int stop_sampling)
+{
+    /* Only the forking thread exists here; the sampler thread does not.
+     * The profile is already empty (ps_profile_child_after_fork). */
+    pthread_mutex_init(&sampler.join_lock, NULL);
+    wake_init();
+    ps_stats_child_after_fork();
+    int was_running = atomic_load(&sampler.running) && !atomic_load(&sampler.finished);
+    atomic_store(&sampler.running, 0);
+    atomic_store(&sampler.write_request, 0);
+    sampler.next_flush = 0;
+    ps_threadsample_child_after_fork();
+    if (stop_sampling)
+        atomic_store(&sampler.active, 0);
+    if (sampler.setup_done && was_running)
+        ps_sampler_start_thread();
+}

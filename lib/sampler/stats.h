@@ -1,0 +1,58 @@
+/*
+ * stats.h - the sampler's own counts: what pysample_status() and
+ * `pysample top` report, and the PYSAMPLE_STATS file the benchmarks read.
+ *
+ * The sampler thread counts; any thread reads.  Counters are atomics
+ * indexed by enum ps_count, so that a reset (a fork child) and a read are
+ * one loop each, and a new counter is one enum entry and one name.
+ */
+#ifndef PS_STATS_H
+#define PS_STATS_H
+
+#include <stdint.h>
+
+#include "sampler/sampler.h"
+
+enum ps_count {
+    PS_COUNT_TICKS,
+    PS_COUNT_SAMPLES,
+    PS_COUNT_ERRORS,              /* every stack dropped, of which: */
+    PS_COUNT_ERRORS_UNREADABLE,   /* memory could not be read */
+    PS_COUNT_ERRORS_INCONSISTENT, /* what was read made no sense (torn) */
+    PS_COUNT_LATE_TICKS,          /* ticks skipped: the thread fell behind */
+    PS_COUNT_TRUNCATED,           /* samples cut at max_depth */
+    PS_COUNT_BUDGET_ADJUSTMENTS,  /* rate changes made by PYSAMPLE_CPU_BUDGET */
+    PS_COUNT_N
+};
+
+/* Adds n to counter c. */
+void ps_count(enum ps_count c, uint64_t n);
+
+/* n stacks dropped for cause (PS_COUNT_ERRORS_UNREADABLE or
+ * _INCONSISTENT): counted under errors and under their cause. */
+void ps_count_dropped(enum ps_count cause, uint64_t n);
+
+/* A run of ticks (sampling switched on until it is switched off) begins
+ * or ends at monotonic time now: the wall time spent sampling. */
+void ps_stats_run_begin(uint64_t now);
+void ps_stats_run_end(uint64_t now);
+
+/* The sampler thread's CPU time, as last read (a system call: the thread
+ * reads it now and then, not every tick). */
+void ps_stats_cpu(int64_t ns);
+
+/* PYSAMPLE_STATS histograms: how late a tick woke, how long its work took. */
+void ps_stats_late(uint64_t ns);
+void ps_stats_tick_took(uint64_t ns);
+
+/* The counts into st (the rates are the sampler's: sampler.c adds them). */
+void ps_stats_read(struct ps_stats *st);
+
+/* Writes the PYSAMPLE_STATS file: path_pattern with %p as the pid;
+ * rate_hz the current rate; native: add the native capture counts. */
+void ps_stats_write(const char *path_pattern, int rate_hz, int native);
+
+/* fork() child: every count starts again from zero. */
+void ps_stats_child_after_fork(void);
+
+#endif

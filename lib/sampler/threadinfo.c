@@ -1,0 +1,144 @@
+/*
+ * threadinfo.c - the OS thread behind a thread state, and the sampler's
+ * memory of each thread (threadinfo.h).
+ *
+ * The memory is a small open-addressing table keyed by kernel tid, never
+ * freed: a thread that ended leaves its slot to be reclaimed by a new one
+ * (a probe of 8 slots; past that the last probed slot is taken over), so
+ * a long-running process with churning threads stays within the table.
+ * A label is interned per sample (symtab.h's ids need no caching here).
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "platform/platform.h"
+#include "sampler/threadinfo.h"
+#include "python/threadnames.h"
+
+#define PS_FORKERS 8      /* forking ancestors remembered (forker_tids) */
+#define PS_NAME_RETRIES 8
+#define PS_NAME_REFRESH_NS 1000000000ull
+#define PS_TIDCACHE 1024   /* power of two */
+
+struct ps_thread_info {
+    long tid;
+    int64_t last_cpu;
+    uint64_t name_at;           /* when to read the name again */
+    uint8_t had_boot;           /* last refresh saw Thread._bootstrap_inner */
+    uint8_t name_misses;        /* reads of the Thread's name that failed */
+    char name[64];              /* longer names are cut at a character */
+};
+
+static struct {
+    struct ps_thread_info tids[PS_TIDCACHE];
+    pid_t pid;
+    /* Kernel tids that, in this process, mean its main thread: the thread
+     * that forked us (and our ancestors), as recorded in thread states
+     * that a fork() without PyOS_AfterFork_Child() never updated (uWSGI's
+     * workers unless --py-call-osafterfork).  Filled at fork. */
+    long forker_tids[PS_FORKERS];
+    long forking_tid;           /* set in the prepare handler */
+} threads;
+
+void ps_threadinfo_setup(void)
+{
+    threads.pid = getpid();
+}
+
+int ps_threadinfo_ids(const struct ps_layout *L, const uint8_t *ts, long *tid, uintptr_t *pth)
+{
+    *tid = -1;
+    if (L->ts_native_id != PS_NOFIELD) {
+        unsigned long nid;
+        memcpy(&nid, ts + L->ts_native_id, sizeof nid);
+        *tid = nid != 0 ? (long)nid : -1;
+    }
+    memcpy(pth, ts + L->ts_thread_id, sizeof *pth);
+    if (*tid < 0)
+        *tid = ps_thread_tid(*pth);
+    if (*tid < 0 && *pth == 0)
+        return -1;
+    for (size_t i = 0; i < PS_FORKERS && threads.forker_tids[i]; i++)
+        if (*tid == threads.forker_tids[i])
+            *tid = threads.pid;
+    return 0;
+}
+
+struct ps_thread_info *ps_threadinfo_find(long tid)
+{
+    size_t i = (size_t)tid & (PS_TIDCACHE - 1);
+    for (size_t n = 0; n < 8; n++, i = (i + 1) & (PS_TIDCACHE - 1))
+        if (threads.tids[i].tid == tid || threads.tids[i].tid == 0)
+            break;
+    struct ps_thread_info *ti = &threads.tids[i];
+    if (ti->tid != tid) {
+        /* New thread, or a slot reclaimed from a thread long gone. */
+        memset(ti, 0, sizeof *ti);
+        ti->tid = tid;
+        ti->last_cpu = -1;
+    }
+    return ti;
+}
+
+int ps_threadinfo_ran(struct ps_thread_info *ti)
+{
+    int64_t cpu = ti->tid > 0 ? ps_thread_cpu_ns(ti->tid) : -1;
+    int64_t last = ti->last_cpu;
+    ti->last_cpu = cpu;
+    return !(cpu < 0 || last < 0 || cpu <= last);
+}
+
+/* The thread's name now: the OS's, else (3.9-3.13 give threads none of
+ * their own) the threading.Thread's, read from its object. */
+static void read_name(const struct ps_python *py, long tid, uintptr_t boot, char *name,
+                      size_t size)
+{
+    if (tid == threads.pid)
+        strcpy(name, "MainThread");
+    else if (tid <= 0 || ps_thread_os_name(tid, name, size) != 0)
+        name[0] = '\0';
+    if (name[0] == '\0' && tid > 0 && boot != 0)
+        ps_thread_py_name(py, boot, name, size);
+}
+
+uint32_t ps_threadinfo_label(const struct ps_python *py, struct ps_symtab *syms,
+                             struct ps_thread_info *ti, uint64_t now, uintptr_t boot)
+{
+    /* Names change at any time (3.14+, and programs that name threads):
+     * read again now and then.  A thread first seen before it reached
+     * _bootstrap_inner is looked at again as soon as it has, not a second
+     * later. */
+    int boot_new = boot != 0 && !ti->had_boot;
+    if (now >= ti->name_at || boot_new) {
+        char name[sizeof ti->name];
+        read_name(py, ti->tid, boot, name, sizeof name);
+        /* A read of the name that failed (the thread was moving under us)
+         * is tried again on the next sample rather than a second later,
+         * so a short-lived thread does not spend its life unnamed; a few
+         * misses in a row mean this object has no readable name. */
+        if (boot != 0 && name[0] == '\0' && ti->name_misses < PS_NAME_RETRIES) {
+            ti->name_misses++;
+            ti->had_boot = 0;
+        } else {
+            ti->had_boot = boot != 0;
+        }
+        strcpy(ti->name, name);
+        ti->name_at = now + PS_NAME_REFRESH_NS;
+    }
+    return ps_sym_label(syms, ti->tid, ti->name[0] ? ti->name : NULL);
+}
+
+void ps_threadinfo_prepare_fork(void)
+{
+    threads.forking_tid = ps_gettid();
+}
+
+void ps_threadinfo_child_after_fork(void)
+{
+    threads.pid = getpid();
+    /* Newest first; the oldest ancestor falls off a full list. */
+    memmove(threads.forker_tids + 1, threads.forker_tids,
+            (PS_FORKERS - 1) * sizeof threads.forker_tids[0]);
+    threads.forker_tids[0] = threads.forking_tid != threads.pid ? threads.forking_tid : 0;
+    memset(threads.tids, 0, sizeof threads.tids);
+}

@@ -1,0 +1,49 @@
+/*
+ * threadinfo.h - which OS thread a thread state is, and what the sampler
+ * remembers of each: its CPU time at the last look (PYSAMPLE_MODE=cpu)
+ * and its name, refreshed now and then, from which its label is made.
+ *
+ * Sampler thread only, under the profile's lock (the per-thread table is
+ * the tick's); the fork handlers run with that lock held.
+ */
+#ifndef PS_THREADINFO_H
+#define PS_THREADINFO_H
+
+#include <stdint.h>
+
+#include "python/python.h"
+#include "profile/symtab.h"
+
+struct ps_thread_info;
+
+/* Notes this process's pid (its main thread's tid). */
+void ps_threadinfo_setup(void);
+
+/*
+ * The OS thread of thread state ts (a copy, layout L): *pth its pthread id
+ * (0 if none), *tid its kernel tid, or -1 where neither the thread state
+ * nor the thread table knows it.  A thread that forked us (or an
+ * ancestor) stands for our main thread.  -1 if the thread state is not
+ * yet bound to any OS thread.
+ */
+int ps_threadinfo_ids(const struct ps_layout *L, const uint8_t *ts, long *tid, uintptr_t *pth);
+
+/* The sampler's memory of thread tid (new, or reclaimed from a thread long
+ * gone, when it has none). */
+struct ps_thread_info *ps_threadinfo_find(long tid);
+
+/* PYSAMPLE_MODE=cpu: 1 if the thread used CPU since the previous look
+ * (0 if idle, or first seen, or its clock cannot be read). */
+int ps_threadinfo_ran(struct ps_thread_info *ti);
+
+/* The thread's label (symtab.h), its name read again about once a second.
+ * boot: the Thread._bootstrap_inner frame of this sample's walk, or 0. */
+uint32_t ps_threadinfo_label(const struct ps_python *py, struct ps_symtab *syms,
+                             struct ps_thread_info *ti, uint64_t now, uintptr_t boot);
+
+/* fork(): prepare notes the forking thread; the child forgets every
+ * thread and counts the forking one as its main thread from then on. */
+void ps_threadinfo_prepare_fork(void);
+void ps_threadinfo_child_after_fork(void);
+
+#endif

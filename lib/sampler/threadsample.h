@@ -1,0 +1,45 @@
+/*
+ * threadsample.h - where one thread's sample is taken: its thread state
+ * walked (with its native frames, PYSAMPLE_NATIVE), its running asyncio
+ * task spliced in (PYSAMPLE_ASYNC), the stack counted under its label.
+ */
+#ifndef PS_THREADSAMPLE_H
+#define PS_THREADSAMPLE_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "profile/profile.h"
+#include "python/python.h"
+#include "asyncio/tasks.h"
+
+/* When the tick's asyncio task snapshot is read (tick.c decides when it is
+ * due; the first thread that is sampled takes it, so a CPU-mode tick where
+ * nothing ran reads no tasks). */
+enum ps_tasks_snapshot { PS_TASKS_NOT_TAKEN, PS_TASKS_DUE, PS_TASKS_TAKEN };
+
+/* What a tick (tick.c) shares with each thread it samples. */
+struct ps_tick {
+    struct ps_profile *p;       /* held for the whole tick */
+    uint64_t now;
+    int all;                    /* every thread, whatever PYSAMPLE_MODE (dump) */
+    uint32_t interp_func;       /* root frame of this interpreter's stacks, or PS_ID_NONE */
+    struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
+    enum ps_tasks_snapshot tasks_state;
+    uintptr_t tasks_interp;     /* the main interpreter: whose tasks are read */
+};
+
+/* Buffers for walks of py as cfg says (cfg->native as it ends up after
+ * the platform's set-up).  Both must outlive the sampler: they are
+ * sampler.c's.  0, or -1 (out of memory). */
+int ps_threadsample_setup(const struct ps_python *py, const struct ps_config *cfg);
+
+/* Samples the thread state at tsp, whose snapshot is ts (PS_TS_MAX bytes,
+ * read again as the walk needs), counting its stack weight times. */
+void ps_sample_thread(struct ps_tick *t, uintptr_t tsp, uint8_t *ts, uint64_t weight);
+
+/* fork() child: the native capture starts afresh (only the forking thread
+ * exists, and it was not held). */
+void ps_threadsample_child_after_fork(void);
+
+#endif

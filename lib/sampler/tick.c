@@ -1,0 +1,176 @@
+/*
+ * tick.c - one tick (tick.h): the interpreters' thread states listed,
+ * which of them are sampled and with what weight, and when the asyncio
+ * task snapshot is taken.
+ *
+ * Locking.  The tick never takes a lock that a program thread can hold:
+ * it reads interpreter memory without the GIL or the runtime's HEAD_LOCK,
+ * through ps_read() only.  It holds the profile's lock (profile.c) for the
+ * whole tick, and nothing else.
+ */
+#include <stdio.h>
+
+#include "memory/memread.h"
+#include "platform/platform.h"
+#include "native/native.h"
+#include "profile/profile.h"
+#include "sampler/stats.h"
+#include "sampler/threadsample.h"
+#include "python/threadstates.h"
+#include "sampler/tick.h"
+
+static struct {
+    const struct ps_python *py;   /* sampler.c's */
+    const struct ps_config *cfg;
+    struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
+    /* PYSAMPLE_MAX_THREADS_PER_TICK (pick_thread) */
+    unsigned threads_seen;      /* thread states in the previous tick */
+    unsigned rotate;            /* the first of this tick's subset */
+    uint64_t rng;               /* xorshift64 state for the weights */
+} tick;
+
+int ps_tick_setup(const struct ps_python *py, const struct ps_config *cfg)
+{
+    tick.py = py;
+    tick.cfg = cfg;
+    if (cfg->async_tasks)
+        tick.tasks = ps_tasks_new(py);  /* NULL: a note said why */
+    return 0;
+}
+
+/* The interpreter's id, or -1 where this layout has none or it cannot be
+ * read. */
+static int64_t interp_id(uintptr_t interp)
+{
+    int64_t id;
+    const struct ps_layout *L = &tick.py->L;
+    if (L->is_id == PS_NOFIELD || L->is_id == 0 || ps_read(&id, interp + L->is_id, sizeof id) != 0)
+        return -1;
+    return id;
+}
+
+/*
+ * The root frame "interp <id>" of stacks from an interpreter other than
+ * the main one (docs/format.md), or PS_ID_NONE for the main interpreter
+ * (id 0) and when the id cannot be read: a profile of a process with a
+ * single interpreter looks as it always did.
+ */
+static uint32_t interp_frame(struct ps_profile *p, int64_t id)
+{
+    char name[32];
+    if (id <= 0)
+        return PS_ID_NONE;
+    snprintf(name, sizeof name, "interp %lld", (long long)id);
+    return ps_sym_marker(&p->syms, name);
+}
+
+/* A new interpreter's threads begin: its root frame, and whether the
+ * asyncio tasks (those of the main interpreter, id 0) are read when its
+ * first thread is sampled.  Once per interpreter per tick. */
+static void enter_interp(struct ps_tick *t, uintptr_t interp)
+{
+    int64_t id = interp_id(interp);
+    t->interp_func = interp_frame(t->p, id);
+    if (t->tasks_state == PS_TASKS_DUE)
+        t->tasks_state = PS_TASKS_NOT_TAKEN;
+    if (t->tasks != NULL && t->tasks_state == PS_TASKS_NOT_TAKEN && id == 0) {
+        t->tasks_interp = interp;
+        t->tasks_state = PS_TASKS_DUE;
+    }
+}
+
+/*
+ * PYSAMPLE_MAX_THREADS_PER_TICK=k with more than k threads: each tick
+ * walks k of them, a window that rotates by k every tick, so every thread
+ * is walked once every ceil(T/k) ticks, in turn, whatever its place in the
+ * interpreter's list.  Each walked stack then stands for the T/k ticks of
+ * that thread that were not walked: it is counted T/k times, rounded to a
+ * whole count at random (floor(T/k), plus one with probability frac(T/k)),
+ * so that the expected count of every stack is what sampling every thread
+ * every tick would give: the profile is unbiased, its totals right on
+ * average, and only its variance grows.  T is the number of thread states
+ * of the previous tick (the list is walked once; the tick after the count
+ * changed is weighted by the old one).  Returns the weight of the thread
+ * at position idx of this tick, or 0 to skip it.
+ */
+static uint64_t pick_thread(unsigned idx, int all)
+{
+    unsigned k = (unsigned)tick.cfg->max_threads_per_tick, t = tick.threads_seen;
+    if (k == 0 || t <= k || all)
+        return 1;
+    if ((idx % t + t - tick.rotate % t) % t >= k)
+        return 0;
+    uint64_t whole = t / k, rest = t % k;
+    uint64_t x = tick.rng ? tick.rng : 0x9e3779b97f4a7c15ull;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    tick.rng = x;
+    return whole + ((x % k) < rest ? 1 : 0);
+}
+
+/* After a tick of n thread states: the next tick's window (pick_thread). */
+static void rotate_subset(unsigned n, int all)
+{
+    unsigned k = (unsigned)tick.cfg->max_threads_per_tick;
+    if (k == 0 || all)
+        return;
+    tick.rotate = n ? (tick.rotate + k) % n : 0;
+    tick.threads_seen = n;
+}
+
+/* Every thread state, under the profile's lock. */
+static void sample_threads(struct ps_tick *t, struct ps_tstate_iter *it)
+{
+    uint8_t ts[PS_TS_MAX];
+    uintptr_t tsp, interp = 0;
+    unsigned idx = 0;
+    while ((tsp = ps_tstates_next(it, ts)) != 0) {
+        if (it->interp != interp) {
+            interp = it->interp;
+            enter_interp(t, interp);
+        }
+        uint64_t weight = pick_thread(idx++, t->all);
+        if (weight != 0)
+            ps_sample_thread(t, tsp, ts, weight);
+    }
+    rotate_subset(idx, t->all);
+}
+
+int ps_tick(int all)
+{
+    struct ps_tstate_iter it;
+    struct ps_tick t = { .now = ps_now_ns(), .all = all, .interp_func = PS_ID_NONE,
+                         .tasks = tick.tasks, .tasks_state = PS_TASKS_NOT_TAKEN };
+
+    ps_mem_tick();
+    /* Loaded objects for native stacks: here, before the profile's lock,
+     * before the batch and before any thread is held (dl_iterate_phdr
+     * takes the loader's lock, which a held thread could own, and a thread
+     * that holds it may be waiting in sigaction() for our batch to end). */
+    if (tick.cfg->native && ps_objs_refresh(tick.py->runtime))
+        ps_native_objects_changed();
+
+    /* The runtime's fixed reads too go inside the batch: outside it each
+     * took and released the read guard (a compare-and-swap and a
+     * sequentially consistent load, ~80 instructions a read). */
+    t.p = ps_profile_lock();
+    int batch = ps_mem_batch_begin();
+    int finalizing = ps_python_finalizing(tick.py);
+    int listed = !finalizing && ps_tstates_begin(&it, tick.py) == 0;
+    if (listed) {
+        if (tick.tasks != NULL)
+            ps_tasks_clear(tick.tasks);
+        sample_threads(&t, &it);
+    }
+    ps_mem_batch_end(batch);
+    ps_profile_unlock();
+    if (finalizing)
+        return 1;
+    if (!listed)
+        return 0;
+    if (it.torn)
+        ps_count_dropped(PS_COUNT_ERRORS_INCONSISTENT, it.torn);
+    ps_count(PS_COUNT_TICKS, 1);
+    return 0;
+}

@@ -1,0 +1,23 @@
+/*
+ * tick.h - one tick of the sampler: every thread state of every
+ * interpreter, each sampled (threadsample.h) or, under
+ * PYSAMPLE_MAX_THREADS_PER_TICK, left for a later tick.
+ */
+#ifndef PS_TICK_H
+#define PS_TICK_H
+
+#include "config.h"
+#include "python/python.h"
+
+/* Keeps py and cfg (sampler.c's, which outlive the sampler) and, with
+ * PYSAMPLE_ASYNC, sets up the asyncio tasks' state (a note says why when
+ * this interpreter's tasks cannot be attributed).  0, or -1. */
+int ps_tick_setup(const struct ps_python *py, const struct ps_config *cfg);
+
+/* One tick, on the calling thread (the sampler thread).  all: every
+ * thread, whatever PYSAMPLE_MODE and PYSAMPLE_MAX_THREADS_PER_TICK say
+ * (`pysample dump`).  Returns 1 if the runtime is finalizing (nothing was
+ * read, and nothing more will be), else 0. */
+int ps_tick(int all);
+
+#endif
