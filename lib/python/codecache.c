@@ -53,8 +53,6 @@
 #include "python/codecache.h"
 #include "memory/memread.h"
 #include "python/pystr.h"
-#include "asyncio/tasks.h"
-#include "python/threadnames.h"
 
 /* Line tables larger than this are not decoded (the frame keeps line 0). */
 #define PS_MAX_LINETABLE (1u << 20)
@@ -107,6 +105,25 @@ static int same_id(const struct ps_code_id *a, const struct ps_code_id *b)
            a->firstlineno == b->firstlineno;
 }
 
+/* The registered classifiers, by role bit (ps_code_classify_with). */
+static ps_code_classifier classifiers[PS_ROLE_COUNT];
+
+void ps_code_classify_with(unsigned role, ps_code_classifier fn)
+{
+    for (unsigned i = 0; i < PS_ROLE_COUNT; i++)
+        if (role == 1u << i)
+            classifiers[i] = fn;
+}
+
+static uint8_t classify(const char *name, const char *file)
+{
+    uint8_t roles = 0;
+    for (unsigned i = 0; i < PS_ROLE_COUNT; i++)
+        if (classifiers[i] != NULL && classifiers[i](name, file))
+            roles |= (uint8_t)(1u << i);
+    return roles;
+}
+
 /* Reads names and the line table into e.  0 or -1. */
 static int fill(struct ps_code_entry *e, const struct ps_python *py,
                 struct ps_symtab *syms, int lines)
@@ -125,8 +142,7 @@ static int fill(struct ps_code_entry *e, const struct ps_python *py,
     e->skip = strcmp(file, "<shim>") == 0 ||
               (strcmp(file, "__init__") == 0 && strcmp(name, "__init__") == 0);
 
-    e->thread_boot = (uint8_t)ps_is_thread_bootstrap(name, file);
-    e->taskgroup_exit = (uint8_t)ps_is_taskgroup_exit(name, file);
+    e->roles = classify(name, file);
 
     e->func = ps_sym_python(syms, name, file);
     if (e->func == PS_ID_NONE)

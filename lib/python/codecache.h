@@ -11,6 +11,27 @@
 #include "python/python.h"
 #include "profile/symtab.h"
 
+/*
+ * A code object's roles: what a feature needs to recognise in a walk (the
+ * frame whose first local is a Thread, the frame of TaskGroup.__aexit__).
+ * Each is decided once per code object, when it is resolved, by the
+ * classifier its feature registered at setup, so that the cache knows the
+ * roles by number only and no feature by name.
+ */
+enum {
+    PS_ROLE_THREAD_BOOT = 1u << 0,      /* threading's Thread._bootstrap_inner */
+    PS_ROLE_TASKGROUP_EXIT = 1u << 1,   /* asyncio's TaskGroup.__aexit__ */
+    PS_ROLE_COUNT = 2
+};
+
+/* 1 if the function (qualified name, file name) has the role, else 0. */
+typedef int (*ps_code_classifier)(const char *name, const char *file);
+
+/* Registers fn for role (one PS_ROLE_* bit); a later call replaces it.
+ * Called before the sampler resolves code (setup), never concurrently with
+ * ps_code_resolve. */
+void ps_code_classify_with(unsigned role, ps_code_classifier fn);
+
 /* What identifies a code object beyond its address (see codecache.c). */
 struct ps_code_id {
     uintptr_t addr, filename, name, qualname, linetable;
@@ -22,8 +43,7 @@ struct ps_code_entry {
     struct ps_code_id id;
     uint32_t func;              /* symbol of (qualname, filename) */
     uint8_t skip;               /* interpreter shim: not shown */
-    uint8_t thread_boot;        /* threading's Thread._bootstrap_inner (threadnames.h) */
-    uint8_t taskgroup_exit;     /* asyncio's TaskGroup.__aexit__ (tasks.h) */
+    uint8_t roles;              /* PS_ROLE_* bits (ps_code_classify_with) */
     uint8_t valid;
     uint32_t nranges;
     struct ps_lt_range *ranges; /* owned */

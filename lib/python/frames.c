@@ -300,10 +300,10 @@ resolve(const struct walk_plan *p, uintptr_t frame, const uint8_t *fr, uint64_t 
     *words = w;
     if (ce->skip)
         return 0;
-    if (ce->thread_boot)
+    if (ce->roles & PS_ROLE_THREAD_BOOT)
         *boot = frame;  /* its first local is the Thread object */
     if (taskgroup != NULL)
-        *taskgroup = ce->taskgroup_exit;
+        *taskgroup = (ce->roles & PS_ROLE_TASKGROUP_EXIT) != 0;
 
     int32_t line = PS_LINE_NONE;
     if (p->lines) {

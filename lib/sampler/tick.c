@@ -18,6 +18,9 @@
 #include "sampler/threadsample.h"
 #include "python/threadstates.h"
 #include "sampler/tick.h"
+#include "python/codecache.h"
+#include "python/threadnames.h"
+#include "asyncio/tasks.h"
 
 static struct {
     const struct ps_python *py;   /* sampler.c's */
@@ -33,6 +36,12 @@ int ps_tick_setup(const struct ps_python *py, const struct ps_config *cfg)
 {
     tick.py = py;
     tick.cfg = cfg;
+    /* Before the first code object is resolved, and whatever the
+     * settings, so that no cached entry ever lacks a role: thread names
+     * need the bootstrap frame in every walk (threadnames.h), asyncio the
+     * frames of TaskGroup.__aexit__ (tasks.h). */
+    ps_code_classify_with(PS_ROLE_THREAD_BOOT, ps_is_thread_bootstrap);
+    ps_code_classify_with(PS_ROLE_TASKGROUP_EXIT, ps_is_taskgroup_exit);
     if (cfg->async_tasks)
         tick.tasks = ps_tasks_new(py);  /* NULL: a note said why */
     return 0;
