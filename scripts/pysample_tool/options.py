@@ -4,9 +4,10 @@
 # SPDX-License-Identifier: MIT
 
 import argparse
+import os
 import sys
 
-from .common import PROG
+from .common import PROG, ToolError
 
 
 class Parser(argparse.ArgumentParser):
@@ -48,8 +49,48 @@ def output(parser, metavar="OUT", help="write here instead of standard output"):
 
 
 def rate(parser, help):
-    """--rate HZ, checked against the library's range: args.rate."""
-    parser.add_argument("--rate", type=_rate, metavar="HZ", help=help)
+    """-r/--rate HZ (py-spy's -r), checked against the library's range: args.rate."""
+    parser.add_argument("-r", "--rate", type=_rate, metavar="HZ", help=help)
+
+
+# The formats a profile is written in, and py-spy's names for two of them
+# (`py-spy record -f flamegraph`, `-f raw`), so that its command lines work.
+FORMATS = ("collapsed", "svg", "speedscope", "pprof")
+FORMAT_ALIASES = {"flamegraph": "svg", "raw": "collapsed"}
+
+# What an output file's extension says it is: `-o profile.svg` is a flame
+# graph, as with py-spy.  Other extensions say nothing.
+FORMAT_OF_EXTENSION = {".svg": "svg", ".json": "speedscope", ".pb": "pprof", ".pprof": "pprof",
+                       ".txt": "collapsed", ".folded": "collapsed", ".collapsed": "collapsed"}
+
+
+def _format_name(text):
+    name = FORMAT_ALIASES.get(text.lower(), text.lower())
+    if name not in FORMATS:
+        raise argparse.ArgumentTypeError("unknown format %r (choose from %s; py-spy's flamegraph and raw "
+                                         "are svg and collapsed)" % (text, ", ".join(FORMATS)))
+    return name
+
+
+def output_format(parser):
+    """-f/--format: args.format, None when not given (see choose_format)."""
+    parser.add_argument("-f", "--format", type=_format_name, metavar="FORMAT", default=None,
+                        help="collapsed (the library's text), svg (flame graph; py-spy's flamegraph), "
+                             "speedscope (JSON) or pprof (default: from the extension of -o: .svg, "
+                             ".json, .pb or .pprof, .txt or .folded; else collapsed)")
+
+
+def choose_format(fmt, output):
+    """The format to write: --format if given, else what output's extension
+    says, else collapsed.  A --format that the extension contradicts
+    (`-o prof.json --format svg`) is refused: one of the two is a mistake,
+    and either way the file would not be what its name says."""
+    ext = os.path.splitext(output or "")[1].lower()
+    implied = FORMAT_OF_EXTENSION.get(ext)
+    if fmt is not None and implied is not None and fmt != implied:
+        raise ToolError("-o %s names a %s file but --format is %s: change one of them"
+                        % (output, implied, fmt))
+    return fmt or implied or "collapsed"
 
 
 def trailing_command(parser):

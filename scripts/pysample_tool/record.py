@@ -11,6 +11,7 @@
 #
 # SPDX-License-Identifier: MIT
 
+import argparse
 import collections
 import errno
 import os
@@ -68,16 +69,29 @@ def add_options(parser):
     options.rate(parser, help="samples per second, 1..100000 (default: $PYSAMPLE_RATE or 100)")
     parser.add_argument("--mode", choices=("wall", "cpu"),
                         help="wall: sample threads whatever they do (default); cpu: only while on a CPU")
+    parser.add_argument("-i", "--idle", action="store_true",
+                        help="py-spy's --idle: include idle threads, which is --mode wall (the default)")
+    parser.add_argument("-g", "--gil", action="store_true",
+                        help="only threads holding the GIL (PYSAMPLE_GIL=1), like py-spy's --gil")
     parser.add_argument("--async", dest="async_tasks", action="store_true",
                         help="attribute samples to asyncio tasks (PYSAMPLE_ASYNC=1): each task's stack "
                              "under [task NAME \"CORO\"] markers; in wall mode waiting tasks count too")
-    parser.add_argument("--native", nargs="?", const="1", choices=("1", "all"),
+    parser.add_argument("-n", "--native", nargs="?", const="1", choices=("1", "all"),
                         help="native frames too (PYSAMPLE_NATIVE): C extensions, ctypes calls, the "
                              "system call or GIL wait a thread is in, with the Python frames in place "
                              "of the interpreter's; --native=all also shows the interpreter's own "
                              "frames (Linux x86-64)")
-    parser.add_argument("--format", choices=("collapsed", "speedscope", "pprof", "svg"), default="collapsed",
-                        help="output format (default: collapsed, the library's text format)")
+    parser.add_argument("--nolineno", action="store_true",
+                        help="one frame per function, no line numbers (PYSAMPLE_LINES=0; py-spy's name)")
+    subprocesses = parser.add_mutually_exclusive_group()
+    subprocesses.add_argument("-s", "--subprocesses", dest="subprocesses", action="store_true", default=True,
+                              help="keep the profiles of every Python process COMMAND starts (the default)")
+    subprocesses.add_argument("--no-subprocesses", dest="subprocesses", action="store_false",
+                              help="keep only the profiles of the process record started (and of a "
+                                   "Python it execs); its children still run with the library")
+    parser.add_argument("-t", "--threads", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--nonblocking", action="store_true", help=argparse.SUPPRESS)
+    options.output_format(parser)
     parser.add_argument("--python", metavar="PY",
                         help="interpreter for the demo and for a COMMAND that starts with a .py file "
                              "(default: %s)" % (sys.executable or "python3"))
@@ -94,11 +108,20 @@ def add_options(parser):
 # ---------------------------------------------------------------------------
 
 def run(args):
+    args.format = options.choose_format(args.format, args.output)
+    if args.idle:
+        if args.mode == "cpu":
+            raise ToolError("--idle (include idle threads) contradicts --mode cpu: give one of them")
+        args.mode = "wall"
     if args.pid is not None:
         if args.command_argv:
             raise ToolError("--pid records a running process: give no COMMAND")
         if args.mode is not None:
             raise ToolError("--mode cannot change a running process's PYSAMPLE_MODE")
+        if args.gil:
+            raise ToolError("--gil cannot change a running process's PYSAMPLE_GIL")
+        if args.nolineno:
+            raise ToolError("--nolineno cannot change a running process's PYSAMPLE_LINES")
         return record_pid(args)
     if args.duration is not None:
         raise ToolError("--duration goes with --pid (a COMMAND is recorded until it exits)")
@@ -129,6 +152,8 @@ def run(args):
     try:
         returncode, main_pid = _run(command, env)
         written = collect(workdir)
+        if not args.subprocesses:
+            written = _only_started_process(written, main_pid, args.quiet)
         if returncode < 0:
             sys.stderr.write("%s: `%s` was killed by %s\n"
                              % (PROG, _describe_command(command), _signal_name(-returncode)))
@@ -188,6 +213,10 @@ def _environment(library, workdir, args):
         env["PYSAMPLE_ASYNC"] = "1"
     if getattr(args, "native", None):
         env["PYSAMPLE_NATIVE"] = args.native
+    if getattr(args, "gil", False):
+        env["PYSAMPLE_GIL"] = "1"
+    if getattr(args, "nolineno", False):
+        env["PYSAMPLE_LINES"] = "0"
     return env
 
 
@@ -263,6 +292,17 @@ def collect(workdir):
         else:
             written.append(Written(None, "." + stem, stem, path))
     return written
+
+
+def _only_started_process(written, main_pid, quiet):
+    """--no-subprocesses: the profiles of the process record started (its
+    first image and those of Pythons it exec'd), not its children's."""
+    kept = [w for w in written if w.pid == main_pid]
+    if len(kept) < len(written) and not quiet:
+        others = len(set(w.pid if w.pid is not None else w.stem for w in written if w.pid != main_pid))
+        sys.stderr.write("%s: --no-subprocesses: left out the profiles of %d other process%s\n"
+                         % (PROG, others, "" if others == 1 else "es"))
+    return kept
 
 
 def expand_template(template, pid, hostname, start):

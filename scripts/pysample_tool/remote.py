@@ -25,7 +25,7 @@ ARMED = "started with libpysample preloaded and PYSAMPLE_ARM=1, run as your user
 
 
 def add_pid_option(parser, required=False, help=None):
-    parser.add_argument("--pid", type=int, metavar="PID", required=required,
+    parser.add_argument("-p", "--pid", type=int, metavar="PID", required=required,
                         help=help or "the armed process (started with PYSAMPLE_ARM=1) to work on")
     parser.add_argument("--control-dir", metavar="DIR",
                         help="the directory of its control socket, if it was started with "

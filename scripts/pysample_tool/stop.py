@@ -15,12 +15,12 @@ DESCRIPTION = ("Stops the sampling that `pysample start --pid PID` began and wri
 def add_options(parser):
     remote.add_pid_option(parser, required=True)
     options.output(parser, metavar="FILE", help="where to write the profile (%%p: the pid)")
-    parser.add_argument("--format", choices=("collapsed", "speedscope", "pprof", "svg"), default="collapsed",
-                        help="output format (default: collapsed)")
+    options.output_format(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="print no summary")
 
 
 def run(args):
+    args.format = options.choose_format(args.format, args.output)
     reply = remote.request(args.pid, "stop", args.control_dir)
     return 0 if save_remote_profile(args.pid, reply, args.output, args.format, args.quiet,
                                     "process %d since `pysample start`" % args.pid) else 1

@@ -31,7 +31,7 @@ def add_options(parser):
                         help="show N functions, 0 for all (default: 20; with --pid, what fits the terminal)")
     remote.add_pid_option(parser, help="show the live table of this running armed process")
     options.rate(parser, help="with --pid: samples per second (default: the process's PYSAMPLE_RATE)")
-    parser.add_argument("--duration", type=options.seconds, metavar="S",
+    parser.add_argument("-d", "--duration", type=options.seconds, metavar="S",
                         help="with --pid: stop after S seconds (default: until Ctrl-C)")
 
 

@@ -1232,6 +1232,63 @@ class RecordTests(TempDirTestCase):
                     self.assertEqual(prof["period"], 10000000, "100 Hz by default")
                 self.assertEqual(os.listdir(directory), [os.path.basename(path)], "no leftovers")
 
+    def test_output_extension_chooses_the_format(self):
+        """py-spy's habit: `record -o profile.svg -- ...` is a flame graph."""
+        checks = (("profile.svg", lambda d: ET.fromstring(d).tag == SVG_NS + "svg"),
+                  ("profile.json", lambda d: "profiles" in json.loads(d.decode())),
+                  ("profile.pb", lambda d: decode_pprof(d)["period"] == 10000000),
+                  ("profile.pprof", lambda d: decode_pprof(d)["period"] == 10000000),
+                  ("profile.folded", lambda d: d.startswith(b"thread ")),
+                  ("profile.txt", lambda d: d.startswith(b"thread ")))
+        for name, is_right in checks:
+            with self.subTest(output=name):
+                code, out, err = self.record("-o", name, "--", PYTHON, "-c", "pass")
+                self.assertEqual(code, 0, err)
+                with open(os.path.join(self.tmp, name), "rb") as f:
+                    self.assertTrue(is_right(f.read()), "%s holds what its name says" % name)
+
+    def test_format_and_extension_that_disagree_are_refused(self):
+        code, out, err = self.record("-o", "profile.json", "--format", "svg", "--", PYTHON, "-c",
+                                     "open('started', 'w')")
+        self.assertEqual(code, 2, err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("pysample: -o profile.json names a speedscope file but --format is svg", err)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "started")), "the command is not run")
+        # An extension that says nothing leaves --format in charge.
+        code, out, err = self.record("-o", "profile.out", "-f", "flamegraph", "--", PYTHON, "-c", "pass")
+        self.assertEqual(code, 0, err)
+        with open(os.path.join(self.tmp, "profile.out"), "rb") as f:
+            ET.fromstring(f.read())
+
+    def test_py_spy_short_flags_and_names(self):
+        code, out, err = self.record("-r", "250", "-n", "-g", "--nolineno", "-t", "--nonblocking",
+                                     "-f", "raw", "-o", "prof", "--", PYTHON, "-c", "pass")
+        self.assertEqual(code, 0, err)
+        with open(os.path.join(self.tmp, "prof")) as f:
+            self.assertIn("env rate=250 mode=unset format=collapsed async=unset native=1 gil=1 lines=0",
+                          f.read())
+        code, out, err = self.record("-i", "-o", "idle.txt", "--", PYTHON, "-c", "pass")
+        self.assertEqual(code, 0, err)
+        with open(os.path.join(self.tmp, "idle.txt")) as f:
+            self.assertIn("mode=wall", f.read(), "--idle: idle threads too, which is wall mode")
+        code, out, err = self.record("-i", "--mode", "cpu", "--", PYTHON, "-c", "pass")
+        self.assertEqual(code, 2, err)
+        self.assertIn("--idle (include idle threads) contradicts --mode cpu", err)
+        code, out, err = self.record("-f", "chrometrace", "--", PYTHON, "-c", "pass")
+        self.assertEqual(code, 2, err)
+        self.assertIn("unknown format 'chrometrace'", err)
+
+    def test_no_subprocesses_keeps_the_started_process_only(self):
+        program = ("import subprocess, sys\n"
+                   "for _ in range(2): subprocess.run([sys.executable, '-c', 'pass'])")
+        code, out, err = self.record("--no-subprocesses", "--", PYTHON, "-c", program)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(self.profiles()), 1, err)
+        self.assertIn("--no-subprocesses: left out the profiles of 2 other processes", err)
+        code, out, err = self.record("-s", "--", PYTHON, "-c", program)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(self.profiles()), 1 + 3, err)
+
     def test_command_killed_by_a_signal(self):
         code, out, err = self.record("--", PYTHON, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
         self.assertEqual(code, 128 + signal.SIGTERM)
