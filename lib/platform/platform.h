@@ -99,6 +99,15 @@ void ps_thread_copy_end(void);
  * thread instead.  0 on Linux. */
 extern const int ps_plat_walk_reads_copy;
 
+/*
+ * 1 if no thread of the program is left: every thread of this process but
+ * the caller (the sampler) has ended, the leader included (a leader that
+ * ended with pthread_exit stays a zombie until the process ends).  0 when
+ * one is alive or when the system cannot tell.  No allocation, no lock.
+ * (Linux: /proc/self; macOS: always 0, docs/macos.md.)
+ */
+int ps_program_threads_gone(void);
+
 /* --- time --------------------------------------------------------------- */
 
 uint64_t ps_now_ns(void);                 /* monotonic clock */

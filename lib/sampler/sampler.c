@@ -29,6 +29,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -67,6 +68,7 @@ static struct {
     _Atomic int finished;       /* runtime finalizing: nothing more to read */
     _Atomic int write_request;  /* serve the writer at the next chance */
     uint64_t next_flush;
+    uint64_t next_orphan_check; /* when to look for the program's threads */
 
     pthread_mutex_t wake_lock;  /* with wake: the interruptible wait */
     pthread_cond_t wake;
@@ -224,6 +226,35 @@ static void flush_if_due(uint64_t now)
     sampler.next_flush = now + (uint64_t)sampler.cfg.flush_interval_s * 1000000000ull;
 }
 
+/*
+ * The program's last thread has ended, and only this one keeps the
+ * process alive.  It happens in a child forked by a thread other than the
+ * main one: the forking thread is the child's only thread, and when it
+ * returns (or calls pthread_exit) glibc would end the process with
+ * exit(0), as the last thread to end does -- but ours is still there, so
+ * the child would stay for ever as a zombie leader and its parent's
+ * waitpid would never return.  So this thread does what the last one
+ * would have done: exit(0), after the final profile (and PYSAMPLE_STATS)
+ * is written here, so that our atexit handler finds it done and waits for
+ * nobody.  Looked at every 100 ms at most: one read of /proc/self/stat
+ * while the leader runs (platform.h).
+ */
+static void exit_if_orphaned(uint64_t now)
+{
+    if (now < sampler.next_orphan_check)
+        return;
+    sampler.next_orphan_check = now + 100000000ull;
+    if (!ps_program_threads_gone())
+        return;
+    if (sampler.cfg.output[0]) {
+        ps_writer_ask(PS_WRITE_FINAL);
+        ps_writer_serve();
+    }
+    if (sampler.cfg.stats_path[0])
+        ps_stats_write(sampler.cfg.stats_path, atomic_load(&sampler.rate_hz), sampler.cfg.native);
+    exit(0);
+}
+
 /* One tick for the latest deadline that has passed, timed for
  * PYSAMPLE_STATS: how late it is for that deadline, how long its work
  * took.  Sets *woke; returns when it ended. */
@@ -273,6 +304,7 @@ static void sample_for_a_while(void)
         schedule_next(&sc, woke, now);
         serve_writes();
         flush_if_due(now);
+        exit_if_orphaned(now);
         /* The thread's CPU clock is a system call (0.4-0.9 us here, as
          * much as walking a 10-frame stack): read it 10 times a second,
          * not every tick.  It is read once more on the way out. */
@@ -313,6 +345,7 @@ static void wait_for_interpreter(void)
         if (ps_now_ns() - waiting_since > 200000000ull && nap < 100000000ull)
             nap *= 2;
         serve_writes();
+        exit_if_orphaned(ps_now_ns());
     }
 }
 
@@ -329,6 +362,7 @@ static void idle_a_while(void)
     int forever = armed() && sampler.cfg.output[0] == '\0';
     wait_until(forever ? UINT64_MAX : ps_now_ns() + 100000000ull);
     serve_writes();
+    exit_if_orphaned(ps_now_ns());
 }
 
 static void *sampler_main(void *arg)

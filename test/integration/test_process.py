@@ -276,6 +276,23 @@ def test_fork_warning_still_given_for_real_threads(ctx):
 
 # ---- multiprocessing --------------------------------------------------------
 
+def test_fork_from_thread_child_ends(ctx):
+    """Issue 25: a child forked by a thread other than the main thread ends
+    when that thread returns, as without the library; our sampler thread
+    used to keep it alive for ever (a zombie leader, "Zl"), so that the
+    parent's waitpid never returned.  The program waits for its child at
+    most 30 s and reports "hung"; the run itself is bounded too."""
+    lib, plain = finish_pair(*pair(ctx, [ctx.program("proc_fork_thread.py"), "0.3"]), timeout=90)
+    check_same_exit(ctx, lib, plain, 0)
+    for run in (lib, plain):
+        info = json.loads(run.stdout)
+        ctx.check(info["status"] == 0, "the child ended with %r (lib=%s)" % (info["status"], run.lib),
+                  describe(run))
+    info = json.loads(lib.stdout)
+    profiles = check_files(ctx, lib, [pid_file(lib.proc.pid), pid_file(info["child"])])
+    check_has(ctx, profiles[pid_file(info["child"])], ["fork_thread_child_work"], [])
+
+
 def mp_scenario(ctx, method):
     lib, plain = finish_pair(*pair(ctx, [ctx.program("proc_mp.py"), method, "0.3"],
                                    interp_args=["-W", "always::DeprecationWarning"]))

@@ -345,3 +345,12 @@ int ps_signal_from_fault(const siginfo_t *si)
 {
     return si != NULL && si->si_code > 0 && si->si_code < SI_USER;
 }
+
+/* Not on macOS yet (docs/macos.md): a fork child whose last program thread
+ * ends with pthread_exit stays alive with the sampler thread.  The Mach
+ * task's thread list (task_threads) would tell, and a thread's run state
+ * whether it has ended. */
+int ps_program_threads_gone(void)
+{
+    return 0;
+}

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -182,6 +183,66 @@ int ps_thread_os_name(long tid, char *buf, size_t len)
     if (ps_linux_read_small("/proc/self/comm", proc, sizeof proc) >= 0 && strcmp(proc, buf) == 0)
         buf[0] = '\0';
     return 0;
+}
+
+/* --- is any thread of the program left? ---------------------------------- */
+
+/* The state letter of a /proc .../stat file: after the command name in
+ * parentheses, which may hold anything, so found from the last ')'.
+ * 0 if it cannot be read (the thread is gone). */
+static char stat_state(const char *path)
+{
+    char buf[512];
+    if (ps_linux_read_small(path, buf, sizeof buf) < 0)
+        return 0;
+    const char *p = strrchr(buf, ')');
+    return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
+static int ended(char state)
+{
+    return state == 0 || state == 'Z' || state == 'X' || state == 'x';
+}
+
+/* 1 if a thread of this process other than the caller and the leader is
+ * alive; also 1 when /proc cannot tell (never end a process on a guess).
+ * getdents64 on a descriptor: no opendir, so no malloc. */
+static int other_thread_alive(long self, long leader)
+{
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    char buf[4096];
+    int alive = 0;
+    long n;
+    while (!alive && (n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n && !alive;) {
+            struct dirent64 *d = (struct dirent64 *)(void *)(buf + off);
+            off += d->d_reclen;
+            char *end;
+            long tid = strtol(d->d_name, &end, 10);
+            if (end == d->d_name || *end != '\0' || tid == self || tid == leader)
+                continue;
+            char path[64];
+            snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+            alive = !ended(stat_state(path));
+        }
+    }
+    if (n < 0)
+        alive = 1;
+    close(fd);
+    return alive;
+}
+
+int ps_program_threads_gone(void)
+{
+    /* The cheap test first, and nearly always the last: the leader (the
+     * thread the process began with, or the one that forked it) still
+     * runs.  One that ended with pthread_exit stays a zombie until the
+     * whole process ends, which is what "ps" shows as Zl. */
+    if (!ended(stat_state("/proc/self/stat")))
+        return 0;
+    return !other_thread_alive(ps_gettid(), (long)getpid());
 }
 
 /* --- time --------------------------------------------------------------- */
