@@ -149,6 +149,10 @@ struct ps_obj;
  * interp is an address inside the interpreter (&_PyRuntime): its object
  * is marked as the interpreter's own.  Sampler thread, outside holds. */
 int ps_objs_refresh(uintptr_t interp);   /* 1 if the list changed */
+/* Changes whenever the list of objects changes (refresh, replace, free):
+ * what the unwinder's per-address cache is keyed on, so that it asks
+ * rather than being told. */
+uint32_t ps_objs_generation(void);
 /* The object whose code contains pc, or NULL.  No lock, no allocation. */
 const struct ps_obj *ps_objs_find(uintptr_t pc);
 /* Its .eh_frame_hdr in memory, or 0. */
@@ -197,9 +201,6 @@ enum ps_unwind_stop {
  */
 int ps_unwind(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop);
 
-/* The unwind rules cached per address are stale: the list of loaded
- * objects changed (ps_objs_refresh calls it; so does ps_objs_free). */
-void ps_unwind_forget(void);
 
 /* How frames were unwound, for PYSAMPLE_STATS: rules found in the cache,
  * rules looked up in the CFI, frames that were frame-pointer frames by

@@ -104,8 +104,8 @@ static int fp_step(struct ps_regs *rs, int cfi)
  * is computed from the registers: PLT stubs; a table we could not read).
  *
  * One thread uses it, the sampler's: ps_unwind runs there, and so does
- * ps_objs_refresh, which forgets it (ps_unwind_forget) whenever the list
- * of loaded objects changed, so no entry outlives the code it describes
+ * ps_objs_refresh; ps_unwind forgets the cache whenever the list of
+ * loaded objects changed (ps_objs_generation), so no entry outlives the code it describes
  * (an object unloaded and another loaded at its address).  No lock, no
  * atomics; a thread held in our handler never touches it.
  */
@@ -131,7 +131,7 @@ struct urule {
 static struct urule rules[PS_RULES];
 static uint32_t rules_gen = 1;
 
-void ps_unwind_forget(void)
+static void forget_rules(void)
 {
     if (++rules_gen == 0) {   /* wrapped: no old entry may look valid */
         memset(rules, 0, sizeof rules);
@@ -343,7 +343,7 @@ static int cfi_step(struct ps_regs *rs, int first)
 
 #else
 
-void ps_unwind_forget(void)
+static void forget_rules(void)
 {
 }
 
@@ -417,6 +417,11 @@ static uint64_t mono_ns(void)
 
 int ps_unwind(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
 {
+    static uint32_t objs_seen;
+    if (ps_objs_generation() != objs_seen) {
+        objs_seen = ps_objs_generation();
+        forget_rules();
+    }
     uint64_t t0 = mono_ns();
     int n = walk(regs, pcs, max, stop);
     ADD(counts[C_NS], mono_ns() - t0);

@@ -93,6 +93,9 @@ static struct {
     size_t sym_bytes;
 } T;
 
+/* Bumped whenever the list changes (ps_objs_generation). */
+static uint32_t objs_gen;
+
 /* --- the list ---------------------------------------------------------------- */
 
 static _Atomic unsigned long changes;
@@ -276,7 +279,7 @@ int ps_objs_refresh(uintptr_t interp)
     free(T.objs);
     T.objs = objs;
     T.n = n;
-    ps_unwind_forget();   /* its cache is per address: stale now */
+    objs_gen++;   /* the unwinder's cache is per address: stale now */
     /* The interpreter's code: the image whose segments hold _PyRuntime
      * (the executable, or libpython / the Python framework). */
     for (size_t i = 0; i < T.n; i++)
@@ -293,7 +296,7 @@ void ps_objs_free(void)
     T.objs = NULL;
     T.n = 0;
     T.have_list = 0;
-    ps_unwind_forget();
+    objs_gen++;
     while (n > 0) {
         n--;
         drop_syms(&objs[n]);
@@ -305,6 +308,11 @@ void ps_objs_free(void)
 const char *ps_obj_name(const struct ps_obj *o)
 {
     return o->name;
+}
+
+uint32_t ps_objs_generation(void)
+{
+    return objs_gen;
 }
 
 const struct ps_obj *ps_objs_find(uintptr_t pc)

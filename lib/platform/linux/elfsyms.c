@@ -74,6 +74,9 @@ static struct {
     char exe[4096];
 } T;
 
+/* Bumped whenever the list changes (ps_objs_generation). */
+static uint32_t objs_gen;
+
 struct collect {
     struct ps_obj *objs;
     size_t n, cap;
@@ -178,7 +181,7 @@ static void install(struct ps_obj *objs, size_t n, uintptr_t interp)
     free(T.objs);
     T.objs = objs;
     T.n = n;
-    ps_unwind_forget();
+    objs_gen++;
     /* The interpreter's code: the object whose data holds _PyRuntime
      * (the executable, or libpython), by its load bias. */
     Dl_info di;
@@ -243,7 +246,12 @@ void ps_objs_free(void)
     T.objs = NULL;
     T.n = 0;
     T.have_counts = 0;
-    ps_unwind_forget();
+    objs_gen++;
+}
+
+uint32_t ps_objs_generation(void)
+{
+    return objs_gen;
 }
 
 const struct ps_obj *ps_objs_find(uintptr_t pc)
