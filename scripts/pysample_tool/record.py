@@ -134,10 +134,10 @@ def run(args):
 
     hostname = socket.gethostname()
     start = int(time.time())
+    target_dir = os.getcwd()
     if args.output is not None:
         target_dir = os.path.dirname(os.path.abspath(expand_template(args.output, 0, hostname, start)))
-        if not os.path.isdir(target_dir):
-            raise ToolError("cannot write %s: directory %s does not exist" % (args.output, target_dir))
+    _check_writable(target_dir, args.output)
 
     workdir = tempfile.mkdtemp(prefix="pysample-record-")
     env = _environment(library, workdir, args)
@@ -149,6 +149,7 @@ def run(args):
             rate = DEFAULT_RATE
     mode = env.get("PYSAMPLE_MODE") or "wall"
 
+    keep = False
     try:
         returncode, main_pid = _run(command, env)
         written = collect(workdir)
@@ -167,10 +168,36 @@ def run(args):
                     "for one sample (1/%d s)? See docs/troubleshooting.md (\"Nothing written\").\n"
                     % (PROG, _describe_command(command), rate))
             return _exit_status(returncode)
-        _finish(args, command, written, main_pid, rate, mode, hostname, start)
+        try:
+            keep = not _finish(args, command, written, main_pid, rate, mode, hostname, start)
+        except Exception as e:
+            # After the run nothing may lose the profiles: whatever went
+            # wrong, they stay where the library wrote them.
+            keep = True
+            sys.stderr.write("%s: could not deliver the profiles (%s: %s)\n" % (PROG, type(e).__name__, e))
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if keep:
+            sys.stderr.write("%s: the profiles not delivered are kept in %s\n" % (PROG, workdir))
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
     return _exit_status(returncode)
+
+
+def _check_writable(directory, output):
+    """Refuses, before the command runs, a destination directory that
+    cannot take a file: missing, not writable, a read-only mount.  A file is
+    created and removed there, which asks the kernel itself (os.access
+    answers for the real uid and knows nothing of read-only mounts)."""
+    what = output if output is not None else "profiles to the current directory"
+    if not os.path.isdir(directory):
+        raise ToolError("cannot write %s: directory %s does not exist" % (what, directory))
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".pysample-probe-", dir=directory)
+    except OSError as e:
+        raise ToolError("cannot write %s: %s: %s (the command was not started)"
+                        % (what, directory, e.strerror or e))
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _command_to_run(args):
@@ -356,31 +383,32 @@ def _finish(args, command, written, main_pid, rate, mode, hostname, start):
     profiles = []
     problems = []
     delivered = []
+    undelivered = 0
     for w in sorted(written, key=lambda w: w.sort_key(main_pid)):
         destination = plan[w]
         try:
             profile = parse_collapsed(w.path)
         except ToolError as e:
             problems.append("%s: %s" % (w.who, str(e).replace(w.path + ": ", "").replace(w.path, "profile")))
-            if fmt == "collapsed":
-                shutil.move(w.path, destination)
-                delivered.append((w, destination, None))
+            profile = None
+            if fmt != "collapsed":
+                continue
+        try:
+            _deliver(w, profile, destination, fmt, rate, mode, command)
+        except (ToolError, OSError) as e:
+            undelivered += 1
+            reason = str(e) if isinstance(e, ToolError) else "cannot write %s: %s" % (destination, e.strerror or e)
+            problems.append("%s: %s; its profile is kept at %s" % (w.who, reason, w.path))
             continue
-        profile.path = destination
-        if fmt == "collapsed":
-            shutil.move(w.path, destination)
-        else:
-            data = convert_bytes(profile, fmt, rate=rate, mode="cpu" if mode == "cpu" else "wall",
-                                 quality=read_sidecar(w.path),
-                                 title="pysample: %s" % _describe_command(command))
-            write_output(destination, data, binary=is_binary(fmt))
-        profiles.append((w, profile))
+        if profile is not None:
+            profile.path = destination
+            profiles.append((w, profile))
         delivered.append((w, destination, profile))
 
     if args.quiet:
         for problem in problems:
             sys.stderr.write("%s: %s\n" % (PROG, problem))
-        return
+        return undelivered == 0
     err = sys.stderr
     err.write("%s: profiled `%s` at %d Hz (%s-clock time)\n"
               % (PROG, _describe_command(command), rate, "CPU" if mode == "cpu" else "wall"))
@@ -397,6 +425,19 @@ def _finish(args, command, written, main_pid, rate, mode, hostname, start):
         err.write(format_top([p for _, p in profiles], 10, indent="  "))
         first = [path for _, path, p in delivered if p][0]
         err.write("%s: next: %s\n" % (PROG, FORMAT_HINTS[fmt] % _shell_quote(os.path.relpath(first))))
+    return undelivered == 0
+
+
+def _deliver(w, profile, destination, fmt, rate, mode, command):
+    """Moves or converts one profile to its destination.  It stays in the
+    private directory if this fails."""
+    if fmt == "collapsed":
+        shutil.move(w.path, destination)
+        return
+    data = convert_bytes(profile, fmt, rate=rate, mode="cpu" if mode == "cpu" else "wall",
+                         quality=read_sidecar(w.path),
+                         title="pysample: %s" % _describe_command(command))
+    write_output(destination, data, binary=is_binary(fmt))
 
 
 def _scope(written):

@@ -1289,6 +1289,55 @@ class RecordTests(TempDirTestCase):
         self.assertEqual(code, 0, err)
         self.assertEqual(len(self.profiles()), 1 + 3, err)
 
+    def test_unwritable_output_directory_is_refused_before_the_command_runs(self):
+        """A directory the user cannot write: one line, exit 2, the command
+        not started (it used to run, then a traceback and the profile lost)."""
+        os.chmod(self.tmp, 0o755)
+        locked = os.path.join(self.tmp, "locked")
+        os.mkdir(locked, 0o555)
+        started = os.path.join(self.tmp, "started")
+        # (sh: nobody may not be allowed to run this test's Python)
+        command = ["record", "-o", os.path.join(locked, "prof.svg"), "--", "/bin/sh", "-c",
+                   "echo > %s; exit 3" % started]
+        prefix = []
+        if os.geteuid() == 0:
+            # root writes anywhere: run as nobody, for whom 0555 means no.
+            if not shutil.which("setpriv"):
+                self.skipTest("running as root without setpriv")
+            prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+            os.chmod(self.tmp, 0o777)
+        lib = os.path.join(self.tmp, os.path.basename(self.lib))   # where nobody can read it
+        shutil.copy(self.lib, lib)
+        os.chmod(lib, 0o755)
+        env = clean_env(PYSAMPLE_LIB=lib)
+        code, out, err = run(prefix + [FRONT_END] + command, cwd=self.tmp, env=env)
+        self.assertEqual(code, 2, err)
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertRegex(err, r"^pysample: cannot write .*locked/prof\.svg: .*locked: Permission denied "
+                              r"\(the command was not started\)\n$")
+        self.assertFalse(os.path.exists(started), "the command did not run")
+
+    def test_profile_is_kept_when_writing_it_fails_after_the_run(self):
+        """A failure after the run (here the command removed the output
+        directory) keeps the profile at a path the message names, and the
+        exit status stays the command's."""
+        for fmt in ("collapsed", "svg"):
+            with self.subTest(format=fmt):
+                out_dir = os.path.join(self.tmp, "out-" + fmt)
+                os.mkdir(out_dir)
+                code, out, err = self.record("-f", fmt, "-o", os.path.join(out_dir, "prof"), "--", PYTHON, "-c",
+                                             "import os; os.rmdir(%r); raise SystemExit(3)" % out_dir)
+                self.assertEqual(code, 3, err)
+                self.assertNotIn("Traceback", err)
+                m = re.search(r"pysample: pid \d+: cannot write \S*prof: .*; its profile is kept at (\S+)\n", err)
+                self.assertTrue(m, err)
+                with open(m.group(1)) as f:
+                    self.assertIn("fake.main (fake.py:1)", f.read())
+                self.assertIn("pysample: the profiles not delivered are kept in %s\n"
+                              % os.path.dirname(m.group(1)), err)
+                self.assertNotIn("next:", err, "no hint at a file that is not there")
+                shutil.rmtree(os.path.dirname(m.group(1)))
+
     def test_command_killed_by_a_signal(self):
         code, out, err = self.record("--", PYTHON, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
         self.assertEqual(code, 128 + signal.SIGTERM)
