@@ -8,18 +8,33 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "platform/platform.h"
 #include "sampler/budget.h"
 #include "config.h"
 
 extern char **environ;
 
+/*
+ * A setuid or setgid program (secure execution) got its environment from a
+ * user it must not trust: there PYSAMPLE_OUTPUT, _FILE_MODE or _STATS
+ * would have the program's privileges create or replace files where that
+ * user says.  Such a process reads no PYSAMPLE_* variable, so the library
+ * stays inert (docs/safety.md).  Decided at the first call, which is the
+ * constructor's, so a program that later changes its ids changes nothing.
+ */
 const char *ps_env_initial(const char *name, void *ctx)
 {
+    static _Atomic int secure = -1;
     (void)ctx;
+    if (atomic_load(&secure) < 0)
+        atomic_store(&secure, ps_secure_execution());
+    if (atomic_load(&secure))
+        return NULL;
     size_t n = strlen(name);
     for (char **e = environ; e != NULL && *e != NULL; e++)
         if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')

@@ -46,7 +46,8 @@ typedef const char *(*ps_env_get)(const char *name, void *ctx);
 /*
  * The reader the library passes: name's value in the environment the
  * process received (environ as it was when we looked), or NULL.  ctx is
- * unused.  Safe in a constructor.
+ * unused.  Safe in a constructor.  In a setuid or setgid process: always
+ * NULL (config.c says why).
  */
 const char *ps_env_initial(const char *name, void *ctx);
 

@@ -138,6 +138,12 @@ struct timespec ps_stat_mtime(const struct stat *st);
  * keeps it.  Where the system does not tell: now. */
 void ps_process_start_time(struct timespec *out);
 
+/* 1 if this process runs with privileges its invoker lacks (secure
+ * execution: setuid, setgid, file capabilities; the kernel's AT_SECURE on
+ * Linux, issetugid() on macOS), or its real and effective ids differ.
+ * Its environment then comes from someone it must not trust. */
+int ps_secure_execution(void);
+
 /* 1 if this process's parent is a Python process profiling with this
  * library to the same PYSAMPLE_OUTPUT template tmpl; 0 if not or unknown. */
 int ps_parent_profiles_to(const char *tmpl);

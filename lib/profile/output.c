@@ -26,6 +26,9 @@
  *     ps_parent_profiles_to).  A process that cannot
  *     tell (its parent already gone) still never takes a name another
  *     process of this run holds, by the next rule.
+ * A template that names a directory (a trailing '/', or a directory at its
+ * expansion) stands for <directory>/pysample-%p.txt, `pysample record`'s
+ * name for a profile; %h never adds a directory (host_name).
  * A file at a candidate name is "left over" when it is a regular file of
  * ours (same owner) last written before this process started: a profile of
  * an earlier run, or of an earlier process that had our pid, which we
@@ -71,11 +74,26 @@ static struct {
     char noted[4096];           /* the last name we said something about */
 } output = { .mode = 0600, .lineage = -1 };
 
+/*
+ * %h as one file name component.  A host name is whatever sethostname()
+ * was given (a UTS namespace, a pod's spec): a '/' in it would move the
+ * profile to another directory, and a whole name "." or ".." would name
+ * the directory itself or its parent.  Each '/' becomes '_', and a name
+ * that is empty or only dots gets its dots as '_'.
+ */
 static void host_name(char *buf, size_t len)
 {
     if (gethostname(buf, len) != 0)
         snprintf(buf, len, "unknown");
     buf[len - 1] = '\0';
+    size_t dots = strspn(buf, ".");
+    if (buf[dots] == '\0')
+        memset(buf, '_', dots);
+    if (buf[0] == '\0')
+        snprintf(buf, len, "_");
+    for (char *c = buf; *c; c++)
+        if (*c == '/')
+            *c = '_';
 }
 
 static int expand(const char *tmpl, char *out, size_t outlen)
@@ -189,9 +207,20 @@ static int write_atomic_with(const char *path, ps_output_fill_fn fill, void *ctx
     return 0;
 }
 
+/*
+ * A side file (PYSAMPLE_STATS, the quality sidecar) goes where the profile
+ * would: never through or over what another user may have planted there.
+ * A symbolic link, a directory or another user's file at path is left
+ * alone (-EEXIST).  The check and the rename are two steps: a link planted
+ * between them is replaced by rename(), which never follows it, so the
+ * file it points to is untouched either way.
+ */
 int ps_write_atomic(const char *path, const char *data, size_t len, int mode)
 {
     struct buffer b = { data, len };
+    struct stat st;
+    if (lstat(path, &st) == 0 && (!S_ISREG(st.st_mode) || st.st_uid != geteuid()))
+        return -EEXIST;
     return write_atomic_with(path, fill_buffer, &b, mode);
 }
 
@@ -276,6 +305,36 @@ static void note_skipped(const char *path, const struct stat *st, const char *in
     output.note(msg);
 }
 
+/* The profile's name in a directory the user named: the one `pysample
+ * record` gives a profile (docs/configuration.md). */
+#define PS_NAME_IN_DIRECTORY "pysample-%p.txt"
+
+/* 1 if PYSAMPLE_OUTPUT names a directory (path: its expansion): it ends in
+ * '/', or something there is a directory (or a link to one). */
+static int names_directory(const char *tmpl, const char *path)
+{
+    struct stat st;
+    size_t n = strlen(tmpl);
+    return (n > 0 && tmpl[n - 1] == '/') || (stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+/* The template becomes <directory>/pysample-%p.txt: a file named like the
+ * others, that ls shows (writing the directory's own name as a temporary
+ * file's base made an invisible "<dir>/.<pid>"). */
+static int in_directory(const char *tmpl, char *why, size_t whylen)
+{
+    size_t n = strlen(tmpl);
+    const char *sep = n > 0 && tmpl[n - 1] == '/' ? "" : "/";
+    int w = snprintf(output.tmpl, sizeof output.tmpl, "%s%s%s", tmpl, sep, PS_NAME_IN_DIRECTORY);
+    if (w < 0 || (size_t)w >= sizeof output.tmpl) {
+        snprintf(why, whylen, "PYSAMPLE_OUTPUT='%.200s' is a directory, and with the profile's "
+                 "name it is too long", tmpl);
+        return -1;
+    }
+    output.has_pid = 1;
+    return 0;
+}
+
 int ps_output_init(const char *tmpl, int file_mode, ps_output_note_fn note,
                    char *why, size_t whylen)
 {
@@ -292,6 +351,11 @@ int ps_output_init(const char *tmpl, int file_mode, ps_output_note_fn note,
         snprintf(why, whylen, "PYSAMPLE_OUTPUT='%.200s' has an unknown %%-placeholder "
                  "(known: %%p %%h %%t %%%%) or is too long", tmpl);
         return -1;
+    }
+    if (names_directory(tmpl, path)) {
+        if (in_directory(tmpl, why, whylen) != 0)
+            return -1;
+        expand(output.tmpl, path, sizeof path);
     }
     /* Prove now that the directory takes our files: a user should learn
      * at start-up, not after an hour of profiling, that nothing will be

@@ -13,7 +13,9 @@ typedef void (*ps_output_note_fn)(const char *msg);
 /*
  * Remembers the template, notes when this process started, and checks,
  * now rather than at exit, that a file can be created next to the first
- * path it expands to.  note (may be NULL) hears about names we skip
+ * path it expands to.  A template naming a directory (a trailing '/', or
+ * a directory there) means <directory>/pysample-%p.txt.  note (may be
+ * NULL) hears about names we skip
  * because something we must not replace is there.  Returns 0, or -1 with
  * a message for the user in why.
  */
@@ -46,8 +48,9 @@ typedef int (*ps_output_fill_fn)(void *ctx, ps_output_put_fn put, void *put_ctx)
 int ps_output_write_with(const char *tmpl, ps_output_fill_fn fill, void *ctx,
                          char *written, size_t writtenlen);
 
-/* Lower level, exposed for tests and benchmarks: atomic write of data to
- * path (rename over whatever is there). */
+/* Atomic write of data to path with the given mode (the side files:
+ * PYSAMPLE_STATS, the quality sidecar).  A symbolic link, a directory or
+ * another user's file at path is neither followed nor replaced: -EEXIST. */
 int ps_write_atomic(const char *path, const char *data, size_t len, int mode);
 
 #endif

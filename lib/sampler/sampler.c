@@ -387,7 +387,8 @@ static void *sampler_main(void *arg)
             sample_for_a_while();
     }
     if (sampler.cfg.stats_path[0])
-        ps_stats_write(sampler.cfg.stats_path, atomic_load(&sampler.rate_hz), sampler.cfg.native);
+        ps_stats_write(sampler.cfg.stats_path, atomic_load(&sampler.rate_hz), sampler.cfg.native,
+                       sampler.cfg.file_mode);
     return NULL;
 }
 

@@ -28,6 +28,7 @@
 #include "memory/memread.h"
 #include "native/native.h"
 #include "platform/platform.h"
+#include "profile/output.h"
 #include "profile/profile.h"
 #include "sampler/stats.h"
 
@@ -200,7 +201,7 @@ static int put_native(char *buf, size_t size, int *n)
     return put_lines(buf, size, n, l, PS_NATIVE_COUNTS);
 }
 
-void ps_stats_write(const char *path_pattern, int rate_hz, int native)
+void ps_stats_write(const char *path_pattern, int rate_hz, int native, int file_mode)
 {
     char path[1100], buf[4096];
     uint64_t c[PS_COUNT_N];
@@ -244,12 +245,10 @@ void ps_stats_write(const char *path_pattern, int rate_hz, int native)
         n += ps_native_stats(buf + n, sizeof buf - (size_t)n);
     }
     stats_path(path_pattern, path, sizeof path);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return;
-    ssize_t w = write(fd, buf, (size_t)n);
-    (void)w;
-    close(fd);
+    /* As the profile is written (output.c): atomically, in the user's
+     * file mode, never through a link.  A measuring aid: a failure is
+     * not worth a word on the program's stderr. */
+    (void)ps_write_atomic(path, buf, (size_t)n, file_mode);
 }
 
 void ps_stats_child_after_fork(void)

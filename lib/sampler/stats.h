@@ -48,9 +48,10 @@ void ps_stats_tick_took(uint64_t ns);
 /* The counts into st (the rates are the sampler's: sampler.c adds them). */
 void ps_stats_read(struct ps_stats *st);
 
-/* Writes the PYSAMPLE_STATS file: path_pattern with %p as the pid;
- * rate_hz the current rate; native: add the native capture counts. */
-void ps_stats_write(const char *path_pattern, int rate_hz, int native);
+/* Writes the PYSAMPLE_STATS file: path_pattern with %p as the pid, in
+ * file_mode (PYSAMPLE_FILE_MODE), as output.c writes side files; rate_hz
+ * the current rate; native: add the native capture counts. */
+void ps_stats_write(const char *path_pattern, int rate_hz, int native, int file_mode);
 
 /* fork() child: every count starts again from zero. */
 void ps_stats_child_after_fork(void);

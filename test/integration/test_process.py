@@ -13,9 +13,12 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import stat
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 
@@ -577,3 +580,200 @@ def test_short_process_profile_and_startup(ctx):
     # thread, a wait for a tick) would fail this.
     ctx.check(best[True] <= best[False] * 2 + 0.1, "python -c pass took %.3f s with the library, "
               "%.3f s without" % (best[True], best[False]))
+
+
+# ---- privileges, host names, directories (issue #25) -------------------------
+
+OTHER_UID = 1000
+
+
+def as_other_user():
+    """setpriv's arguments to run a command as another, unprivileged user."""
+    return ["setpriv", "--reuid", str(OTHER_UID), "--regid", str(OTHER_UID), "--clear-groups"]
+
+
+def need_root_tools(ctx, *tools):
+    if os.geteuid() != 0:
+        ctx.skip("needs root (CI runs as root)")
+    for t in tools:
+        if shutil.which(t) is None:
+            ctx.skip("needs %s" % t)
+
+
+def shared_dir():
+    """A fresh directory another user can reach (the suite's own are 0700
+    under a 0700 root); the caller removes it."""
+    d = tempfile.mkdtemp(prefix="pysample-it-shared-")
+    os.chmod(d, 0o755)
+    return d
+
+
+def file_facts(path):
+    st = os.lstat(path)
+    with open(path, "rb") as f:
+        return (st.st_ino, st.st_uid, stat.S_IMODE(st.st_mode), f.read())
+
+
+# A setuid copy of Debian's interpreter, statically linked with libpython:
+# the loader runs it with AT_SECURE whatever its path.
+SETUID_PYTHON = "/usr/bin/python3.11"
+
+# Inside a private mount namespace: /etc/ld.so.preload names the library
+# (a file bound over the host's, or an overlay on /etc when the host has
+# none), then the program runs as another user.  The host's /etc is never
+# touched.
+PRELOAD_SCRIPT = r"""
+set -e
+mount --make-rprivate /
+if [ -e /etc/ld.so.preload ]; then
+    mount --bind "$D/preload" /etc/ld.so.preload
+else
+    mkdir "$D/upper" "$D/work"
+    mount -t overlay overlay -o "lowerdir=/etc,upperdir=$D/upper,workdir=$D/work" /etc
+    cp "$D/preload" /etc/ld.so.preload
+fi
+exec "$@"
+"""
+
+
+@harness.once
+def test_setuid_program_ignores_the_environment(ctx):
+    """A setuid-root Python, with the library in /etc/ld.so.preload, run by
+    another user who sets PYSAMPLE_OUTPUT to a root-owned file and
+    PYSAMPLE_FILE_MODE=0666, PYSAMPLE_STATS to a new file: the library
+    reads none of it (secure execution), so the root file stays as it was,
+    nothing is created, and the program's output is its own."""
+    need_root_tools(ctx, "unshare", "setpriv")
+    if not os.path.exists(SETUID_PYTHON):
+        ctx.skip("needs %s" % SETUID_PYTHON)
+    d = shared_dir()
+    try:
+        if os.statvfs(d).f_flag & os.ST_NOSUID:
+            ctx.skip("%s is on a nosuid file system" % d)
+        py = os.path.join(d, "python")
+        shutil.copy(SETUID_PYTHON, py)
+        os.chmod(py, 0o4755)
+        out = os.path.join(d, "out")
+        os.mkdir(out)
+        os.chmod(out, 0o1777)
+        victim = os.path.join(out, "root-owned")
+        with open(victim, "w") as f:
+            f.write("root's data\n")
+        os.chmod(victim, 0o600)
+        os.utime(victim, (time.time() - 3600, time.time() - 3600))
+        before = file_facts(victim)
+        with open(os.path.join(d, "preload"), "w") as f:
+            f.write(ctx.lib + "\n")
+        code = ("import os, sys; print('ids', os.getuid(), os.geteuid(), sum(range(1000)));"
+                "print('mapped', any('libpysample' in l for l in open('/proc/self/maps')),"
+                " file=sys.stderr)")
+        env = ctx.env({"PYSAMPLE_OUTPUT": victim, "PYSAMPLE_FILE_MODE": "0666",
+                       "PYSAMPLE_STATS": os.path.join(out, "stats"), "PYSAMPLE_RATE": "1000",
+                       "D": d}, preload=False)
+        runs = {}
+        for preloaded in (True, False):
+            cmd = as_other_user() + [py, "-c", code]
+            if preloaded:
+                cmd = ["unshare", "-m", "sh", "-c", PRELOAD_SCRIPT, "sh"] + cmd
+            runs[preloaded] = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                                             timeout=60)
+        lib, plain = runs[True], runs[False]
+        ctx.check("mapped True" in lib.stderr, "the library was not loaded through "
+                  "/etc/ld.so.preload, so this proves nothing", lib.stderr[-2000:])
+        ctx.check(lib.returncode == plain.returncode == 0 and lib.stdout == plain.stdout
+                  and lib.stdout.startswith("ids %d 0 " % OTHER_UID),
+                  "output with the library %r (rc %s), without %r (rc %s)"
+                  % (lib.stdout, lib.returncode, plain.stdout, plain.returncode), lib.stderr[-2000:])
+        ctx.check(not harness.our_messages(lib.stderr), "messages of ours", lib.stderr[-2000:])
+        ctx.check(file_facts(victim) == before, "the root-owned file changed: %r, was %r"
+                  % (file_facts(victim)[:3], before[:3]))
+        ctx.check(os.listdir(out) == ["root-owned"], "files created: %r" % os.listdir(out))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@harness.once
+def test_stats_file_planted_by_another_user(ctx):
+    """PYSAMPLE_STATS in a sticky, world-writable directory where another
+    user planted a symbolic link to a root file, and a file of their own:
+    neither is followed, truncated nor replaced.  Where nothing is planted
+    the file is written, in PYSAMPLE_FILE_MODE."""
+    need_root_tools(ctx, "setpriv")
+    d = shared_dir()
+    try:
+        # Owned by the other user: the kernel's protected_symlinks, where
+        # it is on, lets root follow a link planted there.
+        sticky = os.path.join(d, "tmp")
+        os.mkdir(sticky)
+        os.chown(sticky, OTHER_UID, OTHER_UID)
+        os.chmod(sticky, 0o1777)
+        victim = os.path.join(d, "root-file")
+        with open(victim, "w") as f:
+            f.write("root's data\n")
+        link, theirs, free = (os.path.join(sticky, n) for n in ("stats.link", "stats.theirs",
+                                                                "stats.free"))
+        subprocess.run(as_other_user() + ["sh", "-c", 'ln -s "$0" "$1" && echo mine > "$2"',
+                                          victim, link, theirs], check=True, timeout=30)
+        planted = {p: file_facts(p if p != link else victim) for p in (link, theirs)}
+        for stats in (link, theirs, free):
+            run = Run(ctx, [ctx.program("proc_exit.py"), "0.1", "0"], True,
+                      env={"PYSAMPLE_STATS": stats, "PYSAMPLE_FILE_MODE": "0640"}).finish()
+            ctx.check(run.rc == 0 and not harness.our_messages(run.stderr), describe(run))
+        ctx.check(os.path.islink(link) and os.readlink(link) == victim,
+                  "the planted link was replaced")
+        ctx.check(file_facts(victim) == planted[link], "the link's target changed: %r"
+                  % (file_facts(victim),))
+        ctx.check(file_facts(theirs) == planted[theirs], "the other user's file changed: %r"
+                  % (file_facts(theirs),))
+        st = os.lstat(free)
+        ctx.check(stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o640,
+                  "stats where nothing was planted: mode %o" % st.st_mode)
+        with open(free) as f:
+            ctx.check(re.search(r"^ticks \d+$", f.read(), re.M), "no ticks line in the stats")
+        ctx.check(sorted(os.listdir(sticky)) == ["stats.free", "stats.link", "stats.theirs"],
+                  "files left: %r" % os.listdir(sticky))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@harness.once
+def test_host_name_adds_no_directory(ctx):
+    """%h with a host name holding '/' and '..' (a UTS namespace, a pod's
+    host name): the profile stays in the template's directory, the
+    separators made '_'."""
+    need_root_tools(ctx, "unshare")
+    outdir = ctx.tmpdir()
+    for sub in ("a/b", "x"):
+        os.makedirs(os.path.join(outdir, sub))
+    tmpl = os.path.join(outdir, "a", "b", "%h.txt")
+    # hostname(1) refuses such a name; sethostname(2) takes it.  The helper
+    # runs unprofiled and gives the program the library's environment.
+    env = ctx.env({"PYSAMPLE_OUTPUT": tmpl, **RATE})
+    helper = ("import os, socket, sys; socket.sethostname(sys.argv[1]);"
+              "os.execve(sys.argv[3], sys.argv[3:], eval(sys.argv[2]))")
+    r = subprocess.run(["unshare", "--uts", sys.executable, "-c", helper, "../../x/y", repr(env),
+                        ctx.python, ctx.program("proc_exit.py"), "0.2", "0"],
+                       env=ctx.env(preload=False), capture_output=True, text=True, timeout=60,
+                       cwd=os.path.dirname(ctx.program("proc_common.py")))
+    ctx.check(r.returncode == 0 and not harness.our_messages(r.stderr),
+              "rc %s, stderr:\n%s" % (r.returncode, r.stderr[-2000:]))
+    ctx.check(os.listdir(os.path.join(outdir, "x")) == [], "written outside the template's "
+              "directory: x/%r" % os.listdir(os.path.join(outdir, "x")))
+    got = os.listdir(os.path.join(outdir, "a", "b"))
+    ctx.check(got == [".._.._x_y.txt"], "files %r, expected ['.._.._x_y.txt']" % got)
+    check_has(ctx, Profile(os.path.join(outdir, "a", "b", got[0])), ["work_then_exit"])
+
+
+@harness.once
+def test_output_naming_a_directory(ctx):
+    """PYSAMPLE_OUTPUT=<a directory>, with or without a trailing '/': the
+    profile is <directory>/pysample-<pid>.txt, which ls shows, as
+    `pysample record -o DIR` names it."""
+    for tail in ("/", ""):
+        outdir = ctx.tmpdir()
+        run = Run(ctx, [ctx.program("proc_exit.py"), "0.2", "0"], True, outdir=outdir,
+                  env={"PYSAMPLE_OUTPUT": outdir + tail}).finish()
+        ctx.check(run.rc == 0 and not harness.our_messages(run.stderr), describe(run))
+        pid = int(run.stdout.split()[0])
+        profiles = check_files(ctx, run, ["pysample-%d.txt" % pid])
+        check_has(ctx, profiles["pysample-%d.txt" % pid], ["work_then_exit"])

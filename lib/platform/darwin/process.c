@@ -6,8 +6,14 @@
  * profiled Python with a template without %p takes the name only if free).
  */
 #include <time.h>
+#include <unistd.h>
 
 #include "platform/platform.h"
+
+int ps_secure_execution(void)
+{
+    return issetugid() || getuid() != geteuid() || getgid() != getegid();
+}
 
 void ps_process_start_time(struct timespec *out)
 {
