@@ -251,7 +251,8 @@ static void exit_if_orphaned(uint64_t now)
         ps_writer_serve();
     }
     if (sampler.cfg.stats_path[0])
-        ps_stats_write(sampler.cfg.stats_path, atomic_load(&sampler.rate_hz), sampler.cfg.native);
+        ps_stats_write(sampler.cfg.stats_path, atomic_load(&sampler.rate_hz), sampler.cfg.native,
+                       sampler.cfg.file_mode);
     exit(0);
 }
 
