@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "platform/platform.h"
 #include "sampler/budget.h"
@@ -82,11 +83,28 @@ static int get_int(ps_env_get get, void *ctx, void (*warn)(void *, const char *)
     return (int)v;
 }
 
+/* Words of an enumerated value compare without regard to case: CPU, cpu
+ * and Cpu all mean cpu (an environment variable is typed by hand). */
+static int is(const char *s, const char *word)
+{
+    return strcasecmp(s, word) == 0;
+}
+
+static int is_yes(const char *s)
+{
+    return is(s, "1") || is(s, "yes") || is(s, "true") || is(s, "on");
+}
+
+static int is_no(const char *s)
+{
+    return is(s, "0") || is(s, "no") || is(s, "false") || is(s, "off");
+}
+
 /*
- * A yes/no variable: 1/yes/true or 0/no/false; anything else is said in
- * one line ending in otherwise ("using 0", "not armed") and def is kept.
- * An empty value means def, quietly, only where empty_is_def (an empty
- * PYSAMPLE_LINES has always been reported).
+ * A yes/no variable: 1/yes/true/on or 0/no/false/off, in any case;
+ * anything else is said in one line ending in otherwise ("using 0", "not
+ * armed") and def is kept.  An empty value means def, quietly, only where
+ * empty_is_def (an empty PYSAMPLE_LINES has always been reported).
  */
 static int get_bool(ps_env_get get, void *ctx, void (*warn)(void *, const char *),
                     const char *name, int def, int empty_is_def, const char *otherwise)
@@ -94,12 +112,41 @@ static int get_bool(ps_env_get get, void *ctx, void (*warn)(void *, const char *
     const char *s = get(name, ctx);
     if (s == NULL || (empty_is_def && *s == '\0'))
         return def;
-    if (strcmp(s, "1") == 0 || strcmp(s, "yes") == 0 || strcmp(s, "true") == 0)
+    if (is_yes(s))
         return 1;
-    if (strcmp(s, "0") == 0 || strcmp(s, "no") == 0 || strcmp(s, "false") == 0)
+    if (is_no(s))
         return 0;
-    warnf(warn, ctx, "%s='%.64s' is not 0 or 1; %s", name, s, otherwise);
+    warnf(warn, ctx, "%s='%.64s' is neither 1/yes/true/on nor 0/no/false/off; %s", name, s,
+          otherwise);
     return def;
+}
+
+/*
+ * PYSAMPLE_FILE_MODE: an octal mode that lets the owner read the profile
+ * (the tool reads it back, and a profile nobody can read is lost).  A
+ * value that is octal but lacks owner-read is refused for that reason,
+ * not as if it were not a mode.
+ */
+static int get_file_mode(ps_env_get get, void *ctx, void (*warn)(void *, const char *))
+{
+    const char *s = get("PYSAMPLE_FILE_MODE", ctx);
+    if (s == NULL)
+        return PS_DEFAULT_FILE_MODE;
+    char *end;
+    errno = 0;
+    long m = strtol(s, &end, 8);
+    if (errno != 0 || *s == '\0' || *end != '\0' || m < 0 || m > 0777) {
+        warnf(warn, ctx, "%s='%.64s' is not an octal file mode such as 0600 or 0644%s; using 0600",
+              "PYSAMPLE_FILE_MODE", s, "");
+        return PS_DEFAULT_FILE_MODE;
+    }
+    if (!(m & 0400)) {
+        warnf(warn, ctx, "%s='%.64s' does not let the owner read the profile (it needs the "
+              "owner's read bit 0400%s, as 0600 and 0644 have); using 0600",
+              "PYSAMPLE_FILE_MODE", s, "");
+        return PS_DEFAULT_FILE_MODE;
+    }
+    return (int)m;
 }
 
 void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
@@ -130,9 +177,9 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
     c->mode = PS_MODE_WALL;
     s = get("PYSAMPLE_MODE", ctx);
     if (s != NULL) {
-        if (strcmp(s, "wall") == 0)
+        if (is(s, "wall"))
             c->mode = PS_MODE_WALL;
-        else if (strcmp(s, "cpu") == 0)
+        else if (is(s, "cpu"))
             c->mode = PS_MODE_CPU;
         else
             warnf(warn, ctx, "%s='%.64s' is not 'wall' or 'cpu'%s; using wall",
@@ -141,32 +188,22 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
 
     c->lines = get_bool(get, ctx, warn, "PYSAMPLE_LINES", 1, 0, "using 1");
     c->async_tasks = get_bool(get, ctx, warn, "PYSAMPLE_ASYNC", 0, 1, "using 0");
+    c->gil_only = get_bool(get, ctx, warn, "PYSAMPLE_GIL", 0, 1, "using 0");
 
     /* Native frames (docs/native.md): off unless asked for. */
     c->native = 0;
     s = get("PYSAMPLE_NATIVE", ctx);
     if (s != NULL && s[0] != '\0') {
-        if (strcmp(s, "1") == 0 || strcmp(s, "yes") == 0 || strcmp(s, "true") == 0)
+        if (is_yes(s))
             c->native = 1;
-        else if (strcmp(s, "all") == 0)
+        else if (is(s, "all"))
             c->native = 2;
-        else if (strcmp(s, "0") != 0 && strcmp(s, "no") != 0 && strcmp(s, "false") != 0)
+        else if (!is_no(s))
             warnf(warn, ctx, "%s='%.64s' is not 0, 1 or all%s; using 0", "PYSAMPLE_NATIVE", s,
                   "");
     }
 
-    c->file_mode = PS_DEFAULT_FILE_MODE;
-    s = get("PYSAMPLE_FILE_MODE", ctx);
-    if (s != NULL) {
-        char *end;
-        errno = 0;
-        long m = strtol(s, &end, 8);
-        if (errno != 0 || *s == '\0' || *end != '\0' || m < 0 || m > 0777 || !(m & 0400))
-            warnf(warn, ctx, "%s='%.64s' is not an octal file mode such as 0600 or 0644%s; using 0600",
-                  "PYSAMPLE_FILE_MODE", s, "");
-        else
-            c->file_mode = (int)m;
-    }
+    c->file_mode = get_file_mode(get, ctx, warn);
 
     c->arm = get_bool(get, ctx, warn, "PYSAMPLE_ARM", 0, 1, "not armed");
 
@@ -198,10 +235,10 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
      * not set this. */
     s = get("PYSAMPLE_SIGNAL", ctx);
     if (s != NULL && *s != '\0') {
-        const char *n = strncmp(s, "SIG", 3) == 0 ? s + 3 : s;
-        if (strcmp(n, "USR1") == 0)
+        const char *n = strncasecmp(s, "SIG", 3) == 0 ? s + 3 : s;
+        if (is(n, "USR1"))
             c->write_signal = SIGUSR1;
-        else if (strcmp(n, "USR2") == 0)
+        else if (is(n, "USR2"))
             c->write_signal = SIGUSR2;
         else
             warnf(warn, ctx, "%s='%.64s' is not %s", "PYSAMPLE_SIGNAL", s,
@@ -215,7 +252,7 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
         strcpy(c->stats_path, s);
 
     s = get("PYSAMPLE_FORMAT", ctx);
-    if (s != NULL && strcmp(s, "collapsed") != 0)
+    if (s != NULL && !is(s, "collapsed"))
         warnf(warn, ctx, "%s='%.64s' is not supported by the library (only 'collapsed')%s; "
               "writing collapsed stacks (convert them with 'pysample convert')",
               "PYSAMPLE_FORMAT", s, "");

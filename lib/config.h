@@ -21,6 +21,7 @@ struct ps_config {
     int rate_hz;
     enum ps_mode mode;
     int lines;            /* 0: aggregate per function */
+    int gil_only;         /* PYSAMPLE_GIL: only the thread holding the GIL (tick.c) */
     int async_tasks;      /* PYSAMPLE_ASYNC: attribute samples to asyncio tasks (tasks.h) */
     int native;           /* PYSAMPLE_NATIVE: 0 off, 1 on, 2 all (native.h) */
     int max_depth;

@@ -59,12 +59,20 @@ struct ps_layout {
     /* _PyRuntimeState */
     uint32_t rt_finalizing;      /* pointer, non-NULL once finalizing */
     uint32_t rt_interp_head;
+    uint32_t rt_gil;             /* struct _gil_runtime_state, 3.9-3.11 (one per process) */
 
     /* PyInterpreterState */
     uint32_t is_next;
     uint32_t is_threads_head;
     uint32_t is_id;              /* int64 interpreter id, 0 = main (tick.c: other interpreters' root frames) */
     uint32_t is_modules;         /* the modules dict (sys.modules), for asyncio (tasks_search.c) */
+    uint32_t is_ceval_gil;       /* pointer to the GIL in use, 3.12+ (interp->ceval.gil) */
+    /* Inside struct _gil_runtime_state (PYSAMPLE_GIL, tick.c): the thread
+     * state that took the GIL last, and whether it is held now; the same
+     * in every version (8 and 16), 3.13+ say so in their block.
+     * PS_NOFIELD: the GIL holder cannot be found. */
+    uint32_t gil_last_holder;
+    uint32_t gil_locked;         /* int */
 
     /* PyThreadState */
     uint32_t ts_read;            /* bytes to snapshot: covers every ts_ field */
@@ -170,8 +178,8 @@ struct ps_layout {
  * with its struct's snapshot (ts_read, fr_read, co_read).
  */
 enum ps_field {
-    PS_F_RT_FINALIZING, PS_F_RT_INTERP_HEAD,
-    PS_F_IS_NEXT, PS_F_IS_THREADS_HEAD, PS_F_IS_ID, PS_F_IS_MODULES,
+    PS_F_RT_FINALIZING, PS_F_RT_INTERP_HEAD, PS_F_RT_GIL,
+    PS_F_IS_NEXT, PS_F_IS_THREADS_HEAD, PS_F_IS_ID, PS_F_IS_MODULES, PS_F_IS_CEVAL_GIL,
     PS_F_TS_NEXT, PS_F_TS_INTERP, PS_F_TS_FRAME, PS_F_TS_THREAD_ID, PS_F_TS_NATIVE_ID,
     PS_F_TS_CFRAME, PS_F_CF_CURRENT_FRAME,
     PS_F_FR_BACK, PS_F_FR_CODE, PS_F_FR_POS, PS_F_FR_OWNER, PS_F_FR_TLBC_INDEX, PS_F_FR_IS_ENTRY,

@@ -41,6 +41,7 @@ enum {
     DO_FR_LOCALSPLUS, DO_TP_NAME, DO_TP_FLAGS, DO_DICT_SIZE, DO_DICT_MA_KEYS,
     DO_DICT_MA_VALUES,
     DO_FR_STACKPOINTER, DO_GEN_SIZE, DO_GEN_NAME, DO_GEN_IFRAME, DO_GEN_FRAME_STATE,
+    DO_GIL_STATE, DO_GIL_LOCKED, DO_GIL_HOLDER,
     DO_COUNT
 };
 
@@ -49,11 +50,19 @@ static const uint16_t positions[DO_COUNT][NVERSIONS] = {
     [DO_RT_SIZE] =            {   24,   24,   24 },
     [PS_F_RT_FINALIZING] =    {   32,   32,   32 },
     [PS_F_RT_INTERP_HEAD] =   {   40,   40,   40 },
+    [PS_F_RT_GIL] =           {    0,    0,    0 },  /* per interpreter since 3.12 */
     [DO_IS_SIZE] =            {   48,   48,   48 },
     [PS_F_IS_ID] =            {   56,   56,   56 },
     [PS_F_IS_NEXT] =          {   64,   64,   64 },
     [PS_F_IS_THREADS_HEAD] =  {   72,   72,   72 },
     [PS_F_IS_MODULES] =       {   88,   96,   96 },
+    /* the GIL in use (a pointer), and where the interpreter's own GIL and
+     * its locked and last_holder members lie: the last two relative to
+     * the first give their place in any GIL */
+    [PS_F_IS_CEVAL_GIL] =     {  112,  120,  120 },
+    [DO_GIL_STATE] =          {  120,  128,  128 },
+    [DO_GIL_LOCKED] =         {  136,  144,  144 },
+    [DO_GIL_HOLDER] =         {  144,  152,  152 },
     /* 3.14: threads_main; 3.15: base_frame, last_profiled_frame(_seq),
      * holds_gil, gil_requested, current_exception, exc_state */
     [DO_TS_SIZE] =            {  152,  176,  176 },
@@ -334,6 +343,26 @@ static void objects_layout(struct check *c, const uint8_t *dbg, int v, int ft,
     l->objects_described = 1;
 }
 
+/*
+ * PYSAMPLE_GIL: locked and last_holder inside struct _gil_runtime_state,
+ * from where the block says the interpreter's embedded GIL and those two
+ * members lie.  A block whose values do not fit a GIL struct leaves the
+ * holder unknown (PS_NOFIELD) rather than the layout refused: only
+ * PYSAMPLE_GIL needs them.
+ */
+static void gil_layout(const uint8_t *dbg, int v, uint32_t is_size, struct ps_layout *l)
+{
+    uint64_t state = get64(dbg, positions[DO_GIL_STATE][v]);
+    uint64_t locked = get64(dbg, positions[DO_GIL_LOCKED][v]);
+    uint64_t holder = get64(dbg, positions[DO_GIL_HOLDER][v]);
+    l->gil_last_holder = l->gil_locked = PS_NOFIELD;
+    if (state == 0 || state >= is_size || locked < state || holder < state ||
+        locked - state > 64 || holder - state > 64 || holder % 8 != 0 || locked % 4 != 0)
+        return;
+    l->gil_last_holder = (uint32_t)(holder - state);
+    l->gil_locked = (uint32_t)(locked - state);
+}
+
 /* The members of expect[] must hold their type-given values. */
 static int layout_matches(const uint8_t *dbg, int v, int ft, const char *ver, char *why,
                           size_t whylen)
@@ -471,6 +500,7 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
      * bit-field into struct _PyUnicodeObject_state, with the same members). */
     ps_layout_str_bits(l, ft && minor >= 14);
     l->st_ready_bit = 0xff;
+    gil_layout(dbg, v, sizes[PS_S_INTERP], l);
     if (!c.bad)
         names_layout(dbg, v, (int)ft, sizes[PS_S_FRAME], l);
     if (!c.bad)

@@ -12,10 +12,12 @@
 const struct ps_field_desc ps_fields[PS_F_COUNT] = {
     [PS_F_RT_FINALIZING] = F(rt_finalizing, PS_S_RUNTIME, 8, 0, "runtime.finalizing"),
     [PS_F_RT_INTERP_HEAD] = F(rt_interp_head, PS_S_RUNTIME, 8, 0, "runtime.interpreters_head"),
+    [PS_F_RT_GIL] = F(rt_gil, PS_S_RUNTIME, 8, 0, "runtime.ceval.gil"),
     [PS_F_IS_NEXT] = F(is_next, PS_S_INTERP, 8, 0, "interp.next"),
     [PS_F_IS_THREADS_HEAD] = F(is_threads_head, PS_S_INTERP, 8, 0, "interp.threads_head"),
     [PS_F_IS_ID] = F(is_id, PS_S_INTERP, 8, 0, "interp.id"),
     [PS_F_IS_MODULES] = F(is_modules, PS_S_INTERP, 8, 0, "interp.imports_modules"),
+    [PS_F_IS_CEVAL_GIL] = F(is_ceval_gil, PS_S_INTERP, 8, 0, "interp.ceval_gil"),
     [PS_F_TS_NEXT] = F(ts_next, PS_S_TSTATE, 8, 1, "tstate.next"),
     [PS_F_TS_INTERP] = F(ts_interp, PS_S_TSTATE, 8, 1, "tstate.interp"),
     [PS_F_TS_FRAME] = F(ts_frame, PS_S_TSTATE, 8, 1, "tstate.current_frame"),

@@ -30,6 +30,9 @@ static const uint32_t offsets[PS_F_COUNT][NVERSIONS] = {
     /* _PyRuntimeState */
     [PS_F_RT_FINALIZING] =    {  16,   16,   24,   24 },
     [PS_F_RT_INTERP_HEAD] =   {  32,   32,   40,   40 },
+    /* _PyRuntime.ceval.gil until 3.11; 3.12 moved the GIL into each
+     * interpreter, reached through the pointer interp->ceval.gil */
+    [PS_F_RT_GIL] =           { 352,  352,  360,   NO },
     /* PyInterpreterState; id after next, tstate_head and runtime (3.9,
      * 3.10), after the threads struct and runtime (3.11), right after
      * next (3.12); modules is interp->modules (3.9-3.11),
@@ -38,6 +41,7 @@ static const uint32_t offsets[PS_F_COUNT][NVERSIONS] = {
     [PS_F_IS_THREADS_HEAD] =  {   8,    8,   16,   72 },
     [PS_F_IS_ID] =            {  24,   24,   48,    8 },
     [PS_F_IS_MODULES] =       { 856,  856,  888,  944 },
+    [PS_F_IS_CEVAL_GIL] =     {  NO,   NO,   NO,  384 },
     /* PyThreadState; 3.11/3.12 reach the frame through tstate->cframe */
     [PS_F_TS_NEXT] =          {   8,    8,    8,    8 },
     [PS_F_TS_INTERP] =        {  16,   16,   16,   16 },
@@ -187,6 +191,9 @@ enum ps_layout_status ps_layout_legacy(int minor, uint32_t hexversion,
     ps_layout_str_bits(l, 0);
     l->st_ready_bit = kinds.st_ready_bit[v];
     names_layout(minor, l);
+    /* struct _gil_runtime_state: interval, last_holder, locked */
+    l->gil_last_holder = 8;
+    l->gil_locked = 16;
     l->fr_stackpointer = PS_NOFIELD;
     l->gen_name = l->gen_iframe = l->gen_frame_state = PS_NOFIELD;
     (void)why;

@@ -64,6 +64,7 @@ static struct {
     _Atomic int stop;           /* asks it to leave */
     _Atomic int rate_hz;        /* the rate ticks are at now ... */
     _Atomic int requested_hz;   /* ... and the one asked for (budget.h) */
+    unsigned run;               /* sampling runs begun (sample_for_a_while) */
     struct ps_budget budget;    /* owned by the sampler thread */
     _Atomic int finished;       /* runtime finalizing: nothing more to read */
     _Atomic int write_request;  /* serve the writer at the next chance */
@@ -109,10 +110,15 @@ int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
     return 0;
 }
 
-/* One tick; the runtime finalizing ends sampling for good. */
+/* One tick; the runtime finalizing ends sampling for good.  In cpu mode a
+ * sample stands for one period of the requested rate, whatever the rate
+ * ticks are at now (the CPU budget's), so that counts are CPU time /
+ * the period the profile's readers assume (docs/format.md). */
 static void tick(int all)
 {
-    if (ps_tick(all) != 0)
+    int hz = atomic_load(&sampler.requested_hz);
+    uint64_t period = 1000000000ull / (uint64_t)(hz > 0 ? hz : PS_DEFAULT_RATE);
+    if (ps_tick(all, period, sampler.run) != 0)
         atomic_store(&sampler.finished, 1);
 }
 
@@ -283,6 +289,7 @@ static void sample_for_a_while(void)
 {
     uint64_t began = ps_now_ns();
     ps_stats_run_begin(began);
+    sampler.run++;
     double share = sampler.cfg.cpu_budget;
     if (share > 0) {
         int want = atomic_load(&sampler.requested_hz);

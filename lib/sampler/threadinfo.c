@@ -22,7 +22,9 @@
 
 struct ps_thread_info {
     long tid;
-    int64_t last_cpu;
+    int64_t last_cpu;           /* its CPU clock at the last look, or -1 */
+    uint64_t carry_ns;          /* CPU time not yet counted: under a period */
+    unsigned run;               /* the sampling run of last_cpu */
     uint64_t name_at;           /* when to read the name again */
     uint8_t had_boot;           /* last refresh saw Thread._bootstrap_inner */
     uint8_t name_misses;        /* reads of the Thread's name that failed */
@@ -80,12 +82,23 @@ struct ps_thread_info *ps_threadinfo_find(long tid)
     return ti;
 }
 
-int ps_threadinfo_ran(struct ps_thread_info *ti)
+uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t period_ns, unsigned run)
 {
     int64_t cpu = ti->tid > 0 ? ps_thread_cpu_ns(ti->tid) : -1;
     int64_t last = ti->last_cpu;
     ti->last_cpu = cpu;
-    return !(cpu < 0 || last < 0 || cpu <= last);
+    if (ti->run != run) {
+        ti->run = run;
+        ti->carry_ns = 0;
+        return 0;
+    }
+    /* A clock that went back is another thread's that took the tid over
+     * between two looks: it starts from here. */
+    if (cpu < 0 || last < 0 || cpu < last || period_ns == 0)
+        return 0;
+    uint64_t ns = (uint64_t)(cpu - last) + ti->carry_ns;
+    ti->carry_ns = ns % period_ns;
+    return ns / period_ns;
 }
 
 /* The thread's name now: the OS's, else (3.9-3.13 give threads none of

@@ -1,6 +1,7 @@
 /*
  * threadinfo.h - which OS thread a thread state is, and what the sampler
- * remembers of each: its CPU time at the last look (PYSAMPLE_MODE=cpu)
+ * remembers of each: its CPU time at the last look and what of it is not
+ * counted yet (PYSAMPLE_MODE=cpu)
  * and its name, refreshed now and then, from which its label is made.
  *
  * Sampler thread only, under the profile's lock (the per-thread table is
@@ -32,9 +33,19 @@ int ps_threadinfo_ids(const struct ps_layout *L, const uint8_t *ts, long *tid, u
  * gone, when it has none). */
 struct ps_thread_info *ps_threadinfo_find(long tid);
 
-/* PYSAMPLE_MODE=cpu: 1 if the thread used CPU since the previous look
- * (0 if idle, or first seen, or its clock cannot be read). */
-int ps_threadinfo_ran(struct ps_thread_info *ti);
+/*
+ * PYSAMPLE_MODE=cpu: how many samples this look at the thread stands for,
+ * the CPU time it used since the previous look (its CPU clock) in whole
+ * periods of period_ns, the rest carried to its next look, so that a
+ * thread's counts add up to its CPU time / period_ns whatever the ticks
+ * that happened to catch it running.  0 when it used less than what
+ * completes a period, and on the first look at it in sampling run `run`
+ * (a new run starts from the CPU the thread has then: what it used while
+ * not sampled is not counted), or when its clock cannot be read (it has
+ * exited: the kernel refuses a tid that is no thread of ours, so the
+ * read never touches freed memory).
+ */
+uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t period_ns, unsigned run);
 
 /* The thread's label (symtab.h), its name read again about once a second.
  * boot: the Thread._bootstrap_inner frame of this sample's walk, or 0. */

@@ -1,6 +1,6 @@
 /*
  * threadsample.c - one thread's sample (threadsample.h): which OS thread
- * it is, whether it counts this tick (PYSAMPLE_MODE=cpu), its walk, and
+ * it is, what it counts for this tick (PYSAMPLE_MODE=cpu), its walk, and
  * the stack made of it and counted.
  *
  * The walk is retried from a fresh copy of the thread state when it comes
@@ -210,8 +210,13 @@ void ps_sample_thread(struct ps_tick *t, uintptr_t tsp, uint8_t *ts, uint64_t we
     if (ps_threadinfo_ids(&sample.py->L, ts, &tid, &pth) != 0)
         return;  /* not yet bound to an OS thread */
     struct ps_thread_info *ti = ps_threadinfo_find(tid);
-    if (sample.cfg->mode == PS_MODE_CPU && !t->all && !ps_threadinfo_ran(ti))
-        return;  /* idle since the previous tick (or just seen) */
+    /* cpu mode: a stack counts the CPU time its thread used since it was
+     * last looked at, whatever weight the tick gave (its CPU clock also
+     * covers the ticks PYSAMPLE_MAX_THREADS_PER_TICK passed it by). */
+    if (sample.cfg->mode == PS_MODE_CPU && !t->all)
+        weight = ps_threadinfo_cpu_weight(ti, t->cpu_period_ns, t->run);
+    if (weight == 0)
+        return;  /* idle since the previous look, or less than a period */
     if (t->tasks_state == PS_TASKS_DUE) {
         ps_tasks_tick(t->tasks, &t->p->cc, &t->p->syms, sample.cfg->lines, t->tasks_interp,
                       t->now);

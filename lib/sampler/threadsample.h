@@ -23,7 +23,10 @@ struct ps_tick {
     struct ps_profile *p;       /* held for the whole tick */
     uint64_t now;
     int all;                    /* every thread, whatever PYSAMPLE_MODE (dump) */
+    uint64_t cpu_period_ns;     /* cpu mode: the CPU time one sample stands for */
+    unsigned run;               /* which sampling run this tick belongs to */
     uint32_t interp_func;       /* root frame of this interpreter's stacks, or PS_ID_NONE */
+    uintptr_t gil_holder;       /* PYSAMPLE_GIL: this interpreter's holder, or 0 */
     struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
     enum ps_tasks_snapshot tasks_state;
     uintptr_t tasks_interp;     /* the main interpreter: whose tasks are read */

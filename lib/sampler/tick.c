@@ -7,10 +7,17 @@
  * it reads interpreter memory without the GIL or the runtime's HEAD_LOCK,
  * through ps_read() only.  It holds the profile's lock (profile.c) for the
  * whole tick, and nothing else.
+ *
+ * PYSAMPLE_GIL.  The GIL's holder is read once per interpreter per tick,
+ * before its threads: a tick's sample is of the thread that held the GIL
+ * when the tick began (the holder may hand it over while we walk, as it
+ * may under py-spy's --gil).  A released GIL means no thread of that
+ * interpreter runs Python code: none is sampled.
  */
 #include <stdio.h>
 
 #include "memory/memread.h"
+#include "util/message.h"
 #include "platform/platform.h"
 #include "native/native.h"
 #include "profile/profile.h"
@@ -26,11 +33,28 @@ static struct {
     const struct ps_python *py;   /* sampler.c's */
     const struct ps_config *cfg;
     struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
+    int gil_only;               /* PYSAMPLE_GIL, where this build has a GIL to read */
     /* PYSAMPLE_MAX_THREADS_PER_TICK (pick_thread) */
     unsigned threads_seen;      /* thread states in the previous tick */
     unsigned rotate;            /* the first of this tick's subset */
     uint64_t rng;               /* xorshift64 state for the weights */
 } tick;
+
+/* PYSAMPLE_GIL: 1 if this build's GIL holder can be read, else 0 after one
+ * line saying why and that every thread is sampled. */
+static int gil_supported(const struct ps_layout *L)
+{
+    const char *why = NULL;
+    if (L->free_threaded)
+        why = "this CPython is free-threaded: it has no GIL";
+    else if ((L->rt_gil == PS_NOFIELD && L->is_ceval_gil == PS_NOFIELD) ||
+             L->gil_locked == PS_NOFIELD || L->gil_last_holder == PS_NOFIELD)
+        why = "where this CPython keeps its GIL is not known";
+    if (why == NULL)
+        return 1;
+    ps_say("PYSAMPLE_GIL: %s; sampling every thread", why);
+    return 0;
+}
 
 int ps_tick_setup(const struct ps_python *py, const struct ps_config *cfg)
 {
@@ -44,6 +68,8 @@ int ps_tick_setup(const struct ps_python *py, const struct ps_config *cfg)
     ps_code_classify_with(PS_ROLE_TASKGROUP_EXIT, ps_is_taskgroup_exit);
     if (cfg->async_tasks)
         tick.tasks = ps_tasks_new(py);  /* NULL: a note said why */
+    if (cfg->gil_only)
+        tick.gil_only = gil_supported(&py->L);
     return 0;
 }
 
@@ -73,6 +99,27 @@ static uint32_t interp_frame(struct ps_profile *p, int64_t id)
     return ps_sym_marker(&p->syms, name);
 }
 
+/*
+ * The thread state holding interp's GIL now, or 0 when the GIL is free
+ * (or cannot be read).  3.9-3.11: one GIL in _PyRuntime; 3.12+: each
+ * interpreter's ceval.gil points at the GIL it uses (its own, or the main
+ * interpreter's for a legacy sub-interpreter).
+ */
+static uintptr_t gil_holder(uintptr_t interp)
+{
+    const struct ps_layout *L = &tick.py->L;
+    uintptr_t gil = 0, holder = 0;
+    int locked = 0;
+    if (L->rt_gil != PS_NOFIELD)
+        gil = tick.py->runtime + L->rt_gil;
+    else if (ps_read(&gil, interp + L->is_ceval_gil, sizeof gil) != 0)
+        return 0;
+    if (gil == 0 || ps_read(&locked, gil + L->gil_locked, sizeof locked) != 0 || !locked ||
+        ps_read(&holder, gil + L->gil_last_holder, sizeof holder) != 0)
+        return 0;
+    return holder;
+}
+
 /* A new interpreter's threads begin: its root frame, and whether the
  * asyncio tasks (those of the main interpreter, id 0) are read when its
  * first thread is sampled.  Once per interpreter per tick. */
@@ -80,6 +127,7 @@ static void enter_interp(struct ps_tick *t, uintptr_t interp)
 {
     int64_t id = interp_id(interp);
     t->interp_func = interp_frame(t->p, id);
+    t->gil_holder = tick.gil_only && !t->all ? gil_holder(interp) : 0;
     if (t->tasks_state == PS_TASKS_DUE)
         t->tasks_state = PS_TASKS_NOT_TAKEN;
     if (t->tasks != NULL && t->tasks_state == PS_TASKS_NOT_TAKEN && id == 0) {
@@ -139,17 +187,25 @@ static void sample_threads(struct ps_tick *t, struct ps_tstate_iter *it)
             interp = it->interp;
             enter_interp(t, interp);
         }
-        uint64_t weight = pick_thread(idx++, t->all);
+        /* PYSAMPLE_GIL: one thread per interpreter at most, so the
+         * PYSAMPLE_MAX_THREADS_PER_TICK subset has nothing to spare. */
+        uint64_t weight;
+        if (tick.gil_only && !t->all)
+            weight = tsp == t->gil_holder;
+        else
+            weight = pick_thread(idx, t->all);
+        idx++;
         if (weight != 0)
             ps_sample_thread(t, tsp, ts, weight);
     }
     rotate_subset(idx, t->all);
 }
 
-int ps_tick(int all)
+int ps_tick(int all, uint64_t cpu_period_ns, unsigned run)
 {
     struct ps_tstate_iter it;
-    struct ps_tick t = { .now = ps_now_ns(), .all = all, .interp_func = PS_ID_NONE,
+    struct ps_tick t = { .now = ps_now_ns(), .all = all, .cpu_period_ns = cpu_period_ns,
+                         .run = run, .interp_func = PS_ID_NONE,
                          .tasks = tick.tasks, .tasks_state = PS_TASKS_NOT_TAKEN };
 
     ps_mem_tick();

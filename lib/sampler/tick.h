@@ -16,8 +16,11 @@ int ps_tick_setup(const struct ps_python *py, const struct ps_config *cfg);
 
 /* One tick, on the calling thread (the sampler thread).  all: every
  * thread, whatever PYSAMPLE_MODE and PYSAMPLE_MAX_THREADS_PER_TICK say
- * (`pysample dump`).  Returns 1 if the runtime is finalizing (nothing was
- * read, and nothing more will be), else 0. */
-int ps_tick(int all);
+ * (`pysample dump`).  cpu_period_ns: in cpu mode, the CPU time one sample
+ * stands for (the requested rate's period); run: changes whenever sampling
+ * starts again, so that CPU used meanwhile is not counted.  Returns 1 if
+ * the runtime is finalizing (nothing was read, and nothing more will be),
+ * else 0. */
+int ps_tick(int all, uint64_t cpu_period_ns, unsigned run);
 
 #endif

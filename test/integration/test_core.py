@@ -3,6 +3,7 @@ where it should be inert.  Every test runs under each interpreter."""
 import os
 import shutil
 import subprocess
+import sys
 
 import harness
 from harness import PROGRAMS, program_lines
@@ -455,3 +456,141 @@ def test_trace_refs_build_refused(ctx):
 
 
 test_trace_refs_build_refused.trace_refs_only = True
+
+
+def test_gil_only_samples_the_holder(ctx):
+    """PYSAMPLE_GIL=1 samples only the thread holding the GIL: a spinner,
+    not a thread asleep in time.sleep() nor the main thread waiting for
+    them (in wall mode all three count alike).  A free-threaded build has
+    no GIL: one line says so and every thread is sampled."""
+    prog = ctx.program("gil_threads.py")
+    res = ctx.run([prog], env={"PYSAMPLE_GIL": "1"})
+    ctx.check(res.rc == 0, "exit status %d" % res.rc, res.stderr[-2000:])
+    p = res.profile()
+    spin, sleep = p.with_frame("spinner"), p.with_frame("sleeper")
+    main = sum(s.count for s in p.stacks if s.thread.endswith("(MainThread)"))
+    if res.stdout.strip() == "free-threaded 1":
+        lines = harness.our_messages(res.stderr)
+        ctx.check(len(lines) == 1 and "PYSAMPLE_GIL" in lines[0] and "no GIL" in lines[0],
+                  "one line: no GIL to sample by", res.stderr)
+        ctx.check(spin >= 20 and sleep >= 0.5 * spin, "every thread sampled: spinner %d, "
+                  "sleeper %d" % (spin, sleep), p.dump())
+        return
+    ctx.check_clean_run(res)
+    ctx.check(spin >= 20, "spinner has %d samples" % spin, p.dump())
+    # The sleeper holds the GIL for a few microseconds every 2 ms; the
+    # main thread for a moment every 10 ms.
+    ctx.check(sleep <= 0.05 * spin + 2 and main <= 0.05 * spin + 2,
+              "threads without the GIL sampled: sleeper %d, main %d, spinner %d"
+              % (sleep, main, spin), p.dump())
+
+
+def _cpu_mode_run(ctx):
+    """cpu_share.py in cpu mode: (result, profile, {thread: CPU seconds
+    it measured}, the period one sample stands for, in seconds)."""
+    res = ctx.run([ctx.program("cpu_share.py")],
+                  env={"PYSAMPLE_MODE": "cpu", "PYSAMPLE_RATE": "200", "PYSAMPLE_QUALITY": "1"},
+                  output="prof.txt")
+    ctx.check_clean_run(res)
+    used = {}
+    for line in res.stdout.split("\n"):
+        if line:
+            name, secs = line.split()
+            used[name] = float(secs)
+    return res, res.profile("prof.txt"), used, 1.0 / 200
+
+
+def test_cpu_mode_counts_cpu_time(ctx):
+    """cpu mode weighs each sample by the CPU time its thread used since it
+    was last looked at: a poller that wakes every 4 ms (about 1 % of a CPU)
+    gets its share of the CPU, not a sample for every tick it ran in (it
+    had as many as the spinner), and each thread's count is its CPU time /
+    the period (to within the periods lost where its life begins and ends)."""
+    res, p, used, period = _cpu_mode_run(ctx)
+    counts = {n: p.with_frame(n) for n in ("spinner", "poller")}
+    ctx.check(counts["spinner"] >= 40, "spinner has %d samples" % counts["spinner"], p.dump())
+    total_used, total_counts = sum(used.values()), sum(counts.values())
+    for name in ("spinner", "poller"):
+        share, cpu_share = counts[name] / total_counts, used[name] / total_used
+        ctx.check(abs(share - cpu_share) <= 0.05, "%s: %.1f %% of the samples, %.1f %% of the "
+                  "CPU time (%r; counts %r)" % (name, 100 * share, 100 * cpu_share, used, counts),
+                  p.dump())
+        # Not more than the CPU it used, and all of it but where its life
+        # begins and ends (and a sampler stalled there, on a loaded machine).
+        ctx.check(used[name] * 0.8 - 3 * period <= counts[name] * period <= used[name] + period,
+                  "%s: %d samples of %.0f ms for %.1f ms of CPU" % (name, counts[name],
+                  1000 * period, 1000 * used[name]), p.dump())
+
+
+def _pprof_cpu_by_leaf(data):
+    """{leaf function: sum of the "cpu" values} of an uncompressed pprof."""
+    def fields(buf):
+        i = 0
+        while i < len(buf):
+            key, i = varint(buf, i)
+            if key & 7 == 0:
+                value, i = varint(buf, i)
+            else:
+                n, i = varint(buf, i)
+                value, i = buf[i:i + n], i + n
+            yield key >> 3, value
+
+    def varint(buf, i):
+        shift = value = 0
+        while True:
+            b = buf[i]
+            i += 1
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return value, i
+
+    def packed(buf):
+        i, out = 0, []
+        while i < len(buf):
+            v, i = varint(buf, i)
+            out.append(v)
+        return out
+
+    strings, types, samples, loc_func, func_name = [], [], [], {}, {}
+    for f, v in fields(data):
+        if f == 6:
+            strings.append(v.decode())
+        elif f == 1:
+            types.append(dict(fields(v)).get(1, 0))
+        elif f == 2:
+            s = dict((k, packed(x)) for k, x in fields(v) if k in (1, 2))
+            samples.append((s.get(1, []), s.get(2, [])))
+        elif f == 4:
+            loc = dict(fields(v))
+            loc_func[loc[1]] = dict(fields(loc[4])).get(1)
+        elif f == 5:
+            fn = dict(fields(v))
+            func_name[fn[1]] = fn.get(2, 0)
+    cpu = [strings[t] for t in types].index("cpu")
+    out = {}
+    for locs, values in samples:
+        leaf = strings[func_name[loc_func[locs[0]]]]
+        out[leaf] = out.get(leaf, 0) + values[cpu]
+    return out
+
+
+def test_cpu_mode_pprof_values_are_cpu_time(ctx):
+    """`pysample convert --to pprof` of a cpu-mode profile: the "cpu"
+    values of each thread's samples add up to the CPU time it measured
+    (nanoseconds, to within the periods lost where its life begins and ends)."""
+    res, p, used, period = _cpu_mode_run(ctx)
+    out = os.path.join(res.outdir, "prof.pb")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSAMPLE_") and k != "LD_PRELOAD"}
+    env["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.dirname(harness.HERE)), "scripts")
+    conv = subprocess.run([sys.executable, "-m", "pysample_tool", "convert",
+                           os.path.join(res.outdir, "prof.txt"), "--to", "pprof", "-o", out],
+                          env=env, capture_output=True, text=True, timeout=120)
+    ctx.check(conv.returncode == 0, "convert failed", conv.stderr[-2000:])
+    with open(out, "rb") as f:
+        cpu = _pprof_cpu_by_leaf(f.read())
+    for name in ("spinner", "poller"):
+        ns = cpu.get(name, 0)
+        ctx.check(used[name] * 0.8 - 3 * period <= ns / 1e9 <= used[name] + period,
+                  "%s: pprof says %.1f ms of CPU, it measured %.1f ms" % (name, ns / 1e6,
+                  1000 * used[name]), cpu)

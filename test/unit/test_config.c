@@ -1,5 +1,6 @@
 /* Unit test: PYSAMPLE_* parsing, validation messages and path templates. */
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 
 #include "check.h"
@@ -110,6 +111,33 @@ int main(void)
         CHECK(strstr(b.last, "using") != NULL || strstr(b.last, "writing") != NULL);
         check_settings(&c, &defaults, bad[i].kv);
     }
+
+    /* Enumerated values are read in any case; yes/no also as on/off. */
+    struct env cased = { { "PYSAMPLE_MODE=CPU", "PYSAMPLE_ASYNC=On", "PYSAMPLE_LINES=OFF",
+                           "PYSAMPLE_NATIVE=ALL", "PYSAMPLE_SIGNAL=sigusr2", "PYSAMPLE_GIL=TRUE",
+                           "PYSAMPLE_FORMAT=Collapsed", NULL }, 0, "" };
+    parse(&cased, &c);
+    CHECK_EQ_INT(cased.warnings, 0);
+    CHECK_EQ_INT(c.mode, PS_MODE_CPU);
+    CHECK_EQ_INT(c.async_tasks, 1);
+    CHECK_EQ_INT(c.lines, 0);
+    CHECK_EQ_INT(c.native, 2);
+    CHECK_EQ_INT(c.write_signal, SIGUSR2);
+    CHECK_EQ_INT(c.gil_only, 1);
+
+    /* A refusal says what is wrong with the value: a yes/no variable lists
+     * every word it takes; a mode without owner-read is a mode, refused
+     * because nobody could read the profile. */
+    struct env async_bad = { { "PYSAMPLE_ASYNC=maybe", NULL }, 0, "" };
+    parse(&async_bad, &c);
+    CHECK_EQ_INT(async_bad.warnings, 1);
+    CHECK(strstr(async_bad.last, "1/yes/true/on") != NULL &&
+          strstr(async_bad.last, "0/no/false/off") != NULL);
+    struct env wonly = { { "PYSAMPLE_FILE_MODE=0200", NULL }, 0, "" };
+    parse(&wonly, &c);
+    CHECK_EQ_INT(wonly.warnings, 1);
+    CHECK(strstr(wonly.last, "not an octal") == NULL && strstr(wonly.last, "read") != NULL);
+    CHECK_EQ_INT(c.file_mode, 0600);
 
     /* Path templates. */
     char out[64];

@@ -175,6 +175,8 @@ static const uint32_t wants[PS_F_COUNT][NWANT] = {
     WANT(PS_F_STR_LENGTH, 16, 16, 32, 32),
     WANT(PS_F_STR_STATE, 32, 32, 48, 48),
     /* absent in some or all of these builds, or not checked */
+    WANT(PS_F_IS_CEVAL_GIL, 16, 16, 16, 16),
+    WANT(PS_F_RT_GIL, NO, NO, NO, NO),
     WANT(PS_F_IS_ID, X, X, X, X),
     WANT(PS_F_IS_MODULES, X, X, X, X),
     WANT(PS_F_TS_CFRAME, NO, NO, NO, NO),
@@ -221,6 +223,9 @@ static void check_new(const struct fixture *f)
     CHECK_EQ_INT(l.st_compact_bit, ft ? 11 : 5);
     CHECK_EQ_INT(l.st_ascii_bit, ft ? 12 : 6);
     CHECK_EQ_INT(l.inst_kind, PS_INST_NONE);   /* 3.14+: OS thread names */
+    /* struct _gil_runtime_state: a mutex-sized member more in FT builds */
+    CHECK_EQ_INT(l.gil_last_holder, ft ? 16 : 8);
+    CHECK_EQ_INT(l.gil_locked, ft ? 24 : 16);
     CHECK(l.ts_read >= l.ts_native_id + 8 && l.fr_read >= l.fr_owner + 1 &&
           l.co_read >= l.co_filename + 8);
     check_refusals(f, want_of[w].ts_frame_pos, want_of[w].co_size_pos);
