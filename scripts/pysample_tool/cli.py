@@ -10,12 +10,12 @@
 
 import sys
 
-from . import convert, dump, flamegraph, info, record, start, stop, top
+from . import convert, diff, dump, flamegraph, info, lines, record, start, stop, top
 from .common import PROG, VERSION, ToolError
 from .options import Parser
 
 # In the order `pysample --help` lists them.
-COMMANDS = (record, flamegraph, top, dump, start, stop, convert, info)
+COMMANDS = (record, flamegraph, top, diff, lines, dump, start, stop, convert, info)
 
 
 def build_parser():

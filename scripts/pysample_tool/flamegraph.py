@@ -173,8 +173,38 @@ def fit_label(long_label, short_label, width):
     return short_label[:chars - 2] + ".."
 
 
+def frame_tip(node, total):
+    """The tooltip of a box: its frame, samples and share, what its colour means."""
+    stats = "%s sample%s (%.2f%%)" % (thousands(node.count), "" if node.count == 1 else "s",
+                                      percent(node.count, total))
+    if node.self_count and node.children:
+        stats += ", self %s (%.2f%%)" % (thousands(node.self_count), percent(node.self_count, total))
+    tip = [node.title, stats]
+    if node.kind == KIND_PY:
+        tip.append("%s: %s" % classify(node.colour_key.file))
+    return tip
+
+
+def _legend_fill(colour):
+    base, span = colour
+    return "rgb(%d,%d,%d)" % tuple(int(base[i] + span[i] * 0.5) for i in range(3))
+
+
+LEGEND = [(_legend_fill(PALETTE["user"]), "your code"), (_legend_fill(PALETTE["stdlib"]), "standard library"),
+          (_legend_fill(PALETTE["site-packages"]), "site-packages"), (MARKER_COLOUR, "profiler marker")]
+
+
 def render_flamegraph(profile, title=None, minwidth=0.1, subtitle=None):
-    root = build_tree(profile)
+    if subtitle is None:
+        subtitle = "%s: %s" % (os.path.basename(profile.path), describe(profile))
+    return render_tree(build_tree(profile), title or "Flame Graph", subtitle, minwidth)
+
+
+def render_tree(root, title, subtitle, minwidth=0.1, colour=frame_colour, tip=frame_tip, legend=LEGEND):
+    """The SVG of a tree of Nodes.  colour(node) is a box's fill, tip(node,
+    total) its tooltip lines (the first is the frame, which search matches),
+    legend [(fill, text)] what the colours mean.  `pysample diff` draws its
+    graph with its own three."""
     total = root.count
     usable = IMAGE_WIDTH - 2 * XPAD
     scale = float(usable) / total
@@ -204,10 +234,6 @@ def render_flamegraph(profile, title=None, minwidth=0.1, subtitle=None):
 
     height = YPAD_TOP + (max_depth[0] + 1) * FRAME_HEIGHT + YPAD_BOTTOM
     base_y = height - YPAD_BOTTOM
-    if title is None:
-        title = "Flame Graph"
-    if subtitle is None:
-        subtitle = "%s: %s" % (os.path.basename(profile.path), describe(profile))
     if omitted[0]:
         subtitle += "; %d frames narrower than %.2g px not drawn" % (omitted[0], minwidth)
 
@@ -232,16 +258,9 @@ def render_flamegraph(profile, title=None, minwidth=0.1, subtitle=None):
     w('<text id="matched" x="%d" y="%d"> </text>\n' % (IMAGE_WIDTH - XPAD - 100, height - 12))
     w('<text id="details" x="%d" y="%d"> </text>\n' % (XPAD, height - 12))
     # Legend: what the colours mean.
-    legend = [(PALETTE["user"], "your code"), (PALETTE["stdlib"], "standard library"),
-              (PALETTE["site-packages"], "site-packages"), (None, "profiler marker")]
     lx = XPAD
     w('<g id="legend">\n')
-    for colour, text in legend:
-        if colour is None:
-            fill = MARKER_COLOUR
-        else:
-            base, span = colour
-            fill = "rgb(%d,%d,%d)" % tuple(int(base[i] + span[i] * 0.5) for i in range(3))
+    for fill, text in legend:
         w('<rect x="%d" y="%d" width="10" height="10" fill="%s"/>' % (lx, 48, fill))
         w('<text x="%d" y="57">%s</text>\n' % (lx + 14, xml_text(text)))
         lx += 14 + int(len(text) * FONT_SIZE * FONT_WIDTH) + 16
@@ -252,13 +271,6 @@ def render_flamegraph(profile, title=None, minwidth=0.1, subtitle=None):
         px = XPAD + x * scale
         pw = node.count * scale
         y = base_y - (depth + 1) * FRAME_HEIGHT
-        stats = "%s sample%s (%.2f%%)" % (thousands(node.count), "" if node.count == 1 else "s",
-                                          percent(node.count, total))
-        if node.self_count and node.children:
-            stats += ", self %s (%.2f%%)" % (thousands(node.self_count), percent(node.self_count, total))
-        tip = [node.title, stats]
-        if node.kind == KIND_PY:
-            tip.append("%s: %s" % classify(node.colour_key.file))
         attrs = ' fg:x="%d" fg:w="%d"' % (x, node.count)
         if node.long != node.title:
             attrs += ' fg:l="%s"' % xml_text(node.long)
@@ -266,7 +278,7 @@ def render_flamegraph(profile, title=None, minwidth=0.1, subtitle=None):
             attrs += ' fg:s="%s"' % xml_text(node.short)
         w('<g class="f"%s><title>%s</title><rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" '
           'rx="2" ry="2"/><text x="%.2f" y="%.1f">%s</text></g>\n'
-          % (attrs, xml_text(None, lines=tip), px, y, pw, FRAME_HEIGHT - 1, frame_colour(node),
+          % (attrs, xml_text(None, lines=tip(node, total)), px, y, pw, FRAME_HEIGHT - 1, colour(node),
              px + 3, y + 10.5 + 0.5, xml_text(fit_label(node.long, node.short, pw))))
     w('</g>\n')
     w('<script type="text/ecmascript"><![CDATA[\n%s]]></script>\n' % _package_file("flamegraph.js"))

@@ -261,14 +261,14 @@ class ErrorTests(TempDirTestCase):
                                             "bad.txt:%d: malformed line" % lineno, words)
 
     def test_every_command_has_help(self):
-        for command in ("record", "flamegraph", "top", "convert", "info"):
+        for command in ("record", "flamegraph", "top", "diff", "lines", "convert", "info"):
             with self.subTest(command=command):
                 code, out, err = pysample(command, "--help")
                 self.assertEqual(code, 0, err)
                 self.assertIn("usage: pysample %s" % command, out.decode())
         code, out, _ = pysample("--help")
         self.assertEqual(code, 0)
-        for command in ("record", "flamegraph", "top", "convert"):
+        for command in ("record", "flamegraph", "top", "diff", "lines", "convert"):
             self.assertIn(command, out.decode())
 
     def test_usage_errors_are_one_line(self):
@@ -1609,6 +1609,289 @@ class RealRecordTests(TempDirTestCase):
             self.assertIn("child_work", functions)
             self.assertNotIn("parent_work", functions)
         self.assertIn("(all 3 processes)", err)
+
+
+# ---------------------------------------------------------------------------
+# diff and lines, on real profiles of two versions of one program
+# ---------------------------------------------------------------------------
+
+# Version 1 parses and renders for the same number of samples; version 2,
+# written over it at the same path (as a CI job checks out the head commit
+# where the base was), renders for three times as many, and its lines have
+# moved.  Each part runs until the library has sampled it, so the shares
+# hold on a loaded machine: parse and render 50/50 before, 25/75 after.
+DIFF_BASE = SPIN_UNTIL_SAMPLED + (
+    "def parse():\n"
+    "    spin_until_sampled(40)\n"
+    "def render():\n"
+    "    spin_until_sampled(40)\n"
+    "def main():\n"
+    "    parse()\n"
+    "    render()\n"
+    "main()\n")
+
+DIFF_HEAD = SPIN_UNTIL_SAMPLED + (
+    "def parse():\n"
+    "    spin_until_sampled(40)\n"
+    "def render():\n"
+    "    # now three times slower\n"
+    "    spin_until_sampled(120)\n"
+    "def main():\n"
+    "    parse()\n"
+    "    render()\n"
+    "main()\n")
+
+DIFF_ROW_RE = re.compile(r"^ *(\d+\.\d\d)% +(\d+\.\d\d)% +([-+]\d+\.\d\d) +(\d+\.\d\d)% +(\d+\.\d\d)% +"
+                         r"([-+]\d+\.\d\d)  (.*)$")
+
+
+def function_shares(path, function):
+    """(total %, self %) of a function (name, file) of a profile, counted
+    here, independently of the tool: a stack counts for total when the
+    function is on it once or more, for self when it is the innermost."""
+    stacks = read_stacks(path)
+    all_samples = sum(stacks.values())
+    on = sum(n for (_, frames), n in stacks.items() if any(split_frame(f)[:2] == function for f in frames))
+    top = sum(n for (_, frames), n in stacks.items() if frames and split_frame(frames[-1])[:2] == function)
+    return 100.0 * on / all_samples, 100.0 * top / all_samples
+
+
+class RecordedPairTestCase(TempDirTestCase):
+    """BASE and HEAD recorded once for the class with the real library."""
+
+    @classmethod
+    def setUpClass(cls):
+        library = real_library(os.path.join(BUILD_ROOT, "lib")) if BUILD_ROOT else None
+        if not library:
+            raise unittest.SkipTest("the real library is not built (run through meson test)")
+        cls.dir = tempfile.mkdtemp(prefix="pysample-diff-")
+        cls.program = os.path.join(cls.dir, "prog.py")
+        for name, source in (("base.txt", DIFF_BASE), ("head.txt", DIFF_HEAD)):
+            with open(cls.program, "w") as f:
+                f.write(source)
+            # -S: no site imports, whose start-up samples would take a
+            # share of their own.
+            code, out, err = pysample("record", "-q", "--rate", "200", "-o", name, "--", PYTHON, "-S", "prog.py",
+                                      cwd=cls.dir, env=clean_env(PYSAMPLE_LIB=library))
+            if code != 0:
+                raise AssertionError("record %s: %s" % (name, err))
+        cls.base = os.path.join(cls.dir, "base.txt")
+        cls.head = os.path.join(cls.dir, "head.txt")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(getattr(cls, "dir", ""), True)
+
+    def function(self, name):
+        """(name, file) of a function of prog.py as its frames name it
+        (Python 3.9+ gives __main__ its absolute path)."""
+        return (name, self.program)
+
+    def label(self, name):
+        return "%s (%s)" % self.function(name)
+
+
+class DiffTests(RecordedPairTestCase):
+    def diff(self, *args):
+        return pysample("diff", *args, cwd=self.dir)
+
+    def table(self, out):
+        rows = {}
+        for line in out.decode().splitlines()[2:]:
+            m = DIFF_ROW_RE.match(line)
+            if m:
+                rows[m.group(7)] = tuple(float(v) for v in m.groups()[:6])
+        return rows
+
+    def test_table_numbers_are_the_shares_of_both_profiles(self):
+        code, out, err = self.diff(self.base, self.head, "--top", "0")
+        self.assertEqual(code, 0, err)
+        rows = self.table(out)
+        for name in ("render", "parse", "main", "spin_until_sampled", "<module>"):
+            base_total, base_self = function_shares(self.base, self.function(name))
+            head_total, head_self = function_shares(self.head, self.function(name))
+            row = rows[self.label(name)]
+            self.assertEqual(row, (round(base_total, 2), round(head_total, 2), round(head_total - base_total, 2),
+                                   round(base_self, 2), round(head_self, 2), round(head_self - base_self, 2)),
+                             "%s: %r" % (name, row))
+        # What the program did: render went from half to three quarters.
+        self.assertGreater(rows[self.label("render")][2], 20.0, out.decode())
+        self.assertLess(rows[self.label("parse")][2], -20.0, out.decode())
+        first = [line.split("  ")[-1] for line in out.decode().splitlines()[2:4]]
+        self.assertEqual(sorted(first), [self.label("parse"), self.label("render")],
+                         "the largest changes come first: %s" % out.decode())
+
+    def test_top_limits_the_rows(self):
+        code, out, err = self.diff(self.base, self.head, "--top", "2")
+        self.assertEqual(code, 0, err)
+        lines = out.decode().splitlines()
+        self.assertEqual(len(self.table(out)), 2, out.decode())
+        self.assertRegex(lines[-1], r"^\.\.\. \d+ more functions")
+
+    def test_fail_over_is_the_ci_gate(self):
+        growth = function_shares(self.head, self.function("render"))[0] - \
+            function_shares(self.base, self.function("render"))[0]
+        code, out, err = self.diff(self.base, self.head, "--fail-over", "20")
+        self.assertEqual(code, 1, err)
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, "render alone grew by more than 20 points: %r" % err)
+        self.assertTrue(lines[0].startswith("pysample: %s: total share grew by %.2f points"
+                                            % (self.label("render"), growth)), lines[0])
+        code, out, err = self.diff(self.base, self.head, "--fail-over", "%.2f" % (growth + 1))
+        self.assertEqual((code, err), (0, ""))
+        # The other way round, parse grew.
+        code, out, err = self.diff(self.head, self.base, "--fail-over", "20")
+        self.assertEqual(code, 1, err)
+        self.assertEqual([l.split(": ")[1] for l in err.splitlines()], [self.label("parse")])
+
+    def svg_boxes(self, root):
+        """[(depth, title's first line, (fill rgb, title lines, samples))]"""
+        group = root.find(SVG_NS + "g[@id='frames']")
+        ys = sorted(set(float(g.find(SVG_NS + "rect").get("y")) for g in group), reverse=True)
+        boxes = []
+        for g in group.findall(SVG_NS + "g"):
+            rect = g.find(SVG_NS + "rect")
+            title = g.find(SVG_NS + "title").text.split("\n")
+            depth = ys.index(float(rect.get("y")))
+            rgb = tuple(int(v) for v in re.findall(r"\d+", rect.get("fill")))
+            boxes.append((depth, title[0], (rgb, title, int(g.get(FG_NS + "w")))))
+        return boxes
+
+    def test_flame_graph_is_heads_shape_coloured_by_change(self):
+        code, out, err = self.diff(self.base, self.head, "-o", "diff.svg")
+        self.assertEqual(code, 0, err)
+        root = ET.parse(os.path.join(self.dir, "diff.svg")).getroot()
+        boxes = self.svg_boxes(root)
+        head_total = sum(read_stacks(self.head).values())
+        self.assertEqual(int(root.get(FG_NS + "total")), head_total, "HEAD's samples are the width")
+        label = self.label
+        render = [v for d, t, v in boxes if t == label("render")]
+        parse = [v for d, t, v in boxes if t == label("parse")]
+        self.assertEqual((len(render), len(parse)), (1, 1), sorted(boxes))
+        (render_rgb, render_title, render_w), (parse_rgb, parse_title, _) = render[0], parse[0]
+        self.assertGreater(render_rgb[0], render_rgb[2] + 100, "render grew: red, %r" % (render_rgb,))
+        self.assertGreater(parse_rgb[2], parse_rgb[0] + 100, "parse shrank: blue, %r" % (parse_rgb,))
+        for name, title in (("render", render_title), ("parse", parse_title)):
+            base_total, base_self = function_shares(self.base, self.function(name))
+            head_total, head_self = function_shares(self.head, self.function(name))
+            self.assertEqual(title[1], "total %.2f%% -> %.2f%% (%+.2f points)"
+                             % (base_total, head_total, head_total - base_total), title)
+            self.assertEqual(title[2], "self %.2f%% -> %.2f%% (%+.2f points)"
+                             % (base_self, head_self, head_self - base_self), title)
+        # One function, two call paths, two colours: spin_until_sampled
+        # above render grew, above parse shrank.
+        spins = sorted((v for d, t, v in boxes if t == label("spin_until_sampled")),
+                       key=lambda v: v[2])
+        self.assertEqual(len(spins), 2, sorted(boxes))
+        self.assertGreater(spins[0][0][2], spins[0][0][0], "under parse: blue")
+        self.assertGreater(spins[1][0][0], spins[1][0][2], "under render: red")
+        self.assertEqual(render_w, sum(n for (_, frames), n in read_stacks(self.head).items()
+                                       if any(split_frame(f)[0] == "render" for f in frames)))
+        self.assertIn("base.txt", root.find(SVG_NS + "text[@id='subtitle']").text)
+
+    def test_the_same_profile_is_no_change(self):
+        code, out, err = self.diff(self.head, self.head, "--fail-over", "0", "-o", "same.svg")
+        self.assertEqual((code, err), (0, ""))
+        for row in self.table(out).values():
+            self.assertEqual((row[2], row[5]), (0.0, 0.0))
+        boxes = self.svg_boxes(ET.parse(os.path.join(self.dir, "same.svg")).getroot())
+        self.assertEqual(set(v[0] for d, t, v in boxes), {(235, 232, 225)}, "no change, one neutral colour")
+
+    def test_per_thread_matches_threads_by_name(self):
+        base = self.write("base.txt", "thread 10 (MainThread);main (/a.py:1);work (/a.py:5) 30\n"
+                                      "thread 10 (MainThread);main (/a.py:1);idle (/a.py:9) 10\n"
+                                      "thread 11 (Worker);run (/w.py:1) 60\n")
+        head = self.write("head.txt", "thread 20 (MainThread);main (/a.py:2);work (/a.py:6) 10\n"
+                                      "thread 20 (MainThread);main (/a.py:2);idle (/a.py:9) 10\n"
+                                      "thread 21 (Worker);run (/w.py:1) 20\n")
+        code, out, err = pysample("diff", base, head, "--per-thread", "--top", "0")
+        self.assertEqual(code, 0, err)
+        rows = self.table(out)
+        # MainThread: work 75% of its 40 samples, then 50% of its 20.
+        self.assertEqual(rows["work (/a.py) [MainThread]"], (75.0, 50.0, -25.0, 75.0, 50.0, -25.0))
+        self.assertEqual(rows["idle (/a.py) [MainThread]"], (25.0, 50.0, 25.0, 25.0, 50.0, 25.0))
+        self.assertEqual(rows["run (/w.py) [Worker]"], (100.0, 100.0, 0.0, 100.0, 100.0, 0.0))
+        # Merged, work is a share of everything: 30% of 100, 25% of 40.
+        code, out, err = pysample("diff", base, head, "--top", "0")
+        self.assertEqual(self.table(out)["work (/a.py)"][:3], (30.0, 25.0, -5.0))
+
+    def test_bad_input_is_one_line(self):
+        for args, words in (((self.base, "missing.txt"), ("missing.txt", "No such file")),
+                            ((fixture("empty.txt"), self.head), ("empty.txt", "empty profile")),
+                            ((self.base, self.head, "--fail-over", "lots"), ("--fail-over",)),
+                            ((self.base, self.head, "--fail-over", "-1"), ("--fail-over",))):
+            with self.subTest(args=args):
+                code, out, err = self.diff(*args)
+                self.assertEqual(code, 2, err)
+                self.assertEqual(len(err.splitlines()), 1, err)
+                self.assertTrue(err.startswith("pysample: "), err)
+                for word in words:
+                    self.assertIn(word, err)
+                self.assertEqual(out, b"")
+
+
+class LinesTests(RecordedPairTestCase):
+    def lines(self, *args):
+        code, out, err = pysample("lines", *args, cwd=self.dir)
+        return code, out.decode(), err
+
+    def test_samples_per_line_of_a_recorded_profile(self):
+        code, out, err = self.lines(self.head, "prog.py")
+        self.assertEqual(code, 0, err)
+        stacks = read_stacks(self.head)
+        total = sum(stacks.values())
+        rows = {}
+        for text in out.splitlines()[2:]:
+            m = re.match(r"^ {0,6}(\d+)? +(?:(\d+\.\d)%)? +(\d+)? +(?:(\d+\.\d)%)? +(\d+)  (.*)$", text)
+            self.assertIsNotNone(m, text)
+            rows[int(m.group(5))] = (m.group(1), m.group(3), m.group(6))
+        source = DIFF_HEAD.splitlines()
+        self.assertEqual(sorted(rows), list(range(1, len(source) + 1)), "every line of the file, in order")
+        for number, (own, on, text) in rows.items():
+            self.assertEqual(text, source[number - 1])
+            here = (self.program, number)
+            expect_self = sum(n for (_, fr), n in stacks.items() if split_frame(fr[-1])[1:] == here)
+            expect_total = sum(n for (_, fr), n in stacks.items() if any(split_frame(f)[1:] == here for f in fr))
+            if expect_total:
+                self.assertEqual((int(own), int(on)), (expect_self, expect_total), "line %d" % number)
+            else:
+                self.assertEqual((own, on), (None, None), "line %d has no samples" % number)
+        # The slow call's line holds three quarters of the samples.
+        slow = source.index("    spin_until_sampled(120)") + 1
+        self.assertGreater(int(rows[slow][1]), 0.6 * total, out)
+
+    def test_sampled_only_and_a_path_that_ends_with_the_frames_file(self):
+        code, out, err = self.lines(self.head, self.program, "--sampled")
+        self.assertEqual(code, 0, err)
+        numbers = [int(l.split()[4]) for l in out.splitlines()[2:]]
+        self.assertTrue(numbers and numbers == sorted(numbers), out)
+        for text in out.splitlines()[2:]:
+            self.assertRegex(text, r"^ *\d+ +\d+\.\d% +\d+ +\d+\.\d% ")
+
+    def test_without_the_source_the_sampled_lines_are_listed(self):
+        path = self.write("p.txt", "thread 1;main (/gone/app.py:3);f (/gone/app.py:7) 3\nthread 1;main (/gone/app.py:4) 1\n")
+        code, out, err = pysample("lines", path, "app.py")
+        self.assertEqual(code, 0, err)
+        lines = out.decode().splitlines()
+        self.assertIn("source not found", lines[1])
+        self.assertEqual([l.split() for l in lines[3:]],
+                         [["0", "0.0%", "3", "75.0%", "3"], ["1", "25.0%", "1", "25.0%", "4"],
+                          ["3", "75.0%", "3", "75.0%", "7"]])
+
+    def test_bad_input_is_one_line(self):
+        two = self.write("two.txt", "thread 1;f (/x/app.py:1) 1\nthread 1;g (/y/app.py:1) 1\n")
+        for args, words in (((self.head, "nothere.py"), ("nothere.py", "no samples", "prog.py")),
+                            ((two, "app.py"), ("matches 2 files", "/x/app.py", "/y/app.py")),
+                            ((fixture("nolines.txt"), "main.py"), ("no line numbers",)),
+                            (("missing.txt", "prog.py"), ("missing.txt", "No such file")),
+                            ((fixture("empty.txt"), "prog.py"), ("empty profile",))):
+            with self.subTest(args=args):
+                code, out, err = self.lines(*args)
+                self.assertEqual((code, out), (2, ""), err)
+                self.assertEqual(len(err.splitlines()), 1, err)
+                self.assertTrue(err.startswith("pysample: "), err)
+                for word in words:
+                    self.assertIn(word, err)
 
 
 # ---------------------------------------------------------------------------
