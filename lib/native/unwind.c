@@ -44,6 +44,7 @@
 #include "sampler/counters.h"
 #include "memory/memread.h"
 #include "native/native.h"
+#include "platform/platform.h"
 
 /* A stack frame larger than this between two return addresses is taken as
  * a wrong step (the thread stacks here are at most a few MiB; one frame
@@ -408,13 +409,6 @@ static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
     }
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);   /* the vDSO: no system call */
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int ps_unwind(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
 {
     static uint32_t objs_seen;
@@ -422,9 +416,9 @@ int ps_unwind(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
         objs_seen = ps_objs_generation();
         forget_rules();
     }
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = ps_now_ns();
     int n = walk(regs, pcs, max, stop);
-    ADD(counts[C_NS], mono_ns() - t0);
+    ADD(counts[C_NS], ps_now_ns() - t0);
     ADD(counts[C_FRAMES], (uint64_t)n);
     ADD(counts[C_WALKS], 1);
     return n;

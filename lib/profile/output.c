@@ -457,9 +457,3 @@ int ps_output_write_with(const char *tmpl, ps_output_fill_fn fill, void *ctx,
     return rc;
 }
 
-int ps_output_write(const char *tmpl, const char *data, size_t len,
-                    char *written, size_t writtenlen)
-{
-    struct buffer b = { data, len };
-    return ps_output_write_with(tmpl, fill_buffer, &b, written, writtenlen);
-}

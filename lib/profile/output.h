@@ -27,18 +27,14 @@ int ps_output_init(const char *tmpl, int file_mode, ps_output_note_fn note,
 void ps_output_after_fork(void);
 
 /*
- * Writes data atomically to this process's own name for the configured
- * output (tmpl NULL) or to the template tmpl as given: a new temporary file
- * in the target's directory, then link() or rename() into place, so a
- * reader sees the old or the new profile, never a partial one.  Not
- * thread-safe for tmpl NULL (the caller serialises).  Returns 0 or a
- * negative errno; the path written is copied to written (if not NULL).
- */
-int ps_output_write(const char *tmpl, const char *data, size_t len,
-                    char *written, size_t writtenlen);
-
-/*
- * The same with content that is made while it is written: fill calls
+ * Writes atomically to this process's own name for the configured output
+ * (tmpl NULL) or to the template tmpl as given: a new temporary file in the
+ * target's directory, then link() or rename() into place, so a reader sees
+ * the old or the new profile, never a partial one.  Not thread-safe for
+ * tmpl NULL (the caller serialises).  Returns 0 or a negative errno; the
+ * path written is copied to written (if not NULL).
+ *
+ * The content is made while it is written: fill calls
  * put(put_ctx, data, len) for each piece in order and returns 0, or the
  * first non-zero value put returned, or a negative errno of its own; then
  * nothing is put in place and the temporary file is removed.

@@ -122,11 +122,6 @@ static void tick(int all)
         atomic_store(&sampler.finished, 1);
 }
 
-void ps_sampler_tick(void)
-{
-    tick(0);
-}
-
 void ps_sampler_tick_all(void)
 {
     tick(1);

@@ -75,9 +75,6 @@ void ps_sampler_request_write(int wake);
  * after the runtime finalized (ps_sampler_running() is 0 then). */
 int ps_sampler_alive(void);
 
-/* One tick on the calling thread (used by the thread and by tests). */
-void ps_sampler_tick(void);
-
 void ps_sampler_stats(struct ps_stats *st);
 
 /* fork(): prepare notes the forking thread (see threadinfo.c); in the child,

@@ -111,13 +111,6 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
     return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 #if defined(__x86_64__)
 /* Blocking calls that return -EINTR when a handler runs, and are right to
  * issue again with the same arguments (they did nothing; select has
@@ -278,9 +271,9 @@ void ps_regs_from_context(const void *ucontext, struct ps_regs *rs)
 /* Holds the thread until the sampler releases it, or PS_HOLD_NS. */
 static void hold(void)
 {
-    uint64_t deadline = mono_ns() + PS_HOLD_NS;
+    uint64_t deadline = ps_now_ns() + PS_HOLD_NS;
     while (atomic_load(&N.state) == ST_HELD) {
-        uint64_t now = mono_ns();
+        uint64_t now = ps_now_ns();
         if (now >= deadline) {
             uint32_t h = ST_HELD;
             atomic_compare_exchange_strong(&N.state, &h, ST_GONE);
