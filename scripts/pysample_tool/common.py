@@ -61,9 +61,15 @@ def thousands(n):
 # Output
 # ---------------------------------------------------------------------------
 
-def write_output(path, data, binary):
-    """Writes data to path atomically (a temporary file renamed over it), or
-    to standard output when path is None or "-"."""
+# Profiles name files and functions: what the tool writes gets the
+# library's PYSAMPLE_FILE_MODE default.
+FILE_MODE = 0o600
+
+
+def write_output(path, data, binary, mode=FILE_MODE):
+    """Writes data to path atomically (a temporary file renamed over it) with
+    the given permissions (umask aside, as the library does), or to standard
+    output when path is None or "-"."""
     if path is None or path == "-":
         stream = getattr(sys.stdout, "buffer", sys.stdout)
         if binary and sys.stdout.isatty():
@@ -81,13 +87,19 @@ def write_output(path, data, binary):
         fd, tmp = tempfile.mkstemp(prefix=".pysample-", dir=directory)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except (IOError, OSError) as e:
         raise ToolError("cannot write %s: %s" % (path, e.strerror or e))
 
 
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def file_mode(env):
+    """The permissions PYSAMPLE_FILE_MODE in env asks for, as the library
+    reads it (octal, owner-read); FILE_MODE when unset or refused (the
+    library says why)."""
+    text = (env.get("PYSAMPLE_FILE_MODE") or "").strip()
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        return FILE_MODE
+    return mode if 0 < mode <= 0o777 and mode & 0o400 else FILE_MODE

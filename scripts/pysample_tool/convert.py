@@ -50,16 +50,17 @@ def is_binary(fmt):
     return fmt == "pprof"
 
 
-def convert_bytes(profile, fmt, rate=None, mode="cpu", title=None, quality=None):
+def convert_bytes(profile, fmt, rate=None, mode="cpu", title=None, quality=None, source=None):
     """quality: the profile's figures (quality.py), else those of the
-    sidecar beside profile.path, if any."""
+    sidecar beside profile.path, if any.  source: what pprof's comment says
+    the profile came from (default: profile.path's base name)."""
     if quality is None:
         quality = read_sidecar(profile.path)
     if fmt == "speedscope":
         return (json.dumps(to_speedscope(profile, rate, quality), ensure_ascii=False, separators=(",", ":"))
                 + "\n").encode("utf-8")
     if fmt == "pprof":
-        return to_pprof(profile, rate, mode, _file_mtime_ns(profile.path), quality)
+        return to_pprof(profile, rate, mode, _file_mtime_ns(profile.path), quality, source)
     if fmt == "svg":
         return render_flamegraph(profile, title=title).encode("utf-8")
     if fmt == "collapsed":

@@ -10,7 +10,7 @@ import os
 import time
 
 from .common import VERSION
-from .quality import comments
+from .remote import describe_quality
 
 def _varint(value):
     if value < 0:
@@ -66,7 +66,9 @@ class _Strings(object):
         return i
 
 
-def to_pprof(profile, rate=None, mode="cpu", mtime_ns=None, quality=None):
+def to_pprof(profile, rate=None, mode="cpu", mtime_ns=None, quality=None, source=None):
+    """source: what the profile was converted from, for the comment
+    (default: the base name of profile.path)."""
     strings = _Strings()
     prof = _Message()
 
@@ -121,7 +123,12 @@ def to_pprof(profile, rate=None, mode="cpu", mtime_ns=None, quality=None):
         duration = max(count for _, count in profile.threads()) * period
     if mtime_ns is None:
         mtime_ns = int(time.time() * 1e9)
-    comment = strings("converted by pysample %s from %s" % (VERSION, os.path.basename(profile.path)))
+    # One comment: pprof prints every comment at the head of every report
+    # (`go tool pprof -top`), so the quality figures are one line here; all
+    # of them are in the collapsed profile's .quality.json.
+    comment = "converted by pysample %s from %s" % (VERSION, source or os.path.basename(profile.path))
+    if quality:
+        comment += ": " + describe_quality(quality)
     prof.varint(9, max(0, mtime_ns - duration))
     prof.varint(10, duration)
     if rate:
@@ -129,9 +136,7 @@ def to_pprof(profile, rate=None, mode="cpu", mtime_ns=None, quality=None):
     else:
         prof.message(11, _Message().varint(1, strings("samples")).varint(2, strings("count")))
     prof.varint(12, period)
-    # The quality figures (quality.py), one comment each: `go tool pprof
-    # -comments` lists them.
-    prof.packed(13, [comment] + [strings(c) for c in comments(quality or {})])
+    prof.packed(13, [strings(comment)])
     if rate:
         prof.varint(14, strings(mode))
     # The string table goes last: every string is known by now.

@@ -4,8 +4,9 @@
 #               place for it (a "#" line is read as a stack by flamegraph.pl
 #               and inferno when it ends in a number, "# ticks 200" among
 #               them, and our own reader refuses it: docs/format.md);
-#   pprof       one comment per figure ("pysample: key value"), the period
-#               and sample_type from the requested rate and mode;
+#   pprof       one comment with the figures that matter in words (pprof
+#               prints every comment above every report), the period and
+#               sample_type from the requested rate and mode;
 #   speedscope  a "pysample" object beside the profiles, and the exporter.
 #
 # SPDX-License-Identifier: MIT
@@ -13,7 +14,7 @@
 import json
 import os
 
-from .common import VERSION
+from .common import FILE_MODE, VERSION
 
 SIDECAR_SUFFIX = ".quality.json"
 
@@ -49,7 +50,9 @@ def write_sidecar(profile_path, meta, pid=None):
     doc.update(typed(meta))
     path = sidecar_path(profile_path)
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    with os.fdopen(fd, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
         f.write("\n")
     os.replace(tmp, path)
@@ -65,7 +68,3 @@ def read_sidecar(profile_path):
         return {}
     return {k: str(v) for k, v in doc.items() if k not in ("profile", "pid", "exporter")}
 
-
-def comments(meta):
-    """pprof comment strings."""
-    return ["pysample: %s %s" % (k, meta[k]) for k in sorted(meta)]

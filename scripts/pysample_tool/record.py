@@ -26,7 +26,7 @@ import time
 
 from . import options, remote, sip
 from .collapsed import describe, parse_collapsed
-from .common import PROG, ToolError, write_output
+from .common import PROG, ToolError, file_mode, write_output
 from .convert import convert_bytes, is_binary
 from .quality import SIDECAR_SUFFIX, read_sidecar
 from .library import LIB_BASENAMES, SCRIPT_DIR_ENV, demo_path, find_library
@@ -394,7 +394,7 @@ def _finish(args, command, written, main_pid, rate, mode, hostname, start):
             if fmt != "collapsed":
                 continue
         try:
-            _deliver(w, profile, destination, fmt, rate, mode, command)
+            _deliver(w, profile, destination, fmt, rate, mode, command, file_mode(os.environ))
         except (ToolError, OSError) as e:
             undelivered += 1
             reason = str(e) if isinstance(e, ToolError) else "cannot write %s: %s" % (destination, e.strerror or e)
@@ -423,21 +423,29 @@ def _finish(args, command, written, main_pid, rate, mode, hostname, start):
     if profiles:
         err.write("%s: top functions by self samples%s:\n" % (PROG, _scope(w for w, _ in profiles)))
         err.write(format_top([p for _, p in profiles], 10, indent="  "))
-        first = [path for _, path, p in delivered if p][0]
-        err.write("%s: next: %s\n" % (PROG, FORMAT_HINTS[fmt] % _shell_quote(os.path.relpath(first))))
+        # The busiest process's: a server's master mostly waits for its workers.
+        busiest = max((p.total, -i, path) for i, (_, path, p) in enumerate(delivered) if p)[2]
+        err.write("%s: next: %s\n" % (PROG, FORMAT_HINTS[fmt] % _shell_quote(os.path.relpath(busiest))))
     return undelivered == 0
 
 
-def _deliver(w, profile, destination, fmt, rate, mode, command):
-    """Moves or converts one profile to its destination.  It stays in the
-    private directory if this fails."""
+def _deliver(w, profile, destination, fmt, rate, mode, command, permissions):
+    """Moves or converts one profile to its destination, with the
+    permissions PYSAMPLE_FILE_MODE gives the library's own files.  It stays
+    in the private directory if this fails."""
     if fmt == "collapsed":
+        os.chmod(w.path, permissions)
         shutil.move(w.path, destination)
         return
-    data = convert_bytes(profile, fmt, rate=rate, mode="cpu" if mode == "cpu" else "wall",
-                         quality=read_sidecar(w.path),
-                         title="pysample: %s" % _describe_command(command))
-    write_output(destination, data, binary=is_binary(fmt))
+    source = profile.path
+    profile.path = destination      # speedscope's name for it
+    try:
+        data = convert_bytes(profile, fmt, rate=rate, mode="cpu" if mode == "cpu" else "wall",
+                             quality=read_sidecar(w.path), title="pysample: %s" % _describe_command(command),
+                             source="the profile of %s" % w.who)
+    finally:
+        profile.path = source
+    write_output(destination, data, binary=is_binary(fmt), mode=permissions)
 
 
 def _scope(written):
@@ -515,7 +523,7 @@ def save_remote_profile(pid, reply, output, fmt, quiet, what):
         out = data
     else:
         out = convert_bytes(profile, fmt, rate=rate, mode=mode, title="pysample: process %d" % pid,
-                            quality=meta)
+                            quality=meta, source="process %d" % pid)
     write_output(None if to_stdout else destination, out, binary=is_binary(fmt))
     if fmt == "collapsed" and not to_stdout:
         quality.write_sidecar(destination, meta, pid)

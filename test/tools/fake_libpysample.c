@@ -10,11 +10,12 @@
  *
  *   thread <pid> (MainThread);fake.main (fake.py:1);env rate=<PYSAMPLE_RATE>
  *       mode=<PYSAMPLE_MODE> format=<PYSAMPLE_FORMAT> async=<PYSAMPLE_ASYNC>
- *       native=<PYSAMPLE_NATIVE> gil=<PYSAMPLE_GIL> lines=<PYSAMPLE_LINES> (fake.py:2) 3
+ *       native=<PYSAMPLE_NATIVE> gil=<PYSAMPLE_GIL> lines=<PYSAMPLE_LINES> (fake.py:2) <N>
  *   thread <pid> (MainThread);fake.main (fake.py:1);fake.idle (fake.py:3) 1
  *
  * Placeholders as in the real library: %p pid, %h host name, %t start time,
- * %% a percent sign.
+ * %% a percent sign.  N is PYSAMPLE_FAKE_SAMPLES, 3 when unset, so that a
+ * test can make one process busier than another.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -86,10 +87,11 @@ __attribute__((destructor)) static void fake_write(void)
     if (!f)
         return;
     long pid = (long)getpid();
-    fprintf(f, "thread %ld (MainThread);fake.main (fake.py:1);env rate=%s mode=%s format=%s async=%s native=%s gil=%s lines=%s (fake.py:2) 3\n",
+    fprintf(f, "thread %ld (MainThread);fake.main (fake.py:1);env rate=%s mode=%s format=%s async=%s native=%s gil=%s lines=%s (fake.py:2) %s\n",
             pid, env_or("PYSAMPLE_RATE", "unset"), env_or("PYSAMPLE_MODE", "unset"),
             env_or("PYSAMPLE_FORMAT", "unset"), env_or("PYSAMPLE_ASYNC", "unset"), env_or("PYSAMPLE_NATIVE", "unset"),
-            env_or("PYSAMPLE_GIL", "unset"), env_or("PYSAMPLE_LINES", "unset"));
+            env_or("PYSAMPLE_GIL", "unset"), env_or("PYSAMPLE_LINES", "unset"),
+            env_or("PYSAMPLE_FAKE_SAMPLES", "3"));
     fprintf(f, "thread %ld (MainThread);fake.main (fake.py:1);fake.idle (fake.py:3) 1\n", pid);
     fclose(f);
 }

@@ -1061,6 +1061,25 @@ class PprofTests(TempDirTestCase):
         self.assertEqual(code, 0, err)
         self.assertRegex(out.decode(), r"50\s+50(\.00)?%.*compute")
 
+    def test_quality_figures_are_one_comment(self):
+        """pprof prints every comment above every report: the figures used to
+        be 17 lines at the head of `go tool pprof -top`."""
+        profile = fixture("basic.txt")
+        shutil.copy(profile, os.path.join(self.tmp, "basic.txt"))
+        with open(os.path.join(self.tmp, "basic.txt.quality.json"), "w") as f:
+            json.dump({"requested_rate_hz": 100, "achieved_rate_hz": 98.5, "samples": 100, "ticks": 101,
+                       "mode": "wall", "python": "3.12", "dropped_unreadable": 2, "late_ticks": 1,
+                       "truncated_stacks": 0, "budget_pct": 0.0, "duration_s": 1.0}, f)
+        path, prof = self.convert(os.path.join(self.tmp, "basic.txt"), "--rate", "100")
+        self.assertEqual(prof["comments"], ["converted by pysample %s from basic.txt: Python 3.12, wall-clock, "
+                                            "98.5 of 100 Hz, 100 samples, 2 dropped" % pysample_tool.VERSION])
+        go = shutil.which("go")
+        if go:
+            code, out, err = run([go, "tool", "pprof", "-top", path], env=clean_env(HOME=self.tmp))
+            self.assertEqual(code, 0, err)
+            head = out.decode().split("\nType:")[0].splitlines()
+            self.assertLessEqual(len(head), 2, "File: and the one comment above the report: %r" % head)
+
 
 # ---------------------------------------------------------------------------
 # record, with a stand-in library (test/tools/fake_libpysample.c)
@@ -1337,6 +1356,47 @@ class RecordTests(TempDirTestCase):
                               % os.path.dirname(m.group(1)), err)
                 self.assertNotIn("next:", err, "no hint at a file that is not there")
                 shutil.rmtree(os.path.dirname(m.group(1)))
+
+    def test_files_record_writes_are_private(self):
+        """Profiles name files and functions: 0600 whatever the umask and the
+        format, or what PYSAMPLE_FILE_MODE says (they used to be 0644)."""
+        for env, want in (({}, 0o600), ({"PYSAMPLE_FILE_MODE": "0640"}, 0o640)):
+            for name in ("p.txt", "p.svg", "p.json", "p.pb"):
+                with self.subTest(output=name, env=env):
+                    code, out, err = self.record("-o", name, "--", PYTHON, "-c", "import os; os.umask(0o022)",
+                                                 env=env)
+                    self.assertEqual(code, 0, err)
+                    self.assertEqual(os.stat(os.path.join(self.tmp, name)).st_mode & 0o777, want, name)
+        sys.path.insert(0, SCRIPTS)
+        from pysample_tool import quality
+        old = os.umask(0o022)
+        try:
+            path = quality.write_sidecar(os.path.join(self.tmp, "p.txt"), {"samples": "3"}, 42)
+        finally:
+            os.umask(old)
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o600, "the --pid outputs' .quality.json")
+
+    def test_pprof_comment_names_its_source_not_itself(self):
+        code, out, err = self.record("-o", "prof.pb", "--", PYTHON, "-c", "pass")
+        self.assertEqual(code, 0, err)
+        with open(os.path.join(self.tmp, "prof.pb"), "rb") as f:
+            comments = decode_pprof(f.read())["comments"]
+        self.assertEqual(len(comments), 1, comments)
+        self.assertRegex(comments[0], r"^converted by pysample \S+ from the profile of pid \d+$")
+
+    def test_next_hint_names_the_busiest_process(self):
+        """A server's master waits for its workers: the hint names the
+        profile with the most samples, not the started process's."""
+        code, out, err = self.record("--", PYTHON, "-c",
+                                     "import os, subprocess, sys\n"
+                                     "env = dict(os.environ, PYSAMPLE_FAKE_SAMPLES='30')\n"
+                                     "child = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],"
+                                     " env=env, stdout=subprocess.PIPE)\n"
+                                     "sys.stdout.write(child.stdout.decode())")
+        self.assertEqual(code, 0, err)
+        busy = int(out)
+        self.assertEqual(len(self.profiles()), 2)
+        self.assertIn("pysample: next: pysample flamegraph pysample-%d.txt -o flame.svg\n" % busy, err)
 
     def test_command_killed_by_a_signal(self):
         code, out, err = self.record("--", PYTHON, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
