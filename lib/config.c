@@ -229,6 +229,7 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
                                       "a thread count from 1 to 1000000, or 0 for all");
 
     c->quality_sidecar = get_bool(get, ctx, warn, "PYSAMPLE_QUALITY", 0, 1, "using 0");
+    c->verbose = get_bool(get, ctx, warn, "PYSAMPLE_VERBOSE", 0, 1, "using 0");
 
     /* Opt-in only, and only the two signals no runtime or C library uses
      * for itself: a program that has a handler of its own for it must

@@ -33,6 +33,7 @@ struct ps_config {
     char control_dir[256]; /* PYSAMPLE_CONTROL_DIR: socket directory; "" = abstract name */
     double cpu_budget;    /* PYSAMPLE_CPU_BUDGET as a share of one core; 0 = none */
     int max_threads_per_tick; /* PYSAMPLE_MAX_THREADS_PER_TICK; 0 = all */
+    int verbose;          /* PYSAMPLE_VERBOSE: also note a smaller shortfall of the rate */
     int quality_sidecar;  /* PYSAMPLE_QUALITY: <output>.quality.json beside each profile */
     int write_signal;     /* PYSAMPLE_SIGNAL: SIGUSR1/SIGUSR2 writes the profile; 0 = none */
 };

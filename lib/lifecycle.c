@@ -441,10 +441,14 @@ static void request_write(enum ps_write_kind kind, int in_handler)
 }
 
 /*
- * A profile whose achieved rate fell below 90 % of the requested one says
- * so at exit (issue #17): fewer samples than the user asked for, because
+ * A profile whose achieved rate fell below half the requested one says so
+ * at exit (issue #17): far fewer samples than the user asked for, because
  * the sampler woke late (a loaded machine, a rate too high for it) or the
- * CPU budget lowered it.  Not for runs too short to measure a rate.
+ * CPU budget lowered it.  A smaller shortfall is in the quality figures
+ * and the tool's summary, and on stderr only with PYSAMPLE_VERBOSE: the
+ * program's stderr is its own (a loaded machine put a line in every
+ * gunicorn worker's log, and tests that want a child's stderr empty
+ * failed).  Not for runs too short to measure a rate.
  */
 static void say_low_rate(void)
 {
@@ -453,10 +457,10 @@ static void say_low_rate(void)
     if (st.sampled_ns < 1000000000ull || st.ticks < 10 || st.requested_hz <= 0)
         return;
     double achieved = (double)st.ticks * 1e9 / (double)st.sampled_ns;
-    if (achieved >= 0.9 * st.requested_hz)
+    if (achieved >= (life.cfg.verbose ? 0.9 : 0.5) * st.requested_hz)
         return;
-    ps_say("the profile of process %ld has %.1f samples per second, below 90%% of the requested "
-           "%d (%s); %llu ticks were skipped", (long)getpid(), achieved, st.requested_hz,
+    ps_say("the profile of process %ld was sampled %.1f times a second, not the %d requested "
+           "(%s); %llu ticks were skipped", (long)getpid(), achieved, st.requested_hz,
            st.budget_adjustments ? "PYSAMPLE_CPU_BUDGET lowered the rate"
                                  : "the sampler woke late: a loaded machine, or a rate too high for it",
            (unsigned long long)st.late_ticks);

@@ -514,14 +514,49 @@ def test_signal_writes_profile_now(ctx):
 
 @harness.once
 def test_low_rate_said_at_exit(ctx):
-    """A profile whose achieved rate fell below 90 % of the requested one
+    """A profile whose achieved rate fell below half the requested one
     says so on stderr at exit, once, with the reason."""
     res = ctx.run(["-c", "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass\n"],
                   env={"PYSAMPLE_RATE": "10000", "PYSAMPLE_CPU_BUDGET": "0.1%"})
     lines = [l for l in res.stderr.splitlines() if l.startswith("pysample:")]
-    ctx.check(res.rc == 0 and len(lines) == 1 and "below 90% of the requested 10000" in lines[0]
+    ctx.check(res.rc == 0 and len(lines) == 1 and "not the 10000 requested" in lines[0]
               and "PYSAMPLE_CPU_BUDGET lowered the rate" in lines[0], "one note at exit", res.stderr)
     ctx.check(res.profile().total > 0, "the profile is written all the same")
+
+
+@harness.once
+def test_small_rate_shortfall_stays_off_stderr(ctx):
+    """A profile short of its rate but above half of it (here: the process
+    stopped for a third of its run, as a loaded machine stops the sampler)
+    leaves the program's stderr empty; the shortfall is in the figures.
+    PYSAMPLE_VERBOSE=1 says it.  A run that fell under half says it either
+    way."""
+    prog = ("import time\nend = time.time() + 2.1\nwhile time.time() < end: pass\n"
+            "print('done')\n")
+    for verbose in ("0", "1"):
+        d = ctx.tmpdir()
+        env = ctx.env({"PYSAMPLE_OUTPUT": os.path.join(d, "prof.txt"), "PYSAMPLE_QUALITY": "1",
+                       "PYSAMPLE_VERBOSE": verbose})
+        proc = subprocess.Popen([ctx.python, "-c", prog], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(0.6)
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.7)
+        proc.send_signal(signal.SIGCONT)
+        out, err = proc.communicate(timeout=120)
+        q = json.load(open(os.path.join(d, "prof.txt.quality.json")))
+        share = q["achieved_rate_hz"] / q["requested_rate_hz"]
+        ctx.check(proc.returncode == 0 and out == "done\n" and share < 0.9,
+                  "a run short of its rate (%.0f %% of it)" % (100 * share), err)
+        said = [l for l in err.splitlines() if l.startswith("pysample:")]
+        if abs(share - 0.5) < 0.05:
+            continue  # at the edge: the exit's figures and the file's may differ
+        want = 1 if share < 0.5 or verbose == "1" else 0
+        ctx.check(len(said) == want and all("requested" in l for l in said),
+                  "PYSAMPLE_VERBOSE=%s, %.0f %% of the rate: %d line(s) expected" % (
+                      verbose, 100 * share, want), err)
+        ctx.check(not said or "times a second, not the 100 requested" in said[0],
+                  "the note says what it got and what was asked", err)
 
 
 @harness.once
