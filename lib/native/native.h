@@ -134,6 +134,7 @@ enum ps_native_count {
     PS_NATIVE_GONE,         /* the handler stopped waiting before we looked */
     PS_NATIVE_RESTARTED,    /* system calls our signal interrupted, restarted */
     PS_NATIVE_EINTR_LEFT,   /* ... that could not be restarted (docs/native.md) */
+    PS_NATIVE_MASKED,       /* running threads not signalled: they block it */
     PS_NATIVE_COUNTS
 };
 struct ps_native_counts {

@@ -20,6 +20,7 @@ void ps_quality_between(struct ps_quality *q, const struct ps_stats *base,
     SUB(late_ticks);
     SUB(truncated);
     SUB(budget_adjustments);
+    SUB(native_masked);
 #undef SUB
     q->d.sampler_cpu_ns = now->sampler_cpu_ns - base->sampler_cpu_ns;
 }
@@ -62,7 +63,8 @@ size_t ps_quality_format(const struct ps_quality *q, char *buf, size_t len)
                      "sampler_cpu_s %.3f\n"
                      "budget_pct %.2f\n"
                      "budget_adjustments %llu\n"
-                     "rate_now_hz %d\n",
+                     "rate_now_hz %d\n"
+                     "native_masked %llu\n",
                      q->how, q->mode, (v >> 24) & 0xff, (v >> 16) & 0xff, micro,
                      q->free_threaded ? "t" : "", q->requested_hz, ps_quality_achieved_hz(q), secs,
                      (unsigned long long)q->d.ticks, (unsigned long long)q->d.samples,
@@ -71,7 +73,7 @@ size_t ps_quality_format(const struct ps_quality *q, char *buf, size_t len)
                      (unsigned long long)q->d.errors_inconsistent, (unsigned long long)other,
                      (unsigned long long)q->d.truncated, (double)q->d.sampler_cpu_ns / 1e9,
                      q->d.budget_pct, (unsigned long long)q->d.budget_adjustments,
-                     q->d.rate_now_hz);
+                     q->d.rate_now_hz, (unsigned long long)q->d.native_masked);
     if (n < 0)
         return 0;
     if ((size_t)n >= len) {

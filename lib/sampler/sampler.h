@@ -26,6 +26,8 @@ struct ps_stats {
     int rate_now_hz;              /* the rate the thread ticks at now */
     int requested_hz;             /* the rate asked for (PYSAMPLE_RATE, a session) */
     uint64_t sampled_ns;          /* wall time spent sampling so far */
+    uint64_t native_masked;       /* PYSAMPLE_NATIVE: running threads that block SIGURG,
+                                   * sampled without native frames (linux/regs.c) */
 };
 
 /* Prepares the profile and the thread's buffers for py and cfg.  0 or -1

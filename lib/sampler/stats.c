@@ -148,6 +148,9 @@ void ps_stats_read(struct ps_stats *st)
     struct ps_profile_counts pc;
     ps_profile_counts(&pc);
     st->distinct_stacks = pc.distinct_stacks;
+    struct ps_native_counts nc;
+    ps_native_counts(&nc);
+    st->native_masked = nc.n[PS_NATIVE_MASKED];
 }
 
 /* --- the PYSAMPLE_STATS file ------------------------------------------------- */
@@ -191,7 +194,7 @@ static int put_native(char *buf, size_t size, int *n)
         [PS_NATIVE_BLOCKED] = "native_blocked",     [PS_NATIVE_HELD] = "native_held",
         [PS_NATIVE_FAILED] = "native_failed",       [PS_NATIVE_LOST] = "native_lost",
         [PS_NATIVE_GONE] = "native_gone",           [PS_NATIVE_RESTARTED] = "native_restarted",
-        [PS_NATIVE_EINTR_LEFT] = "native_eintr_left",
+        [PS_NATIVE_EINTR_LEFT] = "native_eintr_left",       [PS_NATIVE_MASKED] = "native_masked",
     };
     struct ps_native_counts nc;
     struct stat_line l[PS_NATIVE_COUNTS];

@@ -21,7 +21,7 @@ SIDECAR_SUFFIX = ".quality.json"
 # Figures that are numbers, as numbers in JSON.
 _INTS = ("requested_rate_hz", "ticks", "samples", "late_ticks", "dropped_unreadable",
          "dropped_inconsistent", "dropped_other", "truncated_stacks", "budget_adjustments",
-         "rate_now_hz")
+         "rate_now_hz", "native_masked")
 _FLOATS = ("achieved_rate_hz", "duration_s", "sampler_cpu_s", "budget_pct")
 
 

@@ -6,6 +6,7 @@ machine may be loaded: assertions are made on samples only once a program
 has been sampled often enough (programs/sampled.py), and on proportions of
 the samples that have a native part at all (a thread that does not answer
 the signal in time is sampled without one, which says so)."""
+import json
 import os
 import sys
 
@@ -303,3 +304,50 @@ def test_all_shows_interpreter_frames(ctx):
     ctx.check(rooted >= 10 and rooted >= 0.8 * leaf,
               "PYSAMPLE_NATIVE=all: start-up frames in %d of %d samples in c_leaf"
               % (rooted, leaf), p.dump())
+
+
+def test_thread_blocking_sigurg_is_never_signalled(ctx):
+    """A thread that blocks SIGURG (the signal the native path uses for a
+    running thread) is sampled without being sent it: afterwards nothing
+    is pending for it and sigtimedwait takes no SIGURG, as without the
+    library; its Python frames are still sampled, and the skip is counted
+    (native_masked)."""
+    needs_native(ctx)
+    prog = ctx.program("native_sigmask.py")
+    res = run_native(ctx, [prog], rate="500", extra={"PYSAMPLE_QUALITY": "1"})
+    ctx.check_clean_run(res)
+    ctx.check(res.stdout == "pending [] received None\n", "the program saw: %r" % res.stdout,
+              res.stats)
+    sidecars = [f for f in res.files if f.endswith(".quality.json")]
+    res.files = [f for f in res.files if f not in sidecars]
+    p = res.profile()
+    with open(os.path.join(res.outdir, sidecars[0])) as f:
+        masked = json.load(f)["native_masked"]
+    ctx.check(masked >= 10, "quality figures: native_masked %d" % masked)
+    spin = p.with_frame("masked_spin")
+    ctx.check(spin >= 20, "the masked thread has %d samples" % spin, p.dump())
+    ctx.check(int(res.stats.get("native_masked", "0")) >= 10,
+              "masked threads not counted as such", res.stats)
+    ctx.check(int(res.stats.get("native_held", "0")) >= 20,
+              "the unmasked main thread was hardly signalled", res.stats)
+
+
+def test_program_sigurg_handlers_see_what_the_kernel_shows(ctx):
+    """The program's own SIGURG handler, installed with sigaction while our
+    handler holds SIGURG: called with the thread's mask plus its sa_mask,
+    plus SIGURG unless SA_NODEFER, and reset by SA_RESETHAND, as without
+    the library.  A handler installed with a raw rt_sigaction (Go's
+    runtime) is noticed: no more of our signals reach it, and sigaction()
+    reports it."""
+    needs_native(ctx)
+    lib = native_lib(ctx, "nofp")
+    prog = ctx.program("native_urg.py")
+    res = run_native(ctx, [prog, lib], rate="500")
+    ctx.check_clean_run(res)
+    plain = ctx.run([prog, lib], output=None, preload=False)
+    ctx.check(plain.rc == 0 and plain.stdout.count("\n") == 5, "without the library: %r %s"
+              % (plain.stdout, plain.stderr[-1500:]))
+    ctx.check(res.stdout == plain.stdout, "with the library:\n%s\nwithout:\n%s"
+              % (res.stdout, plain.stdout), res.stats)
+    ctx.check(int(res.stats.get("native_held", "0")) >= 5,
+              "the running thread was hardly signalled before the raw install", res.stats)

@@ -25,6 +25,8 @@
  *             most PS_SENT_NS; a thread that does not answer (it blocks the
  *             signal, or is not scheduled) is sampled without native frames
  *             and, after three misses in a row, not signalled for 250 ms.
+ *             A thread whose status says it blocks SIGURG is never sent
+ *             it (blocks_signal) and is sampled without native frames.
  *
  * Why SIGURG: its default action is to ignore it, so a request still in
  * flight when our handler is gone (exec, a program that replaced it behind
@@ -102,6 +104,7 @@ static struct {
     _Atomic int view_idx;
 
     _Atomic uint64_t n[PS_NATIVE_COUNTS];   /* enum ps_native_count (counters.h) */
+    _Atomic int replaced;     /* someone put another SIGURG handler in front of ours */
 } N;
 
 /* ---- the handler ----------------------------------------------------------- */
@@ -285,6 +288,46 @@ static void hold(void)
     }
 }
 
+/* A new view: what the program would now get from sigaction(). */
+static void set_view(const struct sigaction *act)
+{
+    int idx = atomic_load(&N.view_idx);
+    N.view[idx ^ 1] = *act;
+    atomic_store(&N.view_idx, idx ^ 1);
+}
+
+/*
+ * Runs the program's SIGURG handler as the kernel would have run it: with
+ * the mask the thread had plus the handler's sa_mask, plus SIGURG unless
+ * SA_NODEFER, and its disposition reset first under SA_RESETHAND.  (Our
+ * handler runs with every signal blocked; the kernel restores the thread's
+ * own mask from the context when the handler returns.)  Two things stay
+ * ours (docs/native.md): the handler runs on the alternate stack when the
+ * thread has one, and calls the signal interrupts restart as with
+ * SA_RESTART.  sigprocmask and memcpy only: async-signal-safe.
+ */
+static void call_program(const struct sigaction *v, int sig, siginfo_t *si, ucontext_t *uc)
+{
+    struct sigaction act = *v;
+    if (act.sa_flags & SA_RESETHAND) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        set_view(&dfl);
+    }
+    sigset_t mask = uc->uc_sigmask;
+    for (int s = 1; s < NSIG; s++)
+        if (sigismember(&act.sa_mask, s) == 1)
+            sigaddset(&mask, s);
+    if (!(act.sa_flags & SA_NODEFER))
+        sigaddset(&mask, sig);
+    sigprocmask(SIG_SETMASK, &mask, NULL);
+    if (act.sa_flags & SA_SIGINFO)
+        act.sa_sigaction(sig, si, uc);
+    else
+        act.sa_handler(sig);
+}
+
 static void on_sig(int sig, siginfo_t *si, void *ucv)
 {
     int saved = errno;
@@ -324,12 +367,8 @@ static void on_sig(int sig, siginfo_t *si, void *ucv)
         return;
     }
     errno = saved;
-    if (program_handles) {
-        if (v->sa_flags & SA_SIGINFO)
-            v->sa_sigaction(sig, si, ucv);
-        else
-            v->sa_handler(sig);
-    }
+    if (program_handles)
+        call_program(v, sig, si, uc);
 }
 
 /* ---- the sampler's side -------------------------------------------------- */
@@ -373,15 +412,13 @@ int ps_native_platform_init(char *why, size_t whylen)
 
 int ps_native_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-    if (sig != PS_NATIVE_SIG || !atomic_load(&N.installed))
+    if (sig != PS_NATIVE_SIG || !atomic_load(&N.installed) || atomic_load(&N.replaced))
         return -2;
     int idx = atomic_load(&N.view_idx);
     if (old != NULL)
         *old = N.view[idx];
-    if (act != NULL) {
-        N.view[idx ^ 1] = *act;
-        atomic_store(&N.view_idx, idx ^ 1);
-    }
+    if (act != NULL)
+        set_view(act);
     return 0;
 }
 
@@ -391,6 +428,57 @@ static int read_syscall_file(long tid, char *buf, size_t len)
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%ld/syscall", tid);
     return ps_linux_read_small(path, buf, len) < 0 ? -1 : 0;
+}
+
+/*
+ * 1 if the thread blocks our signal now: SigBlk in its status.  Such a
+ * thread is never sent it: the signal would stay pending in it (the
+ * program sees it in sigpending(), takes it from sigtimedwait(), carries
+ * it across exec) until it unblocks.  A status that cannot be read or
+ * parsed counts as blocking.  What remains is the thread blocking it in
+ * the microseconds between this read and the signal's delivery
+ * (docs/native.md).
+ */
+static int blocks_signal(long tid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+    if (ps_linux_read_small(path, buf, sizeof buf) < 0)
+        return 1;
+    const char *p = strstr(buf, "\nSigBlk:");
+    if (p == NULL)
+        return 1;
+    char *end;
+    errno = 0;
+    unsigned long long mask = strtoull(p + 9, &end, 16);
+    if (errno != 0 || end == p + 9)
+        return 1;
+    return (mask >> (PS_NATIVE_SIG - 1)) & 1;
+}
+
+/*
+ * Whether the kernel still runs our handler for SIGURG.  sigaction() and
+ * signal() go into the view, but a raw rt_sigaction (a Go runtime in a cgo
+ * extension: SIGURG is its preemption signal) bypasses the interposer and
+ * puts its handler in front of ours.  Asked of the kernel before every
+ * signal (one system call, ~1 us beside the /proc reads): once another
+ * handler is there, running threads are never signalled again (they are
+ * sampled without native frames, counted as failed captures), and
+ * sigaction() of SIGURG goes to the kernel from then on.  A request
+ * already in flight reaches the new handler as one spurious SIGURG, which
+ * Go's tolerates by design.
+ */
+static int still_ours(void)
+{
+    if (atomic_load(&N.replaced))
+        return 0;
+    struct sigaction cur;
+    if (ps_real_sigaction(PS_NATIVE_SIG, NULL, &cur) != 0)
+        return 1;   /* cannot tell: nothing changed that we know of */
+    if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_sig)
+        return 1;
+    atomic_store(&N.replaced, 1);
+    return 0;
 }
 
 static int quiet(long tid, uint64_t now)
@@ -484,8 +572,12 @@ int ps_native_capture(long tid, struct ps_regs *regs)
         return capture_blocked(tid, line, regs);
 
     uint64_t now = ps_now_ns();
-    if (quiet(tid, now)) {
+    if (quiet(tid, now) || !still_ours()) {
         atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
+        return PS_CAPTURE_FAILED;
+    }
+    if (blocks_signal(tid)) {
+        atomic_fetch_add(&N.n[PS_NATIVE_MASKED], 1);
         return PS_CAPTURE_FAILED;
     }
     uint32_t seq = (atomic_fetch_add(&N.seq, 1) + 1) & 0x00ffffffu;

@@ -8,6 +8,12 @@
  *   c_call_back(cb, n)                 C calling back into Python
  *   c_loop_*(seconds, each_ms, &eintr) a blocking call in a loop that does
  *                                      not retry on EINTR: counts them
+ *   c_urg_probe(flags, out)            the program's own SIGURG handler:
+ *                                      what it sees (mask, calls, reset)
+ *   c_urg_raw_install(), _calls(), _seen()
+ *                                      a SIGURG handler installed with a
+ *                                      raw rt_sigaction, as Go's runtime
+ *                                      installs its own
  *
  * The chain's functions are noinline and do work after each call, so that
  * no optimisation turns a call into a jump and hides a frame.
@@ -17,6 +23,9 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <semaphore.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -39,6 +48,10 @@ long c_loop_nanosleep(double seconds, int each_ms, int *eintr);
 long c_loop_sem(double seconds, int each_ms, int *eintr);
 long c_loop_futex(double seconds, int each_ms, int *eintr);
 long c_loop_read(double seconds, int fd, int *eintr);
+int c_urg_probe(int flags, int *out);
+int c_urg_raw_install(void);
+long c_urg_raw_calls(void);
+int c_urg_raw_seen(void);
 
 volatile uint64_t native_lib_sink;
 
@@ -179,3 +192,120 @@ NOINLINE long c_loop_read(double seconds, int fd, int *eintr)
     char b;
     LOOP({ rc = (int)read(fd, &b, 1); })
 }
+
+/* ---- SIGURG handlers of the program's own -------------------------------- */
+
+static volatile sig_atomic_t probe_calls;
+static int probe_seen[3];
+
+static void probe_handler(int sig)
+{
+    (void)sig;
+    if (probe_calls == 0) {
+        sigset_t cur;
+        sigprocmask(SIG_BLOCK, NULL, &cur);
+        probe_seen[0] = sigismember(&cur, SIGURG);
+        probe_seen[1] = sigismember(&cur, SIGUSR1);
+        probe_seen[2] = sigismember(&cur, SIGUSR2);
+    }
+    probe_calls++;
+}
+
+static void urg_self(void)
+{
+    syscall(SYS_tgkill, (long)getpid(), (long)syscall(SYS_gettid), SIGURG);
+}
+
+/*
+ * Installs a SIGURG handler with sa_flags flags and sa_mask {SIGUSR1},
+ * sends this thread SIGURG twice, and puts back what was there.  out[0..2]:
+ * whether SIGURG, SIGUSR1, SIGUSR2 were blocked inside the first call;
+ * out[3]: how many calls; out[4]: 1 if sigaction() then says SIG_DFL.
+ */
+int c_urg_probe(int flags, int *out)
+{
+    struct sigaction sa, old, now;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = probe_handler;
+    sa.sa_flags = flags;
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGUSR1);
+    if (sigaction(SIGURG, &sa, &old) != 0)
+        return -1;
+    probe_calls = 0;
+    urg_self();
+    urg_self();
+    sigaction(SIGURG, NULL, &now);
+    out[0] = probe_seen[0];
+    out[1] = probe_seen[1];
+    out[2] = probe_seen[2];
+    out[3] = probe_calls;
+    out[4] = now.sa_handler == SIG_DFL;
+    sigaction(SIGURG, &old, NULL);
+    return 0;
+}
+
+#if defined(__x86_64__)
+/* The kernel's struct sigaction, and the return trampoline every x86-64
+ * handler needs (SA_RESTORER): what a runtime with its own system calls
+ * (Go) sets up itself. */
+struct kernel_sigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)(void);
+    uint64_t mask;
+};
+void native_lib_restorer(void);
+__asm__(".text\n"
+        ".globl native_lib_restorer\n"
+        "native_lib_restorer:\n"
+        "    mov $15, %eax\n"   /* rt_sigreturn */
+        "    syscall\n");
+
+static volatile long raw_calls;
+
+static void raw_handler(int sig)
+{
+    (void)sig;
+    raw_calls++;
+}
+
+int c_urg_raw_install(void)
+{
+    struct kernel_sigaction ka;
+    memset(&ka, 0, sizeof ka);
+    ka.handler = raw_handler;
+    ka.flags = 0x04000000ul | SA_RESTART;   /* SA_RESTORER */
+    ka.restorer = native_lib_restorer;
+    return (int)syscall(SYS_rt_sigaction, SIGURG, &ka, NULL, sizeof ka.mask);
+}
+
+long c_urg_raw_calls(void)
+{
+    return raw_calls;
+}
+
+/* 1 if sigaction() says the raw handler is installed (the kernel's truth). */
+int c_urg_raw_seen(void)
+{
+    struct sigaction cur;
+    if (sigaction(SIGURG, NULL, &cur) != 0)
+        return -1;
+    return cur.sa_handler == raw_handler;
+}
+#else
+int c_urg_raw_install(void)
+{
+    return -1;
+}
+
+long c_urg_raw_calls(void)
+{
+    return 0;
+}
+
+int c_urg_raw_seen(void)
+{
+    return -1;
+}
+#endif
