@@ -191,7 +191,7 @@ static void on_write_signal(int sig)
     int saved = errno;
     if (profiling_here_signal_safe()) {
         ps_writer_ask(PS_WRITE_NOW);
-        ps_sampler_request_write(0);
+        ps_sampler_request_write();
     }
     errno = saved;
 }
@@ -408,9 +408,14 @@ static int wait_written(enum ps_write_kind kind, unsigned ticket, int any_writer
  * kernel then drops -- a default-action signal to a container's PID 1 --
  * leaves it running and sampling, to be written again later); or
  * PS_WRITE_FINAL, once per process.  The sampler thread writes if it is
- * alive; else ordinary code writes itself.  in_handler: the caller
- * interrupted arbitrary code, so it neither wakes the sampler (a lock) nor
- * writes itself.
+ * alive; else the caller writes itself, unless in_handler (our
+ * fatal-signal handler: it interrupted arbitrary code).
+ *
+ * Every caller may be a signal handler (_exit, kill and raise may be called
+ * from one), so nothing here waits without a bound, joins, or allocates
+ * with malloc (render.h): when the sampler does not write in time it is
+ * left alone -- it may be stuck on a lock the interrupted code holds -- and
+ * the last periodic flush stays.  docs/safety.md.
  */
 static void request_write(enum ps_write_kind kind, int in_handler)
 {
@@ -423,11 +428,12 @@ static void request_write(enum ps_write_kind kind, int in_handler)
     }
     if (ps_sampler_alive()) {
         unsigned ticket = ps_writer_ask(kind);
-        ps_sampler_request_write(!in_handler);
-        if (wait_written(kind, ticket, 1) || kind == PS_WRITE_NOW)
+        ps_sampler_request_write();
+        /* Written, or the sampler is still there and did not write in
+         * time: stuck, or very slow; either way not this thread's to do. */
+        if (wait_written(kind, ticket, 1) || ps_sampler_alive())
             return;
-        /* The final profile, and the sampler did not write it in time
-         * (stopped meanwhile, or stuck): stop it and write here. */
+        /* It was stopped meanwhile (pysample_stop): write here. */
     }
     if (in_handler)
         return;  /* the last periodic flush stays */
@@ -435,7 +441,6 @@ static void request_write(enum ps_write_kind kind, int in_handler)
         ps_writer_write_now(1);
         return;
     }
-    ps_sampler_stop();
     if (!ps_writer_write_final())
         wait_written(PS_WRITE_FINAL, 0, 0);
 }
@@ -478,10 +483,11 @@ static void finish(void)
     ps_section_leave(&sec);
     say_low_rate();
     /* The sampler stays up for a signal arriving during exit, but with
-     * PYSAMPLE_STATS it is joined so that it writes its final statistics
-     * (the benchmarks read them after every run). */
+     * PYSAMPLE_STATS it is asked to end, and waited for (bounded, never
+     * joined: this may be a signal handler), so that it writes its final
+     * statistics (the benchmarks read them after every run). */
     if (ps_sampler_stats_wanted())
-        ps_sampler_stop();
+        ps_sampler_end_bounded(PS_WRITE_WAIT_MS);
 }
 
 static void at_exit(void)

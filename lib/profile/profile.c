@@ -15,6 +15,12 @@
 #include "profile/output.h"
 #include "profile/profile.h"
 #include "profile/render.h"
+#include "util/lock.h"
+
+/* How long a write waits for the tables' lock: its holders keep it for one
+ * tick or one render.  Held longer, its holder is the thread a signal
+ * handler that wants the write interrupted (profile.h). */
+#define PS_TABLES_WAIT_MS 5000
 
 static struct {
     pthread_mutex_t lock;
@@ -64,7 +70,8 @@ int ps_profile_write(const char *tmpl, char *written, size_t writtenlen)
     if (!profile.ready)
         return -ENOMEM;
     struct ps_rendered *rd;
-    pthread_mutex_lock(&profile.lock);
+    if (ps_lock_bounded(&profile.lock, PS_TABLES_WAIT_MS) != 0)
+        return -ETIMEDOUT;
     int rc = ps_render_prepare(&profile.p.tab, &profile.p.syms, &rd);
     pthread_mutex_unlock(&profile.lock);
     if (rc != 0)

@@ -44,8 +44,10 @@ int ps_profile_render(char **out, size_t *len);
 /* Writes the collapsed lines atomically to tmpl (NULL: this process's own
  * name; output.h), the path written to written.  The lock is held only
  * while the lines are sorted, not while they are made and written, and
- * the text is never whole in memory (render.h).  0, -ENOMEM, or a
- * negative errno of the write. */
+ * the text is never whole in memory (render.h).  No malloc, and the lock
+ * is waited for 5 s at most, so that a thread that interrupted its holder
+ * (a signal handler calling _exit) gets on.  0, -ENOMEM, -ETIMEDOUT (the
+ * lock stayed held), or a negative errno of the write. */
 int ps_profile_write(const char *tmpl, char *written, size_t writtenlen);
 
 /* Discards every sample.  0, or -1 (out of memory: nothing discarded). */

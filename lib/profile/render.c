@@ -5,12 +5,20 @@
  * frame and label once per render.  Nothing here is global: every sort
  * gets its context explicitly (see sort_indexes), so two renders may run
  * at once and none depends on the caller's lock beyond the tables'.
+ *
+ * No malloc: every buffer comes from an arena (util/arena.h), mapped from
+ * the kernel.  The final profile may be written while a program thread was
+ * interrupted inside malloc by a handler that calls _exit, holding the
+ * lock a malloc here would wait for until the process is killed.  Two
+ * arenas per render: scratch (the sort's tables, given back when
+ * ps_render_prepare returns) and the one the result lives in.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "profile/render.h"
+#include "util/arena.h"
 
 /* ---- escaping ---------------------------------------------------------- */
 
@@ -83,6 +91,7 @@ struct fset {           /* distinct frame values -> index */
     uint64_t *keys;     /* frame value + 1 (0 = empty); frame ~0 never occurs */
     uint32_t *vals;
     size_t cap, n;
+    struct ps_arena *mem;
 };
 
 static size_t fset_slot(const struct fset *s, uint64_t key)
@@ -96,15 +105,15 @@ static size_t fset_slot(const struct fset *s, uint64_t key)
     return j;
 }
 
+/* The old arrays stay in the scratch arena until the render ends: at
+ * most as much again as the last ones. */
 static int fset_grow(struct fset *s)
 {
     size_t ncap = s->cap ? s->cap * 2 : 4096;
-    struct fset ns = { calloc(ncap, sizeof *ns.keys), malloc(ncap * sizeof *ns.vals), ncap, s->n };
-    if (ns.keys == NULL || ns.vals == NULL) {
-        free(ns.keys);
-        free(ns.vals);
+    struct fset ns = { ps_arena_zalloc(s->mem, ncap * sizeof *ns.keys),
+                       ps_arena_array(s->mem, ncap, sizeof *ns.vals), ncap, s->n, s->mem };
+    if (ns.keys == NULL || ns.vals == NULL)
         return -1;
-    }
     for (size_t i = 0; i < s->cap; i++) {
         if (s->keys[i] == 0)
             continue;
@@ -112,8 +121,6 @@ static int fset_grow(struct fset *s)
         ns.keys[j] = s->keys[i];
         ns.vals[j] = s->vals[i];
     }
-    free(s->keys);
-    free(s->vals);
     *s = ns;
     return 0;
 }
@@ -139,16 +146,11 @@ struct texts {
     char *buf;
 };
 
-static void texts_free(struct texts *x)
-{
-    free(x->off);
-    free(x->len);
-    free(x->buf);
-}
-
 struct render {
     const struct ps_stacktab *t;
     const struct ps_symtab *syms;
+    struct ps_arena *scratch;  /* the render's own tables */
+    struct ps_arena *keep;     /* what the lines need: texts, fidx, the lines */
     struct texts lt;     /* label id -> its text */
     struct texts ft;     /* distinct frame index -> its text */
     uint32_t *fidx;      /* per frame of the arena: its distinct index */
@@ -168,6 +170,7 @@ struct line {
 };
 
 struct ps_rendered {
+    struct ps_arena mem;   /* everything below, this included */
     struct texts lt, ft;
     uint32_t *fidx;
     struct line *lines;
@@ -186,7 +189,8 @@ static int sort_indexes(size_t *v, size_t n, index_cmp cmp, const struct render 
 {
     if (n < 2)
         return 0;
-    size_t *tmp = malloc(n * sizeof *tmp);
+    struct ps_arena_mark m = ps_arena_mark(r->scratch);
+    size_t *tmp = ps_arena_array(r->scratch, n, sizeof *tmp);
     if (tmp == NULL)
         return -1;
     size_t *from = v, *to = tmp;
@@ -208,7 +212,7 @@ static int sort_indexes(size_t *v, size_t n, index_cmp cmp, const struct render 
     }
     if (from != v)
         memcpy(v, from, n * sizeof *v);
-    free(tmp);
+    ps_arena_release(r->scratch, m);
     return 0;
 }
 
@@ -302,12 +306,12 @@ static size_t put_line(const struct texts *lt, const struct texts *ft, const uin
     return o;
 }
 
-/* Renders the whole line of stack s (without newline) into a malloc'ed
- * string: the slow path of cmp_stacks. */
+/* Renders the whole line of stack s (without newline) into the scratch
+ * arena: the slow path of cmp_stacks, which gives it back. */
 static char *line_text(const struct render *r, const struct ps_stack *s)
 {
     const uint32_t *fidx = r->fidx + s->off;
-    char *p = malloc(line_len(&r->lt, &r->ft, fidx, s->label, s->depth) + 1);
+    char *p = ps_arena_alloc(r->scratch, line_len(&r->lt, &r->ft, fidx, s->label, s->depth) + 1);
     if (p == NULL)
         return NULL;
     p[put_line(&r->lt, &r->ft, fidx, s->label, s->depth, s->count, p)] = '\0';
@@ -338,10 +342,10 @@ static int cmp_stacks(size_t a, size_t b, const struct render *r)
         if (!r->prefix[fx[k]] && !r->prefix[fy[k]])
             return r->rank[fx[k]] < r->rank[fy[k]] ? -1 : 1;
         /* A frame's text is the start of another's: compare the text. */
+        struct ps_arena_mark m = ps_arena_mark(r->scratch);
         char *lx = line_text(r, x), *ly = line_text(r, y);
         int c = (lx != NULL && ly != NULL) ? strcmp(lx, ly) : 0;
-        free(lx);
-        free(ly);
+        ps_arena_release(r->scratch, m);
         return c;
     }
     if (x->depth != y->depth) /* the shorter line goes on with ' ', the longer with ';' */
@@ -354,32 +358,17 @@ static int cmp_stacks(size_t a, size_t b, const struct render *r)
     return strcmp(cx, cy);
 }
 
-static void render_free(struct render *r, struct fset *fs, size_t *order, size_t *byrank)
-{
-    free(fs->keys);
-    free(fs->vals);
-    free(r->fidx);
-    free(r->fval);
-    free(r->rank);
-    free(r->prefix);
-    texts_free(&r->ft);
-    texts_free(&r->lt);
-    free(order);
-    free(byrank);
-    memset(r, 0, sizeof *r);
-}
-
 /* The escaped text of every label.  0 or -1. */
 static int render_labels(struct render *r)
 {
     size_t n = ps_sym_label_count(r->syms), size = 0;
-    r->lt.off = malloc((n + 1) * sizeof *r->lt.off);
-    r->lt.len = malloc((n + 1) * sizeof *r->lt.len);
+    r->lt.off = ps_arena_array(r->keep, n + 1, sizeof *r->lt.off);
+    r->lt.len = ps_arena_array(r->keep, n + 1, sizeof *r->lt.len);
     if (r->lt.off == NULL || r->lt.len == NULL)
         return -1;
     for (size_t i = 0; i < n; i++)
         size += escaped_len(ps_sym_label_text(r->syms, (uint32_t)i));
-    r->lt.buf = malloc(size + 1);
+    r->lt.buf = ps_arena_alloc(r->keep, size + 1);
     if (r->lt.buf == NULL)
         return -1;
     size_t o = 0;
@@ -392,57 +381,48 @@ static int render_labels(struct render *r)
     return 0;
 }
 
-int ps_render_prepare(const struct ps_stacktab *t, const struct ps_symtab *syms,
-                      struct ps_rendered **out)
+/* Step 1: every distinct frame, its text and the rank of its text. */
+static int render_frames(struct render *r, struct fset *fs)
 {
-    struct fset fs = { 0 };
-    size_t *order = NULL;
-    size_t *byrank = NULL;
-    struct render rs = { .t = t, .syms = syms }, *r = &rs;
-    struct ps_rendered *rd = NULL;
-
-    if (render_labels(r) != 0)
-        goto oom;
-
-    /* 1. Distinct frames, their text and its rank. */
-    r->fidx = malloc((t->nframes + 1) * sizeof *r->fidx);
+    const struct ps_stacktab *t = r->t;
+    r->fidx = ps_arena_array(r->keep, t->nframes + 1, sizeof *r->fidx);
     if (r->fidx == NULL)
-        goto oom;
+        return -1;
     for (size_t i = 0; i < t->nframes; i++) {
-        uint32_t k = fset_index(&fs, t->frames[i]);
+        uint32_t k = fset_index(fs, t->frames[i]);
         if (k == UINT32_MAX)
-            goto oom;
+            return -1;
         r->fidx[i] = k;
     }
-    r->nf = fs.n;
+    r->nf = fs->n;
     size_t nf = r->nf ? r->nf : 1;
-    r->fval = malloc(nf * sizeof *r->fval);
-    r->ft.off = malloc(nf * sizeof *r->ft.off);
-    r->ft.len = malloc(nf * sizeof *r->ft.len);
-    r->rank = malloc(nf * sizeof *r->rank);
-    r->prefix = calloc(nf, 1);
-    byrank = malloc(nf * sizeof *byrank);
+    r->fval = ps_arena_array(r->scratch, nf, sizeof *r->fval);
+    r->ft.off = ps_arena_array(r->keep, nf, sizeof *r->ft.off);
+    r->ft.len = ps_arena_array(r->keep, nf, sizeof *r->ft.len);
+    r->rank = ps_arena_array(r->scratch, nf, sizeof *r->rank);
+    r->prefix = ps_arena_zalloc(r->scratch, nf);
+    size_t *byrank = ps_arena_array(r->scratch, nf, sizeof *byrank);
     if (r->fval == NULL || r->ft.off == NULL || r->ft.len == NULL || r->rank == NULL ||
         r->prefix == NULL || byrank == NULL)
-        goto oom;
-    for (size_t j = 0; j < fs.cap; j++)
-        if (fs.keys[j] != 0)
-            r->fval[fs.vals[j]] = fs.keys[j] - 1;
+        return -1;
+    for (size_t j = 0; j < fs->cap; j++)
+        if (fs->keys[j] != 0)
+            r->fval[fs->vals[j]] = fs->keys[j] - 1;
     size_t tsize = 0;
     for (size_t i = 0; i < r->nf; i++)
-        tsize += frame_len(syms, r->fval[i]);
-    r->ft.buf = malloc(tsize + 1);
+        tsize += frame_len(r->syms, r->fval[i]);
+    r->ft.buf = ps_arena_alloc(r->keep, tsize + 1);
     if (r->ft.buf == NULL)
-        goto oom;
+        return -1;
     size_t to = 0;
     for (size_t i = 0; i < r->nf; i++) {
         r->ft.off[i] = to;
-        r->ft.len[i] = (uint32_t)frame_text(syms, r->fval[i], r->ft.buf + to);
+        r->ft.len[i] = (uint32_t)frame_text(r->syms, r->fval[i], r->ft.buf + to);
         to += r->ft.len[i];
         byrank[i] = i;
     }
     if (sort_indexes(byrank, r->nf, cmp_ftext, r) != 0)
-        goto oom;
+        return -1;
     for (size_t k = 0; k < r->nf; k++) {
         /* Equal texts (a marker's line is not shown) share a rank... */
         size_t i = byrank[k];
@@ -462,11 +442,16 @@ int ps_render_prepare(const struct ps_stacktab *t, const struct ps_symtab *syms,
                 r->prefix[i] = 1;
         }
     }
+    return 0;
+}
 
-    /* 2. Stacks in line order. */
-    order = malloc((t->used + 1) * sizeof *order);
+/* Step 2: the stacks in line order, copied out into rd. */
+static int render_lines(struct render *r, struct ps_rendered *rd)
+{
+    const struct ps_stacktab *t = r->t;
+    size_t *order = ps_arena_array(r->scratch, t->used + 1, sizeof *order);
     if (order == NULL)
-        goto oom;
+        return -1;
     size_t n = 0, total = 0;
     for (size_t i = 0; i < t->cap; i++) {
         const struct ps_stack *s = &t->slots[i];
@@ -476,46 +461,49 @@ int ps_render_prepare(const struct ps_stacktab *t, const struct ps_symtab *syms,
         total += line_len(&r->lt, &r->ft, r->fidx + s->off, s->label, s->depth) + 1;
     }
     if (sort_indexes(order, n, cmp_stacks, r) != 0)
-        goto oom;
-
-    /* What step 3 needs, in line order; the render's other tables go. */
-    rd = malloc(sizeof *rd);
-    if (rd == NULL)
-        goto oom;
-    rd->lines = malloc((n + 1) * sizeof *rd->lines);
+        return -1;
+    rd->lines = ps_arena_array(r->keep, n + 1, sizeof *rd->lines);
     if (rd->lines == NULL)
-        goto oom;
+        return -1;
     for (size_t i = 0; i < n; i++) {
         const struct ps_stack *s = &t->slots[order[i]];
         rd->lines[i] = (struct line){ s->count, s->off, s->label, s->depth };
     }
     rd->n = n;
     rd->size = total;
-    rd->lt = r->lt;
-    rd->ft = r->ft;
-    rd->fidx = r->fidx;
-    r->lt = (struct texts){ 0 };
-    r->ft = (struct texts){ 0 };
-    r->fidx = NULL;
-    render_free(r, &fs, order, byrank);
+    return 0;
+}
+
+int ps_render_prepare(const struct ps_stacktab *t, const struct ps_symtab *syms,
+                      struct ps_rendered **out)
+{
+    struct ps_arena scratch = { 0 }, keep = { 0 };
+    struct fset fs = { .mem = &scratch };
+    struct render r = { .t = t, .syms = syms, .scratch = &scratch, .keep = &keep };
+    struct ps_rendered *rd = ps_arena_zalloc(&keep, sizeof *rd);
+    int rc = rd != NULL && render_labels(&r) == 0 && render_frames(&r, &fs) == 0 &&
+                     render_lines(&r, rd) == 0
+                 ? 0
+                 : -1;
+    ps_arena_free(&scratch);
+    if (rc != 0) {
+        ps_arena_free(&keep);
+        return -1;
+    }
+    rd->lt = r.lt;
+    rd->ft = r.ft;
+    rd->fidx = r.fidx;
+    rd->mem = keep;
     *out = rd;
     return 0;
-
-oom:
-    free(rd);
-    render_free(r, &fs, order, byrank);
-    return -1;
 }
 
 void ps_rendered_free(struct ps_rendered *rd)
 {
     if (rd == NULL)
         return;
-    texts_free(&rd->lt);
-    texts_free(&rd->ft);
-    free(rd->fidx);
-    free(rd->lines);
-    free(rd);
+    struct ps_arena mem = rd->mem;   /* rd lives in it */
+    ps_arena_free(&mem);
 }
 
 size_t ps_rendered_size(const struct ps_rendered *rd)
@@ -532,6 +520,7 @@ struct emit {
     size_t cap, used;
     ps_render_sink sink;    /* NULL: buf holds everything (ps_render) */
     void *ctx;
+    struct ps_arena mem;    /* the buffer (ps_rendered_emit) and long lines */
 };
 
 static int emit_flush(struct emit *e)
@@ -559,13 +548,14 @@ static int emit_lines(const struct ps_rendered *rd, struct emit *e)
             e->used += o;
             continue;
         }
-        char *big = malloc(need);
+        struct ps_arena_mark m = ps_arena_mark(&e->mem);
+        char *big = ps_arena_alloc(&e->mem, need);
         if (big == NULL)
             return -ENOMEM;
         size_t o = put_line(&rd->lt, &rd->ft, fidx, l->label, l->depth, l->count, big);
         big[o++] = '\n';
         rc = e->sink(e->ctx, big, o);
-        free(big);
+        ps_arena_release(&e->mem, m);
         if (rc != 0)
             return rc;
     }
@@ -577,11 +567,11 @@ int ps_rendered_emit(const struct ps_rendered *rd, ps_render_sink sink, void *ct
     /* Small enough to stay in a core's cache while the kernel copies it
      * out, big enough that the write system calls do not count. */
     struct emit e = { .cap = 256 * 1024, .sink = sink, .ctx = ctx };
-    e.buf = malloc(e.cap);
+    e.buf = ps_arena_alloc(&e.mem, e.cap);
     if (e.buf == NULL)
         return -ENOMEM;
     int rc = emit_lines(rd, &e);
-    free(e.buf);
+    ps_arena_free(&e.mem);
     return rc;
 }
 
@@ -592,7 +582,7 @@ int ps_render(const struct ps_stacktab *t, const struct ps_symtab *syms, char **
     if (ps_render_prepare(t, syms, &rd) != 0)
         return -1;
     /* The size is an upper bound of the text: it all fits, nothing is
-     * ever flushed. */
+     * ever flushed.  The caller frees the text (pysample_render): malloc's. */
     struct emit e = { .cap = rd->size + 1 };
     e.buf = malloc(e.cap);
     if (e.buf == NULL || emit_lines(rd, &e) != 0) {

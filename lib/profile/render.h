@@ -26,7 +26,9 @@ int ps_render(const struct ps_stacktab *t, const struct ps_symtab *syms, char **
  * sorted: 0, or -1 (out of memory).  ps_rendered_emit then hands the
  * lines, in order, in chunks of whole lines, to sink, reading nothing but
  * *rd: 0, -ENOMEM, or the first non-zero value sink returned (it is not
- * called again after that).
+ * called again after that).  Neither calls malloc (their memory is mapped
+ * from the kernel, util/arena.h): the final write must finish even while a
+ * program thread holds the allocator's lock.
  */
 struct ps_rendered;
 typedef int (*ps_render_sink)(void *ctx, const char *data, size_t len);

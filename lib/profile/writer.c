@@ -17,6 +17,12 @@
 #include "profile/output.h"
 #include "profile/profile.h"
 #include "profile/writer.h"
+#include "util/lock.h"
+
+/* One write waits for another this long at most (a very large profile on
+ * a slow disk); longer, and the writer holding the lock is a thread that a
+ * signal handler now writing interrupted. */
+#define PS_WRITER_WAIT_MS 5000
 
 static struct {
     pthread_mutex_t lock;        /* one write of the file at a time */
@@ -46,7 +52,11 @@ unsigned ps_writer_ask(enum ps_write_kind kind)
 void ps_writer_write_now(int say_errors)
 {
     char path[4096];
-    pthread_mutex_lock(&writer.lock);
+    if (ps_lock_bounded(&writer.lock, PS_WRITER_WAIT_MS) != 0) {
+        if (say_errors)
+            ps_say("cannot write the profile for %s: another write never ended", writer.output);
+        return;
+    }
     unsigned covers = atomic_load(&writer.asked);
     int rc = ps_profile_write(NULL, path, sizeof path);
     if (rc == 0 && writer.after != NULL)

@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sampler/budget.h"
@@ -58,6 +59,7 @@ static struct {
     pthread_mutex_t join_lock;  /* one thread joins the sampler thread */
     pthread_t thread;
     _Atomic int running;        /* thread exists */
+    _Atomic int ended;          /* ... and has returned from its main */
     _Atomic int active;         /* ... and ticks (armed: only in a session) */
     _Atomic int ready;          /* the interpreter was seen initialised */
     int control;                /* armed: waits are control.c's poll */
@@ -392,15 +394,25 @@ static void *sampler_main(void *arg)
     if (sampler.cfg.stats_path[0])
         ps_stats_write(sampler.cfg.stats_path, atomic_load(&sampler.rate_hz), sampler.cfg.native,
                        sampler.cfg.file_mode);
+    atomic_store(&sampler.ended, 1);
     return NULL;
 }
 
-/* Wakes the thread from its wait. */
+/*
+ * Wakes the thread from its wait; callable from a signal handler.  The
+ * wake lock is only tried: a handler may have interrupted the thread that
+ * holds it (in this very function), and then the sampler wakes at its
+ * next deadline instead (a tick, or 100 ms idle).  The flags the wait
+ * looks at are set before this is called, and the wait reads them under
+ * the lock, so when the lock is busy because the sampler is about to
+ * wait, it sees them first.
+ */
 static void wake_thread(void)
 {
     if (armed())
-        ps_control_wake();
-    pthread_mutex_lock(&sampler.wake_lock);
+        ps_control_wake();  /* one write(): async-signal-safe */
+    if (pthread_mutex_trylock(&sampler.wake_lock) != 0)
+        return;
     pthread_cond_broadcast(&sampler.wake);
     pthread_mutex_unlock(&sampler.wake_lock);
 }
@@ -413,6 +425,7 @@ int ps_sampler_start_thread(void)
         return 0;
     atomic_store(&sampler.stop, 0);
     atomic_store(&sampler.finished, 0);
+    atomic_store(&sampler.ended, 0);
 
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -500,13 +513,25 @@ void ps_sampler_stop(void)
     pthread_mutex_unlock(&sampler.join_lock);
 }
 
-void ps_sampler_request_write(int wake)
+void ps_sampler_request_write(void)
 {
     atomic_store(&sampler.write_request, 1);
-    if (wake)
-        wake_thread();
-    else if (armed())
-        ps_control_wake();  /* one write(): async-signal-safe */
+    wake_thread();
+}
+
+int ps_sampler_end_bounded(long ms)
+{
+    if (!atomic_load(&sampler.running) || pthread_equal(pthread_self(), sampler.thread))
+        return 0;
+    atomic_store(&sampler.stop, 1);
+    wake_thread();
+    for (long waited_us = 0; !atomic_load(&sampler.ended); waited_us += 100) {
+        if (waited_us >= ms * 1000)
+            return 0;
+        struct timespec nap = { 0, 100000 };
+        nanosleep(&nap, NULL);
+    }
+    return 1;
 }
 
 int ps_sampler_alive(void)

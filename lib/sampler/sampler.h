@@ -68,10 +68,18 @@ int ps_sampler_rate(void);
 
 /*
  * Asks the sampler thread to serve the writer's requests (writer.h) soon:
- * at once if wake (not from a signal handler: it takes a lock), else at
- * its next tick.  The atomic store alone is async-signal-safe.
+ * it wakes at once, or at its next tick when the wake lock is busy.
+ * Async-signal-safe (atomics, a trylock, one write() armed).
  */
-void ps_sampler_request_write(int wake);
+void ps_sampler_request_write(void);
+
+/*
+ * For exit paths, which may run in a signal handler: asks the thread to end
+ * (it writes PYSAMPLE_STATS on its way out) and waits for it ms at most,
+ * never joining it -- it may be stuck on a lock the caller's interrupted
+ * code holds, and the process is ending anyway.  1 if it ended in time.
+ */
+int ps_sampler_end_bounded(long ms);
 
 /* 1 while the thread exists to serve those requests: sampling, or idle
  * after the runtime finalized (ps_sampler_running() is 0 then). */

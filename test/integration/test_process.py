@@ -409,6 +409,51 @@ def test_os_exit_3(ctx):
     check_has(ctx, profiles[pid_file(pid)], ["work_then_exit"], [])
 
 
+def exitstorm(ctx):
+    """build/test/libexitstorm.so (test/integration/programs/exitstorm.c)."""
+    path = os.environ.get("PYSAMPLE_TEST_EXITSTORM") or os.path.join(
+        os.path.dirname(os.path.dirname(ctx.lib)), "test", "libexitstorm.so")
+    ctx.check(os.path.exists(path), "%s is missing: meson compile builds it" % path)
+    return path
+
+
+def test_exit_in_signal_handler_storm(ctx):
+    """Issue 25: a C SIGTERM handler calls _exit(3) (POSIX allows it) while
+    the main thread is inside malloc, and every thread shares one malloc
+    arena (MALLOC_ARENA_MAX=1, common in containers).  The process must end
+    with 3 at once, every time: it used to wait for a final write that
+    needed the very malloc lock the interrupted thread held, then join the
+    stuck sampler, for ever (6 runs of 6 still alive after 10 s).  The
+    profile the last periodic flush wrote stays, whole, if the final write
+    cannot be made; here it can: it needs no malloc."""
+    lib = exitstorm(ctx)
+    args = [ctx.program("proc_exit_storm.py"), lib, "0.2", "3"]
+    env = {"MALLOC_ARENA_MAX": "1", "PYSAMPLE_FLUSH_INTERVAL": "1"}
+    plain = Run(ctx, args, False, env=env)
+    plain.wait_line("ready")
+    plain.proc.send_signal(signal.SIGTERM)
+    ctx.check(plain.finish(30).rc == 3, "without the library: " + describe(plain))
+    # 20 runs, 5 at a time.  The signal is sent as soon as each is ready,
+    # while it loops in malloc.
+    for batch in range(4):
+        runs = [Run(ctx, args, True, env=env) for _ in range(5)]
+        for run in runs:
+            run.wait_line("ready")
+        for run in runs:
+            run.proc.send_signal(signal.SIGTERM)
+        for run in runs:
+            # 5 s is how long an exit waits for the final write at most.
+            t0 = time.monotonic()
+            run.finish(15)
+            ctx.check(run.rc == 3, "batch %d: ended with %s, expected 3 (%.1f s)"
+                      % (batch, run.rc, time.monotonic() - t0), describe(run))
+            ctx.check(not harness.our_messages(run.stderr), "unexpected message of ours",
+                      run.stderr[-2000:])
+            pid = run.proc.pid
+            profiles = check_files(ctx, run, [pid_file(pid)])
+            check_has(ctx, profiles[pid_file(pid)], ["storm_work"], [])
+
+
 # ---- signals -----------------------------------------------------------------
 
 def signal_scenario(ctx, sig, mode="", expect_rc=None):
