@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mach-o/dyld.h>
@@ -161,6 +162,15 @@ void ps_regs_from_context(const void *ucontext, struct ps_regs *rs)
 {
     (void)ucontext;
     rs->valid = 0;
+}
+
+/* The platform's monotonic clock (lib/platform/darwin/threads.c in the
+ * library), which unwind.c times its walks with. */
+uint64_t ps_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* What suspend.c uses from memread.c and frames.c, minus what does not
