@@ -217,3 +217,32 @@ def describe(profile):
     return "%s samples in %d thread%s, line numbers %s" % (
         thousands(profile.total), len(threads), "" if len(threads) == 1 else "s",
         "on" if profile.has_lines else "off")
+
+
+def group_native_addresses(profile):
+    """Merges the native frames that have no symbol (`lib.so+0x2e2cb0`,
+    `lib.so+0x2e2cc6`, ...) into one frame per object, `[lib.so]`, and a run
+    of them in a row into one: a stripped extension is then one row of
+    `top` and one box of a flame graph instead of one per address (numpy
+    gave forty); `[unknown]+0x7f...` (no object) become `[unknown]`.  The
+    library has named every address its object's .symtab
+    or .dynsym covers; what is left is code no symbol table describes.
+    Identical stacks are added up.  Returns the profile."""
+    merged = collections.OrderedDict()
+    grouped = {}
+    for thread, frames, count in profile.stacks:
+        out = []
+        for frame in frames:
+            if frame.kind == KIND_NATIVE:
+                group = grouped.get(frame)
+                if group is None:
+                    name = frame.file if frame.file.startswith("[") else "[%s]" % frame.file
+                    group = grouped[frame] = Frame(KIND_NATIVE, name, frame.file, None)
+                frame = group
+                if out and out[-1] == frame:
+                    continue
+            out.append(frame)
+        key = (thread, tuple(out))
+        merged[key] = merged.get(key, 0) + count
+    profile.stacks = [(thread, frames, count) for (thread, frames), count in merged.items()]
+    return profile

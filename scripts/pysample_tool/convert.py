@@ -31,10 +31,11 @@ def add_options(parser):
     parser.add_argument("--mode", choices=("cpu", "wall"), default=None,
                         help="what the time values measure, with --rate (default: the mode in the "
                              "profile's .quality.json, else cpu)")
+    options.addresses(parser)
 
 
 def run(args):
-    profile = parse_collapsed(args.file)
+    profile = options.grouped(parse_collapsed(args.file), args)
     quality = read_sidecar(args.file)
     rate = args.rate
     recorded = quality.get("requested_rate_hz", "")

@@ -26,10 +26,11 @@ def add_options(parser):
     parser.add_argument("--title", metavar="T", help="title above the graph (default: Flame Graph)")
     parser.add_argument("--minwidth", type=float, default=0.1, metavar="PX",
                         help="leave out frames narrower than PX pixels (default: 0.1)")
+    options.addresses(parser)
 
 
 def run(args):
-    profile = parse_collapsed(args.file)
+    profile = options.grouped(parse_collapsed(args.file), args)
     svg = render_flamegraph(profile, title=args.title, minwidth=args.minwidth)
     write_output(args.output, svg.encode("utf-8"), binary=False)
     return 0

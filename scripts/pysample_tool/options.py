@@ -93,6 +93,21 @@ def choose_format(fmt, output):
     return fmt or implied or "collapsed"
 
 
+def addresses(parser):
+    """--addresses: args.addresses; without it the commands merge native
+    frames without a symbol per object (collapsed.group_native_addresses)."""
+    parser.add_argument("--addresses", action="store_true",
+                        help="keep native frames without a symbol apart by address (lib.so+0x1234) "
+                             "instead of one [lib.so] per object")
+
+
+def grouped(profile, args):
+    """The profile as the commands show it: native addresses merged per
+    object unless --addresses."""
+    from .collapsed import group_native_addresses
+    return profile if getattr(args, "addresses", False) else group_native_addresses(profile)
+
+
 def trailing_command(parser):
     """Lets the command take a program to run after its options (`-- COMMAND
     ARG...` or just `COMMAND ARG...`): cli.main hands it over as

@@ -81,6 +81,7 @@ def add_options(parser):
                              "system call or GIL wait a thread is in, with the Python frames in place "
                              "of the interpreter's; --native=all also shows the interpreter's own "
                              "frames (Linux x86-64)")
+    options.addresses(parser)
     parser.add_argument("--nolineno", action="store_true",
                         help="one frame per function, no line numbers (PYSAMPLE_LINES=0; py-spy's name)")
     subprocesses = parser.add_mutually_exclusive_group()
@@ -387,7 +388,7 @@ def _finish(args, command, written, main_pid, rate, mode, hostname, start):
     for w in sorted(written, key=lambda w: w.sort_key(main_pid)):
         destination = plan[w]
         try:
-            profile = parse_collapsed(w.path)
+            profile = options.grouped(parse_collapsed(w.path), args)
         except ToolError as e:
             problems.append("%s: %s" % (w.who, str(e).replace(w.path + ": ", "").replace(w.path, "profile")))
             profile = None

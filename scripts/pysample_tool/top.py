@@ -10,7 +10,7 @@ import sys
 import time
 
 from . import options, remote
-from .collapsed import KIND_MARKER, Frame, describe, parse_collapsed
+from .collapsed import KIND_MARKER, KIND_NATIVE, Frame, describe, parse_collapsed
 from .common import PROG, ToolError, percent, printable, write_output
 
 NO_FRAMES = Frame(KIND_MARKER, "[no Python frames]", None, None)
@@ -29,6 +29,7 @@ def add_options(parser):
     parser.add_argument("file", metavar="FILE", nargs="?", help="a collapsed profile written by libpysample")
     parser.add_argument("-n", type=int, default=None, metavar="N",
                         help="show N functions, 0 for all (default: 20; with --pid, what fits the terminal)")
+    options.addresses(parser)
     remote.add_pid_option(parser, help="show the live table of this running armed process")
     options.rate(parser, help="with --pid: samples per second (default: the process's PYSAMPLE_RATE)")
     parser.add_argument("-d", "--duration", type=options.seconds, metavar="S",
@@ -44,7 +45,7 @@ def run(args):
         raise ToolError("give a profile FILE, or --pid PID for a running process")
     if args.n is None:
         args.n = 20
-    profile = parse_collapsed(args.file)
+    profile = options.grouped(parse_collapsed(args.file), args)
     text = "%s: %s\n" % (args.file, describe(profile)) + format_top([profile], args.n)
     write_output(None, text.encode("utf-8"), binary=False)
     return 0
@@ -77,7 +78,8 @@ def format_top(profiles, limit, indent=""):
     shown = rows if limit <= 0 else rows[:limit]
     out = ["%s%9s %6s %9s %6s  %s" % (indent, "SELF", "SELF%", "TOTAL", "TOTAL%", "FUNCTION (FILE)")]
     for (kind, name, filename), self_count, total_count in shown:
-        where = "" if filename is None else " (%s)" % filename
+        # (a native frame without a symbol names its object already)
+        where = "" if filename is None or kind == KIND_NATIVE else " (%s)" % filename
         out.append("%s%9d %5.1f%% %9d %5.1f%%  %s%s" % (
             indent, self_count, percent(self_count, total), total_count, percent(total_count, total),
             printable(name), printable(where)))

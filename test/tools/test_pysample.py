@@ -330,6 +330,103 @@ def top_rows(text):
     return rows
 
 
+class NativeGroupingTests(TempDirTestCase):
+    """Native frames that no symbol covers: one per object, not per address."""
+
+    def test_native_addresses_are_one_row_per_object(self):
+        """`lib.so+0x...` frames (no symbol covers them) are one row per
+        object, `[lib.so]`, unless --addresses."""
+        path = os.path.join(self.tmp, "stripped.txt")
+        with open(path, "w") as f:
+            for i, off in enumerate((0x2e2cb0, 0x2e2cc6, 0x2e2d01, 0x1000)):
+                f.write("thread 1 (MainThread);f (a.py:1);PyCFunction_Call (python3);"
+                        "_umath.so+0x%x;_umath.so+0x%x %d\n" % (off, off + 0x40, i + 1))
+            f.write("thread 1 (MainThread);f (a.py:1);[unknown]+0x7f0012345678 5\n")
+        code, out, err = pysample("top", path, "-n", "0")
+        self.assertEqual(code, 0, err)
+        rows = self.table(out)
+        self.assertEqual(rows["[_umath.so]"], (10, 10), "a run of one object's addresses is one frame")
+        self.assertEqual(rows["[unknown]"], (5, 5))
+        self.assertFalse([name for name in rows if "+0x" in name], rows)
+        code, out, err = pysample("top", path, "-n", "0", "--addresses")
+        rows = self.table(out)
+        self.assertEqual(rows["_umath.so+0x2e2cf0"], (1, 1))
+        self.assertEqual(len([name for name in rows if "_umath.so+0x" in name]), 8)
+        code, out, err = pysample("flamegraph", path)
+        self.assertEqual(code, 0, err)
+        self.assertIn(b">[_umath.so]<", out)
+        self.assertNotIn(b"0x2e2cb0", out)
+
+    STRIPPED_C = """
+static double hidden_spin(long n);
+double exported_entry(long n) { return hidden_spin(n) + 1.0; }
+/* static, and stripped of .symtab: no symbol covers it */
+static __attribute__((noinline)) double hidden_spin(long n)
+{
+    volatile double x = 0;
+    for (long i = 0; i < n; i++)
+        x += (double)i * 0.5;
+    return x;
+}
+"""
+    STRIPPED_PY = """
+import ctypes, sys
+sys.path.insert(0, sys.argv[2])
+import sampled
+lib = ctypes.CDLL(sys.argv[1])
+lib.exported_entry.restype = ctypes.c_double
+until = sampled.Until(seconds=0.3, ticks=60)
+while until.more():
+    lib.exported_entry(200000)
+"""
+
+    def test_record_native_groups_a_stripped_library(self):
+        """record --native of a stripped object's static function: its
+        addresses are one row, [libstripped.so], in record's summary and
+        in top; the collapsed file keeps them."""
+        import platform
+        library = real_library(os.path.join(BUILD_ROOT, "lib")) if BUILD_ROOT else None
+        cc, strip = shutil.which("gcc") or shutil.which("cc"), shutil.which("strip")
+        if not library or not cc or not strip:
+            self.skipTest("needs the real library, a C compiler and strip")
+        if not sys.platform.startswith("linux") or platform.machine() != "x86_64":
+            self.skipTest("native stacks are x86-64 Linux only")
+        source, so = os.path.join(self.tmp, "stripped.c"), os.path.join(self.tmp, "libstripped.so")
+        with open(source, "w") as f:
+            f.write(self.STRIPPED_C)
+        for command in ([cc, "-O1", "-shared", "-fPIC", "-o", so, source], [strip, "--strip-all", so]):
+            code, out, err = run(command)
+            self.assertEqual(code, 0, err)
+        program = os.path.join(self.tmp, "stripped.py")
+        with open(program, "w") as f:
+            f.write(self.STRIPPED_PY)
+        code, out, err = pysample("record", "-o", "prof.txt", "--native", "--", PYTHON, program, so,
+                                  os.path.join(SOURCE_ROOT, "test", "integration", "programs"),
+                                  cwd=self.tmp, env=clean_env(PYSAMPLE_LIB=library))
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("libstripped.so+0x", err, "record's summary groups them")
+        summary = self.table(err.split("top functions by self samples:\n")[1].encode())
+        code, out, err = pysample("top", os.path.join(self.tmp, "prof.txt"), "-n", "0")
+        grouped = self.table(out)
+        code, out, err = pysample("top", os.path.join(self.tmp, "prof.txt"), "-n", "0", "--addresses")
+        apart = self.table(out)
+        addresses = [row for name, row in apart.items() if name.startswith("libstripped.so+0x")]
+        self.assertTrue(addresses, "the file keeps the addresses: %r" % apart)
+        self.assertEqual(grouped["[libstripped.so]"][0], sum(s for s, _ in addresses))
+        self.assertEqual(summary["[libstripped.so]"], grouped["[libstripped.so]"])
+        self.assertFalse([name for name in grouped if "+0x" in name], grouped)
+
+    @staticmethod
+    def table(out):
+        """{function: (self, total)} of a top table."""
+        rows = {}
+        for line in out.decode().splitlines():
+            m = re.match(r"^\s*(\d+)\s+\S+%\s+(\d+)\s+\S+%\s+(.*)$", line)
+            if m:
+                rows[m.group(3)] = (int(m.group(1)), int(m.group(2)))
+        return rows
+
+
 class TopTests(unittest.TestCase):
     def top(self, *args):
         code, out, err = pysample("top", *args)
@@ -1757,7 +1854,7 @@ class DiffTests(RecordedPairTestCase):
 
     def table(self, out):
         rows = {}
-        for line in out.decode().splitlines()[2:]:
+        for line in out.decode().splitlines():
             m = DIFF_ROW_RE.match(line)
             if m:
                 rows[m.group(7)] = tuple(float(v) for v in m.groups()[:6])
