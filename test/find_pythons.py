@@ -8,8 +8,9 @@ One line per interpreter: "<label> <path>".  Sources, in order:
     ones built by hand whose stamp names label and executable (3.14+ from
     CPython's own sources, docs/pythons.md);
   - PYSAMPLE_TEST_PYTHONS (colon-separated paths) and argv[1:].
-Interpreters older than 3.8 are ignored (nothing of ours runs there); 3.8
-is listed so the suite can check that it is refused cleanly.  Duplicates
+Interpreters older than 3.8 are ignored (nothing of ours runs there), but
+for 2.7 and 3.6, which have no _PyRuntime to be recognised by; those and
+3.8 are listed so the suite can check that they are refused cleanly.  Duplicates
 (same resolved executable) are listed once.
 
 --mark-primary appends " primary" to one line: the interpreter that also
@@ -30,18 +31,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def probe(path):
     """(label, version tuple) for an interpreter, or None if it does not run."""
+    # Python 2 can run this too (2.7 is listed: see the top).
     code = ("import sys, sysconfig;"
-            "print(sys.version_info[0], sys.version_info[1], sys.version_info[2],"
+            "sys.stdout.write('%d %d %d %d %d %d\\n' % (sys.version_info[0], sys.version_info[1],"
+            " sys.version_info[2],"
             " int(bool(sysconfig.get_config_var('Py_GIL_DISABLED'))),"
             " int(bool(sysconfig.get_config_var('Py_DEBUG'))),"
-            " int(bool(sysconfig.get_config_var('Py_ENABLE_SHARED'))))")
+            " int(bool(sysconfig.get_config_var('Py_ENABLE_SHARED')))))")
     try:
         out = subprocess.run([path, "-c", code], capture_output=True, text=True,
                              timeout=30, env={"PATH": os.environ.get("PATH", "")}).stdout
         major, minor, micro, ft, dbg, shared = map(int, out.split())
     except Exception:
         return None
-    if (major, minor) < (3, 8):
+    if (major, minor) < (3, 8) and (major, minor) not in ((2, 7), (3, 6)):
         return None
     label = "%d.%d.%d%s%s" % (major, minor, micro, "t" if ft else "", "d" if dbg else "")
     if not shared:
@@ -60,6 +63,8 @@ def candidates(extra):
     for root in roots:
         if root:
             for p in sorted(glob.glob(os.path.join(root, "versions", "*", "bin", "python3"))):
+                yield p, None
+            for p in sorted(glob.glob(os.path.join(root, "versions", "2.7.*", "bin", "python2"))):
                 yield p, None
     for p in sorted(glob.glob("/usr/bin/python3.[0-9]*")):
         base = os.path.basename(p)

@@ -35,7 +35,7 @@ struct ps_python {
 
 enum ps_detect {
     PS_DETECT_OK = 0,
-    PS_DETECT_NOT_PYTHON,   /* no _PyRuntime: stay inert, say nothing */
+    PS_DETECT_NOT_PYTHON,   /* no CPython at all: stay inert, say nothing */
     PS_DETECT_UNSUPPORTED,  /* CPython, but not one we can read: why says so */
 };
 
@@ -50,7 +50,8 @@ enum ps_detect ps_python_detect(struct ps_python *py, char *why, size_t whylen);
 enum ps_detect ps_python_detect_with(struct ps_python *py, void *(*lookup)(const char *, void *),
                                      void *ctx, char *why, size_t whylen);
 
-/* Only the _PyRuntime lookup: the constructor's whole cost in a process
+/* Only the lookups of _PyRuntime (or, for a CPython older than 3.7, of
+ * Py_Initialize and PyCode_Type): the constructor's whole cost in a process
  * that is not Python. */
 int ps_python_present(void);
 

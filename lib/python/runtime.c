@@ -4,7 +4,11 @@
  * Version: Py_Version (3.11+) is exact.  3.9 and 3.10 do not export it, and
  * the only API that tells (Py_GetVersion) is a function we will not call, so
  * the minor version is told from symbols each version added: Py_NewRef
- * first appeared in 3.10, PyFrame_GetCode in 3.9.  Anything older is refused.
+ * first appeared in 3.10, PyFrame_GetCode in 3.9.  Anything older is refused,
+ * in one line that names the version where symbols tell it: 3.8 and 3.7
+ * have _PyRuntime; 3.6 and 2.7 have none, but any CPython exports
+ * Py_Initialize and PyCode_Type, and each version functions of its own.
+ * The process has asked to be profiled: it must hear why it is not.
  *
  * 3.13+: _Py_DebugOffsets, the first member of _PyRuntime, describes the
  * layout; its version must equal Py_Version (layout_debugoffsets.c).
@@ -18,7 +22,27 @@
 
 int ps_python_present(void)
 {
-    return dlsym(RTLD_DEFAULT, "_PyRuntime") != NULL;
+    return dlsym(RTLD_DEFAULT, "_PyRuntime") != NULL ||
+           (dlsym(RTLD_DEFAULT, "Py_Initialize") != NULL &&
+            dlsym(RTLD_DEFAULT, "PyCode_Type") != NULL);
+}
+
+/* A CPython older than 3.9, by the functions each version added (or, for
+ * Python 2, kept): its name, such as "3.8" or "2.7". */
+static const char *old_version(void *(*lookup)(const char *, void *), void *ctx)
+{
+    if (lookup("PyString_FromString", ctx) != NULL)
+        return lookup("PyCapsule_New", ctx) != NULL ? "2.7" : "2.6 or older";
+    if (lookup("_PyRuntime", ctx) != NULL)
+        return lookup("PyCode_NewWithPosOnlyArgs", ctx) != NULL ? "3.8" : "3.7";
+    return lookup("PyOS_FSPath", ctx) != NULL ? "3.6" : "3.5 or older";
+}
+
+static void say_too_old(void *(*lookup)(const char *, void *), void *ctx, char *why,
+                        size_t whylen)
+{
+    snprintf(why, whylen, "this Python (%s) is older than 3.9, which libpysample does not support",
+             old_version(lookup, ctx));
 }
 
 static void *global_sym(const char *name, void *ctx)
@@ -38,9 +62,13 @@ enum ps_detect ps_python_detect_with(struct ps_python *py, void *(*lookup)(const
 #define sym(name) lookup((name), ctx)
     memset(py, 0, sizeof *py);
     py->runtime = (uintptr_t)sym("_PyRuntime");
-    if (py->runtime == 0)
-        return PS_DETECT_NOT_PYTHON;
     py->code_type = (uintptr_t)sym("PyCode_Type");
+    if (py->runtime == 0) {
+        if (py->code_type == 0 || sym("Py_Initialize") == NULL)
+            return PS_DETECT_NOT_PYTHON;
+        say_too_old(lookup, ctx, why, whylen);
+        return PS_DETECT_UNSUPPORTED;
+    }
     if (py->code_type == 0) {
         snprintf(why, whylen, "_PyRuntime found but PyCode_Type is missing; not a CPython we know");
         return PS_DETECT_UNSUPPORTED;
@@ -59,7 +87,7 @@ enum ps_detect ps_python_detect_with(struct ps_python *py, void *(*lookup)(const
     } else if (sym("PyFrame_GetCode") != NULL) {
         hex = 0x03090000;
     } else {
-        snprintf(why, whylen, "this Python is older than 3.9, which libpysample does not support");
+        say_too_old(lookup, ctx, why, whylen);
         return PS_DETECT_UNSUPPORTED;
     }
     if ((hex >> 24) != 3) {

@@ -33,8 +33,9 @@ import harness  # noqa: E402
 def version_of(python):
     """((major, minor), trace_refs): sys.getobjects exists only in
     --with-trace-refs builds."""
-    out = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2], "
-                          "int(hasattr(sys, 'getobjects')))"],
+    # Python 2 too (its refusal is tested).
+    out = subprocess.run([python, "-c", "import sys; sys.stdout.write('%d %d %d' % ("
+                          "sys.version_info[0], sys.version_info[1], hasattr(sys, 'getobjects')))"],
                          capture_output=True, text=True, timeout=60).stdout.split()
     return (int(out[0]), int(out[1])), out[2] == "1"
 

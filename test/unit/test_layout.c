@@ -13,6 +13,7 @@
 #include "check.h"
 #include "debug_offsets_fixture.h"
 #include "python/layout.h"
+#include "python/python.h"
 
 
 static void put64(uint8_t *b, size_t pos, uint64_t v)
@@ -244,6 +245,45 @@ static void check_new(const struct fixture *f)
     fprintf(stderr, "  %s\n", why);
 }
 
+/*
+ * An interpreter older than 3.9 is told by its exported symbols and refused
+ * in one line naming its version, _PyRuntime or not (3.6 and 2.7 have
+ * none); a process without CPython's symbols is not Python at all.
+ */
+static int dummy_symbol;
+
+static void *lookup_in(const char *name, void *ctx)
+{
+    for (const char *const *s = ctx; *s != NULL; s++)
+        if (strcmp(*s, name) == 0)
+            return &dummy_symbol;
+    return NULL;
+}
+
+static void check_old_pythons(void)
+{
+    static const char *const py27[] = { "Py_Initialize", "PyCode_Type", "PyString_FromString",
+                                        "PyCapsule_New", NULL };
+    static const char *const py36[] = { "Py_Initialize", "PyCode_Type", "PyOS_FSPath", NULL };
+    static const char *const py37[] = { "_PyRuntime", "Py_Initialize", "PyCode_Type", NULL };
+    static const char *const py38[] = { "_PyRuntime", "Py_Initialize", "PyCode_Type",
+                                        "PyCode_NewWithPosOnlyArgs", NULL };
+    static const char *const other[] = { "Py_Initialize", NULL };
+    static const struct { const char *const *syms; const char *name; } old[] = {
+        { py27, "(2.7)" }, { py36, "(3.6)" }, { py37, "(3.7)" }, { py38, "(3.8)" },
+    };
+    struct ps_python py;
+    char why[256];
+    for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) {
+        why[0] = '\0';
+        CHECK_EQ_INT(ps_python_detect_with(&py, lookup_in, (void *)old[i].syms, why, sizeof why),
+                     PS_DETECT_UNSUPPORTED);
+        CHECK(strstr(why, old[i].name) != NULL && strstr(why, "older than 3.9") != NULL);
+    }
+    CHECK_EQ_INT(ps_python_detect_with(&py, lookup_in, (void *)other, why, sizeof why),
+                 PS_DETECT_NOT_PYTHON);
+}
+
 /* Fixtures checked: 3.13's, and the newer versions'. */
 struct seen {
     int v313, newer;
@@ -300,5 +340,6 @@ int main(void)
     CHECK_EQ_INT(ps_layout_legacy(8, 0x030812F0u, &l, why, sizeof why), PS_LAYOUT_UNSUPPORTED);
     CHECK(strstr(why, "3.8") != NULL);
     CHECK_EQ_INT(ps_layout_legacy(13, 0x030D00F0u, &l, why, sizeof why), PS_LAYOUT_UNSUPPORTED);
+    check_old_pythons();
     CHECK_DONE();
 }

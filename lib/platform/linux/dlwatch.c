@@ -78,6 +78,7 @@ static struct {
     _Atomic unsigned long long seen_adds;  /* dlpi_adds at the last scan */
     _Atomic uintptr_t runtime;             /* the _PyRuntime we profile */
     _Atomic int refused;                   /* said so about a second one */
+    _Atomic int old_reported;              /* a CPython older than 3.7 reported */
     pthread_mutex_t scan_lock;             /* one scan at a time */
     ps_python_loaded_fn report;            /* lifecycle's; set before armed */
     char runtime_path[512];                /* the libpython reported, for messages */
@@ -212,10 +213,14 @@ static uintptr_t elf_lookup(const struct elf_obj *o, const char *name)
 
 /* ---- the scan ------------------------------------------------------------ */
 
-/* The symbols ps_python_detect_with() asks for, copied out of the object. */
+/* The symbols ps_python_detect_with() asks for, copied out of the object
+ * (_PyRuntime first); the last ones tell an interpreter too old to profile
+ * by its version (runtime.c). */
 static const char *const wanted[] = {
     "_PyRuntime", "PyCode_Type", "Py_Version", "Py_NewRef", "PyFrame_GetCode",
     "_Py_PrintReferenceAddresses", "_Py_ForgetReference",
+    "Py_Initialize", "PyString_FromString", "PyCapsule_New", "PyOS_FSPath",
+    "PyCode_NewWithPosOnlyArgs",
 };
 #define NWANTED (sizeof wanted / sizeof wanted[0])
 
@@ -226,7 +231,33 @@ struct scan {
     char path[512];
     uintptr_t other;         /* a second _PyRuntime */
     char other_path[512];
+    int old;                 /* found[] are those of a CPython without _PyRuntime */
 };
+
+/* Copies the wanted symbols of o, and its name, into s. */
+static void take_symbols(struct scan *s, const struct elf_obj *o, struct dl_phdr_info *info)
+{
+    for (size_t i = 0; i < NWANTED; i++)
+        s->found[i] = elf_lookup(o, wanted[i]);
+    snprintf(s->path, sizeof s->path, "%s",
+             info->dlpi_name && *info->dlpi_name ? info->dlpi_name : "the program");
+}
+
+/*
+ * An object without _PyRuntime that is a CPython all the same (2.7, 3.6:
+ * Py_Initialize and PyCode_Type defined) is reported once, unless a
+ * profiled one was found: the process asked to be profiled and must hear
+ * that this one cannot be (runtime.c names its version).
+ */
+static void note_old(struct scan *s, const struct elf_obj *o, struct dl_phdr_info *info)
+{
+    if (s->found[0] != 0 || s->old || atomic_load(&D.runtime) != 0 ||
+        atomic_load(&D.old_reported) || elf_lookup(o, "Py_Initialize") == 0 ||
+        elf_lookup(o, "PyCode_Type") == 0)
+        return;
+    take_symbols(s, o, info);
+    s->old = 1;
+}
 
 static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -239,8 +270,10 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
     if (elf_open(info, &o) != 0)
         return 0;
     uintptr_t rt = elf_lookup(&o, "_PyRuntime");
-    if (rt == 0)
+    if (rt == 0) {
+        note_old(s, &o, info);
         return 0;
+    }
     uintptr_t ours = atomic_load(&D.runtime);
     if (rt == ours || rt == s->found[0])
         return 0;
@@ -252,11 +285,8 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
         }
         return 0;
     }
-    s->found[0] = rt;
-    for (size_t i = 1; i < NWANTED; i++)
-        s->found[i] = elf_lookup(&o, wanted[i]);
-    snprintf(s->path, sizeof s->path, "%s",
-             info->dlpi_name && *info->dlpi_name ? info->dlpi_name : "the program");
+    s->old = 0;  /* a profiled CPython wins over an old one seen before it */
+    take_symbols(s, &o, info);
     return 0;
 }
 
@@ -292,6 +322,8 @@ static void scan(void)
     if (s.found[0] != 0) {
         atomic_store(&D.runtime, s.found[0]);
         snprintf(D.runtime_path, sizeof D.runtime_path, "%s", s.path);
+        D.report(found_sym, &s, s.path);
+    } else if (s.old && !atomic_exchange(&D.old_reported, 1)) {
         D.report(found_sym, &s, s.path);
     }
     if (s.other != 0 && !atomic_exchange(&D.refused, 1))
