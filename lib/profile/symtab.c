@@ -291,6 +291,7 @@ static int add_reserved(struct ps_symtab *s)
         [PS_SYM_STACKS_FULL] = "[pysample: stack table full]",
         [PS_SYM_TRUNCATED] = "[pysample: truncated]",
         [PS_SYM_FUNCS_FULL] = "[pysample: function table full]",
+        [PS_SYM_GC] = "[gc]",
     };
     for (uint32_t id = 0; id < PS_SYM_RESERVED; id++)
         if (func_key_intern(s->funcs, PS_SYM_MARKER, markers[id], NULL, SIZE_MAX) != id)

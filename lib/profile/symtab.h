@@ -41,6 +41,7 @@ enum {
     PS_SYM_STACKS_FULL,   /* "[pysample: stack table full]" */
     PS_SYM_TRUNCATED,     /* "[pysample: truncated]": a stack cut at max_depth */
     PS_SYM_FUNCS_FULL,    /* "[pysample: function table full]" */
+    PS_SYM_GC,            /* "[gc]": the thread was collecting garbage */
     PS_SYM_RESERVED       /* count */
 };
 enum { PS_LABEL_TOO_MANY, PS_LABEL_RESERVED };

@@ -73,6 +73,11 @@ struct ps_layout {
      * PS_NOFIELD: the GIL holder cannot be found. */
     uint32_t gil_last_holder;
     uint32_t gil_locked;         /* int */
+    /* Garbage collection (the [gc] frame, interpstate.c): the gc state
+     * inside PyInterpreterState is is_gc (a ps_field); 'collecting' (int)
+     * is at gc_collecting inside it, PS_NOFIELD where not known. */
+    uint32_t is_gc;
+    uint32_t gc_collecting;
 
     /* PyThreadState */
     uint32_t ts_read;            /* bytes to snapshot: covers every ts_ field */
@@ -83,6 +88,8 @@ struct ps_layout {
     uint32_t ts_frame;           /* 3.9/3.10 frame, 3.13+ current_frame */
     uint32_t ts_cframe;          /* 3.11/3.12: _PyCFrame pointer ... */
     uint32_t cf_current_frame;   /* ... and current_frame inside it */
+    uint32_t ts_state;           /* int attached/detached/suspended, 3.13+ (interpstate.h);
+                                  * read only for free-threaded builds */
 
     /* frames */
     enum ps_frame_kind frame_kind;
@@ -180,6 +187,7 @@ struct ps_layout {
 enum ps_field {
     PS_F_RT_FINALIZING, PS_F_RT_INTERP_HEAD, PS_F_RT_GIL,
     PS_F_IS_NEXT, PS_F_IS_THREADS_HEAD, PS_F_IS_ID, PS_F_IS_MODULES, PS_F_IS_CEVAL_GIL,
+    PS_F_IS_GC,
     PS_F_TS_NEXT, PS_F_TS_INTERP, PS_F_TS_FRAME, PS_F_TS_THREAD_ID, PS_F_TS_NATIVE_ID,
     PS_F_TS_CFRAME, PS_F_CF_CURRENT_FRAME,
     PS_F_FR_BACK, PS_F_FR_CODE, PS_F_FR_POS, PS_F_FR_OWNER, PS_F_FR_TLBC_INDEX, PS_F_FR_IS_ENTRY,

@@ -42,6 +42,7 @@ enum {
     DO_DICT_MA_VALUES,
     DO_FR_STACKPOINTER, DO_GEN_SIZE, DO_GEN_NAME, DO_GEN_IFRAME, DO_GEN_FRAME_STATE,
     DO_GIL_STATE, DO_GIL_LOCKED, DO_GIL_HOLDER,
+    DO_TS_STATUS, DO_GC_SIZE, DO_GC_COLLECTING,
     DO_COUNT
 };
 
@@ -63,6 +64,11 @@ static const uint16_t positions[DO_COUNT][NVERSIONS] = {
     [DO_GIL_STATE] =          {  120,  128,  128 },
     [DO_GIL_LOCKED] =         {  136,  144,  144 },
     [DO_GIL_HOLDER] =         {  144,  152,  152 },
+    /* interp->gc (struct _gc_runtime_state), and in the block's gc section
+     * (after the str section) its size and where 'collecting' lies */
+    [PS_F_IS_GC] =            {   80,   88,   88 },
+    [DO_GC_SIZE] =            {  568,  648,  752 },
+    [DO_GC_COLLECTING] =      {  576,  656,  760 },
     /* 3.14: threads_main; 3.15: base_frame, last_profiled_frame(_seq),
      * holds_gil, gil_requested, current_exception, exc_state */
     [DO_TS_SIZE] =            {  152,  176,  176 },
@@ -71,6 +77,7 @@ static const uint16_t positions[DO_COUNT][NVERSIONS] = {
     [PS_F_TS_FRAME] =         {  184,  208,  208 },
     [PS_F_TS_THREAD_ID] =     {  192,  216,  240 },
     [PS_F_TS_NATIVE_ID] =     {  200,  224,  248 },
+    [DO_TS_STATUS] =          {  216,  240,  264 },
     [PS_F_TS_CFRAME] =        {    0,    0,    0 },
     [PS_F_CF_CURRENT_FRAME] = {    0,    0,    0 },
     /* 3.14: stackpointer, tlbc_index */
@@ -363,6 +370,33 @@ static void gil_layout(const uint8_t *dbg, int v, uint32_t is_size, struct ps_la
     l->gil_locked = (uint32_t)(locked - state);
 }
 
+/*
+ * The [gc] frame (interpstate.c): 'collecting' inside the gc state, from
+ * the block, and for free-threaded builds tstate->state, which the block
+ * does not give: it follows _status (3.13: _status, _whence, state; 3.14
+ * and 3.15: _status, holds_gil, _whence, state), taken with offsetof()
+ * against the 3.13.0 and 3.13.5 headers (GIL and free-threaded) and read
+ * from the 3.14 and 3.15 headers.  It holds only where the block puts
+ * _status where those headers do (32).  Values that do not fit leave the
+ * field unknown (PS_NOFIELD) rather than the layout refused: only the
+ * [gc] frame needs them.
+ */
+static const uint32_t ts_state_after_status[NVERSIONS] = { 8, 12, 12 };
+
+static void gc_layout(const uint8_t *dbg, int v, uint32_t ts_size, struct ps_layout *l)
+{
+    uint64_t size = get64(dbg, positions[DO_GC_SIZE][v]);
+    uint64_t collecting = get64(dbg, positions[DO_GC_COLLECTING][v]);
+    uint64_t status = get64(dbg, positions[DO_TS_STATUS][v]);
+    uint32_t state = (uint32_t)status + ts_state_after_status[v];
+    l->gc_collecting = l->ts_state = PS_NOFIELD;
+    if (l->is_gc != PS_NOFIELD && size >= 64 && size <= 4096 && collecting + 4 <= size &&
+        collecting % 4 == 0)
+        l->gc_collecting = (uint32_t)collecting;
+    if (status == 32 && state + 4 <= ts_size && l->ts_frame != PS_NOFIELD && state + 4 <= l->ts_frame)
+        l->ts_state = state;
+}
+
 /* The members of expect[] must hold their type-given values. */
 static int layout_matches(const uint8_t *dbg, int v, int ft, const char *ver, char *why,
                           size_t whylen)
@@ -501,6 +535,7 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     ps_layout_str_bits(l, ft && minor >= 14);
     l->st_ready_bit = 0xff;
     gil_layout(dbg, v, sizes[PS_S_INTERP], l);
+    gc_layout(dbg, v, sizes[PS_S_TSTATE], l);
     if (!c.bad)
         names_layout(dbg, v, (int)ft, sizes[PS_S_FRAME], l);
     if (!c.bad)

@@ -18,6 +18,8 @@ const struct ps_field_desc ps_fields[PS_F_COUNT] = {
     [PS_F_IS_ID] = F(is_id, PS_S_INTERP, 8, 0, "interp.id"),
     [PS_F_IS_MODULES] = F(is_modules, PS_S_INTERP, 8, 0, "interp.imports_modules"),
     [PS_F_IS_CEVAL_GIL] = F(is_ceval_gil, PS_S_INTERP, 8, 0, "interp.ceval_gil"),
+    /* struct _gc_runtime_state: its 'collecting' lies gc_collecting bytes in */
+    [PS_F_IS_GC] = F(is_gc, PS_S_INTERP, 8, 0, "interp.gc"),
     [PS_F_TS_NEXT] = F(ts_next, PS_S_TSTATE, 8, 1, "tstate.next"),
     [PS_F_TS_INTERP] = F(ts_interp, PS_S_TSTATE, 8, 1, "tstate.interp"),
     [PS_F_TS_FRAME] = F(ts_frame, PS_S_TSTATE, 8, 1, "tstate.current_frame"),

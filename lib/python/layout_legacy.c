@@ -42,6 +42,9 @@ static const uint32_t offsets[PS_F_COUNT][NVERSIONS] = {
     [PS_F_IS_ID] =            {  24,   24,   48,    8 },
     [PS_F_IS_MODULES] =       { 856,  856,  888,  944 },
     [PS_F_IS_CEVAL_GIL] =     {  NO,   NO,   NO,  384 },
+    /* interp->gc, struct _gc_runtime_state (its 'collecting' is at 200 in
+     * all four; 3.12 moved it near the front) */
+    [PS_F_IS_GC] =            { 616,  616,  648,  112 },
     /* PyThreadState; 3.11/3.12 reach the frame through tstate->cframe */
     [PS_F_TS_NEXT] =          {   8,    8,    8,    8 },
     [PS_F_TS_INTERP] =        {  16,   16,   16,   16 },
@@ -194,6 +197,12 @@ enum ps_layout_status ps_layout_legacy(int minor, uint32_t hexversion,
     /* struct _gil_runtime_state: interval, last_holder, locked */
     l->gil_last_holder = 8;
     l->gil_locked = 16;
+    /* struct _gc_runtime_state: trash state, enabled, debug, the three
+     * generations, generation0, the permanent generation and the
+     * generation stats come before 'collecting' in all four versions */
+    l->gc_collecting = 200;
+    /* no tstate->state before 3.13; only free-threaded builds read it */
+    l->ts_state = PS_NOFIELD;
     l->fr_stackpointer = PS_NOFIELD;
     l->gen_name = l->gen_iframe = l->gen_frame_state = PS_NOFIELD;
     (void)why;

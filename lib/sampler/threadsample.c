@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "python/frames.h"
+#include "python/interpstate.h"
 #include "memory/memread.h"
 #include "native/native.h"
 #include "platform/platform.h"
@@ -51,6 +52,7 @@ int ps_threadsample_setup(const struct ps_python *py, const struct ps_config *cf
     sample.room = cfg->max_depth + 2 + PS_TASKS_CHAIN * (PS_TASKS_CORO_DEPTH + 1);
     if (cfg->async_tasks && (size_t)sample.room > rooted)
         rooted = (size_t)sample.room;
+    rooted += 1;    /* the [gc] frame on top of a full stack */
     sample.scratch = malloc((depth + 2) * sizeof *sample.scratch);
     sample.rooted = malloc(rooted * sizeof *sample.rooted);
     if (sample.scratch == NULL || sample.rooted == NULL)
@@ -236,6 +238,10 @@ void ps_sample_thread(struct ps_tick *t, uintptr_t tsp, uint8_t *ts, uint64_t we
     int d_root = root_frames(t, &w);
     int tasks_here = t->tasks != NULL && ps_tasks_on_thread(t->tasks, pth);
     int d = stack_frames(t, pth, tasks_here, &w, d_root);
+    /* The collector's stack, if it is collecting still now that it was
+     * walked: [gc] on top (interpstate.c says why twice). */
+    if (tsp == t->gc_collector && ps_gc_still_collecting(sample.py, t->interp, tsp))
+        sample.rooted[d++] = ps_frame(PS_SYM_GC, PS_LINE_NONE);
     uint32_t label = ps_threadinfo_label(sample.py, &t->p->syms, ti, t->now, w.boot);
     if (label == PS_ID_NONE ||
         ps_stacktab_add(&t->p->tab, label, sample.rooted, (uint32_t)d, weight) != 0) {

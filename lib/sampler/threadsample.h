@@ -26,7 +26,10 @@ struct ps_tick {
     uint64_t cpu_period_ns;     /* cpu mode: the CPU time one sample stands for */
     unsigned run;               /* which sampling run this tick belongs to */
     uint32_t interp_func;       /* root frame of this interpreter's stacks, or PS_ID_NONE */
+    uintptr_t interp;           /* the interpreter whose threads are being sampled */
     uintptr_t gil_holder;       /* PYSAMPLE_GIL: this interpreter's holder, or 0 */
+    uintptr_t gc_collector;     /* the thread collecting its garbage when the tick
+                                 * reached it, or 0 (interpstate.h) */
     struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
     enum ps_tasks_snapshot tasks_state;
     uintptr_t tasks_interp;     /* the main interpreter: whose tasks are read */

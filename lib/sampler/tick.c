@@ -26,6 +26,7 @@
 #include "python/threadstates.h"
 #include "sampler/tick.h"
 #include "python/codecache.h"
+#include "python/interpstate.h"
 #include "python/threadnames.h"
 #include "asyncio/tasks.h"
 
@@ -99,35 +100,18 @@ static uint32_t interp_frame(struct ps_profile *p, int64_t id)
     return ps_sym_marker(&p->syms, name);
 }
 
-/*
- * The thread state holding interp's GIL now, or 0 when the GIL is free
- * (or cannot be read).  3.9-3.11: one GIL in _PyRuntime; 3.12+: each
- * interpreter's ceval.gil points at the GIL it uses (its own, or the main
- * interpreter's for a legacy sub-interpreter).
- */
-static uintptr_t gil_holder(uintptr_t interp)
-{
-    const struct ps_layout *L = &tick.py->L;
-    uintptr_t gil = 0, holder = 0;
-    int locked = 0;
-    if (L->rt_gil != PS_NOFIELD)
-        gil = tick.py->runtime + L->rt_gil;
-    else if (ps_read(&gil, interp + L->is_ceval_gil, sizeof gil) != 0)
-        return 0;
-    if (gil == 0 || ps_read(&locked, gil + L->gil_locked, sizeof locked) != 0 || !locked ||
-        ps_read(&holder, gil + L->gil_last_holder, sizeof holder) != 0)
-        return 0;
-    return holder;
-}
-
-/* A new interpreter's threads begin: its root frame, and whether the
- * asyncio tasks (those of the main interpreter, id 0) are read when its
- * first thread is sampled.  Once per interpreter per tick. */
+/* A new interpreter's threads begin: its root frame, its GIL's holder
+ * (PYSAMPLE_GIL), the thread collecting its garbage, if any (the [gc]
+ * frame, interpstate.h), and whether the asyncio tasks (those of the main
+ * interpreter, id 0) are read when its first thread is sampled.  Once per
+ * interpreter per tick. */
 static void enter_interp(struct ps_tick *t, uintptr_t interp)
 {
     int64_t id = interp_id(interp);
+    t->interp = interp;
     t->interp_func = interp_frame(t->p, id);
-    t->gil_holder = tick.gil_only && !t->all ? gil_holder(interp) : 0;
+    t->gil_holder = tick.gil_only && !t->all ? ps_gil_holder(tick.py, interp) : 0;
+    t->gc_collector = ps_gc_collector(tick.py, interp);
     if (t->tasks_state == PS_TASKS_DUE)
         t->tasks_state = PS_TASKS_NOT_TAKEN;
     if (t->tasks != NULL && t->tasks_state == PS_TASKS_NOT_TAKEN && id == 0) {

@@ -493,6 +493,34 @@ def test_gil_only_samples_the_holder(ctx):
               % (sleep, main, spin), p.dump())
 
 
+def test_gc_frames(ctx):
+    """While the interpreter collects garbage, the collecting thread's
+    samples end in a [gc] frame on top of the frame that started the
+    collection: `collector`, at its gc.collect() line.  The spinner, which
+    runs at the same time and never collects, never gets one."""
+    prog = ctx.program("gc_collect.py")
+    res = ctx.run([prog])
+    ctx.check_clean_run(res)
+    p = res.profile()
+    collect_line = program_lines(prog, "@collect")
+    collector = p.with_frame("collector")
+    in_gc = p.count_where(lambda s: len(s.frames) >= 2 and s.frames[-1].name == "[gc]" and
+                          s.frames[-2].name == "collector" and s.frames[-2].line == collect_line)
+    spinner = p.with_frame("spinner")
+    spinner_gc = p.count_where(lambda s: any(f.name == "spinner" for f in s.frames) and
+                               any(f.name == "[gc]" for f in s.frames))
+    misplaced = p.count_where(lambda s: any(f.name == "[gc]" for f in s.frames[:-1]))
+    ctx.check(collector >= 40 and spinner >= 40, "collector %d, spinner %d samples" %
+              (collector, spinner), p.dump())
+    # Full collections of a 200,000-list heap take most of the collector's
+    # time; free-threaded builds mark only their stop-the-world phases.
+    ctx.check(in_gc >= 0.2 * collector, "[gc] on top of collector at line %d in %d of its %d "
+              "samples (%s)" % (collect_line, in_gc, collector, res.stdout.strip()), p.dump())
+    ctx.check(spinner_gc == 0, "the spinner never collects, yet %d of its samples show [gc]" %
+              spinner_gc, p.dump())
+    ctx.check(misplaced == 0, "[gc] is always the innermost frame (%d stacks)" % misplaced, p.dump())
+
+
 def _cpu_mode_run(ctx):
     """cpu_share.py in cpu mode: (result, profile, {thread: CPU seconds
     it measured}, the period one sample stands for, in seconds)."""

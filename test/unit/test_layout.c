@@ -21,6 +21,31 @@ static void put64(uint8_t *b, size_t pos, uint64_t v)
     memcpy(b + pos, &v, sizeof v);
 }
 
+/* What the [gc] frame reads is not worth refusing a layout for: a gc
+ * section whose size cannot hold 'collecting', or a thread state whose
+ * _status is not where tstate->state was measured from, leave only those
+ * unknown.  gc_size_pos, status_pos: their positions in the block. */
+static void check_gc_damage(const struct fixture *f, size_t gc_size_pos, size_t status_pos)
+{
+    struct ps_layout l;
+    char why[256];
+    uint8_t b[1024];
+
+    memcpy(b, f->block, sizeof b);
+    put64(b, gc_size_pos, 8);
+    CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, f->version, &l, why, sizeof why),
+                 PS_LAYOUT_OK);
+    CHECK_EQ_INT(l.gc_collecting, PS_NOFIELD);
+    CHECK(l.ts_state != PS_NOFIELD);
+
+    memcpy(b, f->block, sizeof b);
+    put64(b, status_pos, 40);
+    CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, f->version, &l, why, sizeof why),
+                 PS_LAYOUT_OK);
+    CHECK_EQ_INT(l.ts_state, PS_NOFIELD);
+    CHECK(l.gc_collecting != PS_NOFIELD);
+}
+
 /* Each kind of damage must make the block unusable.  ts_frame_pos and
  * co_size_pos: where this version's block keeps thread_state.current_frame
  * and code_object.size. */
@@ -127,6 +152,12 @@ static void check_313(const struct fixture *f)
     CHECK_EQ_INT(l.st_compact_bit, 5);
     CHECK_EQ_INT(l.st_ascii_bit, 6);
     CHECK(l.ts_read >= 168 && l.fr_read >= 72 && l.co_read >= 144 + (unsigned)d);
+    /* [gc]: interp->gc and its 'collecting' from the block; tstate->state
+     * by offsetof() in the 3.13.0 and 3.13.5 headers (GIL and free-threaded) */
+    CHECK_EQ_INT(l.is_gc, 7400);
+    CHECK_EQ_INT(l.gc_collecting, 200);
+    CHECK_EQ_INT(l.ts_state, 40);
+    check_gc_damage(f, 568, 216);
     check_refusals(f, 184, 272);
 }
 
@@ -177,6 +208,7 @@ static const uint32_t wants[PS_F_COUNT][NWANT] = {
     WANT(PS_F_STR_STATE, 32, 32, 48, 48),
     /* absent in some or all of these builds, or not checked */
     WANT(PS_F_IS_CEVAL_GIL, 16, 16, 16, 16),
+    WANT(PS_F_IS_GC, 7408, 7400, 7408, 7400),
     WANT(PS_F_RT_GIL, NO, NO, NO, NO),
     WANT(PS_F_IS_ID, X, X, X, X),
     WANT(PS_F_IS_MODULES, X, X, X, X),
@@ -227,6 +259,11 @@ static void check_new(const struct fixture *f)
     /* struct _gil_runtime_state: a mutex-sized member more in FT builds */
     CHECK_EQ_INT(l.gil_last_holder, ft ? 16 : 8);
     CHECK_EQ_INT(l.gil_locked, ft ? 24 : 16);
+    /* [gc]: 'collecting' inside the gc state (3.14 and 3.15 reordered it);
+     * tstate->state after _status, holds_gil and _whence */
+    CHECK_EQ_INT(l.gc_collecting, minor == 14 ? 192 : 112);
+    CHECK_EQ_INT(l.ts_state, 44);
+    check_gc_damage(f, minor == 14 ? 648 : 752, minor == 14 ? 240 : 264);
     CHECK(l.ts_read >= l.ts_native_id + 8 && l.fr_read >= l.fr_owner + 1 &&
           l.co_read >= l.co_filename + 8);
     check_refusals(f, want_of[w].ts_frame_pos, want_of[w].co_size_pos);
@@ -336,6 +373,12 @@ int main(void)
          * is_entry) in 3.11.7's pycore_frame.h), inside the snapshot */
         CHECK_EQ_INT(l.fr_is_entry, minor == 11 ? 68 : PS_NOFIELD);
         CHECK(l.fr_is_entry == PS_NOFIELD || l.fr_read >= l.fr_is_entry + 1);
+        /* [gc]: offsetof(PyInterpreterState, gc) and offsetof(struct
+         * _gc_runtime_state, collecting) in 3.9.18's, 3.10.13's, 3.11.7's
+         * (and Debian 3.11.2's) and 3.12.1's headers, release and Py_DEBUG */
+        CHECK_EQ_INT(l.is_gc, minor <= 10 ? 616 : minor == 11 ? 648 : 112);
+        CHECK_EQ_INT(l.gc_collecting, 200);
+        CHECK_EQ_INT(l.ts_state, PS_NOFIELD);
     }
     CHECK_EQ_INT(ps_layout_legacy(8, 0x030812F0u, &l, why, sizeof why), PS_LAYOUT_UNSUPPORTED);
     CHECK(strstr(why, "3.8") != NULL);
