@@ -1,7 +1,7 @@
 /*
  * lifecycle.c - when profiling starts and when the profile is written
  * (lifecycle.h): the constructor, exit, _exit, exec, fork, fatal signals,
- * and the moment CPython 3.12+ counts threads after fork.
+ * and the moment CPython 3.12+ counts threads after fork (forkpause.h).
  * docs/processes.md tells users what happens in each case.
  *
  * Inert unless wanted.  The constructor runs in every process that has us
@@ -36,7 +36,6 @@
 #include "config.h"
 #include "control/control.h"
 #include "platform/dlwatch.h"
-#include "python/frames.h"
 #include "lifecycle.h"
 #include "memory/memread.h"
 #include "util/message.h"
@@ -44,6 +43,7 @@
 #include "platform/platform.h"
 #include "profile/profile.h"
 #include "sampler/quality.h"
+#include "sampler/forkpause.h"
 #include "sampler/sampler.h"
 #include "python/threadstates.h"
 #include "profile/writer.h"
@@ -53,9 +53,6 @@
  * gets between SIGTERM and SIGKILL. */
 #define PS_WRITE_WAIT_MS 5000
 
-/* How long after fork() CPython's thread count may come (see below). */
-#define PS_COUNT_WINDOW_NS 1000000000ull
-
 static struct {
     pthread_mutex_t lock;         /* serialises start, stop, pause, resume */
     _Atomic int state;            /* enum ps_life */
@@ -64,19 +61,10 @@ static struct {
     pid_t pid;                    /* the process this state belongs to */
     _Atomic int self_signal_written; /* kill()/raise() to ourselves wrote already */
     int forked;                   /* this process is a fork() child ... */
-    uint64_t fork_position;       /* ... and this was python_position() then */
+    uint64_t fork_position;       /* ... and this was ps_python_position() then */
     struct ps_python py;
     struct ps_config cfg;
     char python_path[512];        /* the libpython loaded late, for messages */
-    /* CPython 3.12+ counting threads after fork (below). */
-    struct {
-        _Atomic int open;         /* the next fopen by thread may be the count */
-        pthread_t thread;
-        uint64_t until_ns;
-        _Atomic(FILE *) stream;   /* CPython's /proc/self/stat while we are out */
-        uint64_t out_since;
-        int paused;               /* the sampler stepped out (under lock) */
-    } count;
 } life = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static enum ps_life state(void)
@@ -88,29 +76,6 @@ static enum ps_life state(void)
 static int profiling_here_signal_safe(void)
 {
     return state() == PS_LIFE_PROFILING && life.pid != 0 && getpid() == life.pid;
-}
-
-/* ---- critical sections ---------------------------------------------------- */
-
-void ps_section_enter(struct ps_section *s, pthread_mutex_t *lock)
-{
-    /* the signals our handler writes the profile on (platform.h) */
-    static const int ours[] = { SIGTERM, SIGHUP, SIGQUIT, SIGINT };
-    sigset_t set;
-    sigemptyset(&set);
-    for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
-        sigaddset(&set, ours[i]);
-    pthread_sigmask(SIG_BLOCK, &set, &s->old);
-    s->lock = lock;
-    if (lock != NULL)
-        pthread_mutex_lock(lock);
-}
-
-void ps_section_leave(struct ps_section *s)
-{
-    if (s->lock != NULL)
-        pthread_mutex_unlock(s->lock);
-    pthread_sigmask(SIG_SETMASK, &s->old, NULL);
 }
 
 /* ---- set-up ----------------------------------------------------------------- */
@@ -168,6 +133,7 @@ static int setup_locked(ps_sym_lookup lookup, void *ctx)
         return rc;
     }
     life.pid = getpid();
+    ps_forkpause_init(&life.lock);
     if (!life.atfork) {
         pthread_atfork(fork_prepare, fork_parent, fork_child);
         life.atfork = 1;
@@ -501,35 +467,6 @@ _Noreturn void ps_lifecycle_exit(int status)
     ps_real_exit(status);
 }
 
-/*
- * A value that changes whenever a thread of this process executes Python
- * code: every thread state's innermost frame and its position in it.  A
- * fork() child that execs without running any Python (subprocess forks and
- * execs in C) still shows its parent's frozen stack, which the sampler
- * dutifully samples; this tells such a child from one that ran code of its
- * own.  Reads may fail while the sampler reads too (pipe and file paths):
- * the value then differs, and the child writes, which is harmless.
- */
-static uint64_t python_position(void)
-{
-    const struct ps_layout *L = &life.py.L;
-    uint8_t ts[PS_TS_MAX];
-    uint64_t h = 1469598103934665603ull;
-    struct ps_tstate_iter it;
-    if (ps_tstates_begin(&it, &life.py) != 0)
-        return 0;
-    uintptr_t tsp;
-    while ((tsp = ps_tstates_next(&it, ts)) != 0) {
-        uintptr_t frame = 0, pos = 0;
-        if (ps_thread_top_frame(&life.py, ts, &frame) == 0 && frame != 0)
-            ps_read(&pos, frame + L->fr_pos, sizeof pos);
-        h = (h ^ tsp) * 1099511628211ull;
-        h = (h ^ frame) * 1099511628211ull;
-        h = (h ^ pos) * 1099511628211ull;
-    }
-    return h;
-}
-
 void ps_lifecycle_before_exec(void)
 {
     ps_control_process_exit();
@@ -542,7 +479,7 @@ void ps_lifecycle_before_exec(void)
     ps_section_enter(&sec, NULL);
     struct ps_stats st;
     ps_sampler_stats(&st);
-    if (st.samples > 0 && (!life.forked || python_position() != life.fork_position))
+    if (st.samples > 0 && (!life.forked || ps_python_position(&life.py) != life.fork_position))
         ps_writer_write_now(0);
     ps_section_leave(&sec);
 }
@@ -575,100 +512,29 @@ void ps_lifecycle_self_signal(void)
     ps_section_leave(&sec);
 }
 
-/* ---- the thread count after os.fork() (CPython 3.12+) ----------------------
- *
- * Right after fork() returns in the parent, os.fork() reads field 20 of
- * /proc/self/stat (fopen, fread, fclose) and, if it is above 1, issues
- * "DeprecationWarning: This process (pid=...) is multi-threaded, use of
- * fork() may lead to deadlocks in the child" (shown by default when the
- * fork is in __main__, an exception under -W error on 3.14+).  Our sampler
- * thread must not be the reason.  It cannot simply be stopped during fork
- * and restarted in the parent's atfork handler: that runs inside fork(),
- * before the count.  So the parent's handler opens a window, and the next
- * fopen() of /proc/self/stat by the forking thread within a second stops
- * the sampler thread (joined: it is really gone, the count is true), and
- * the fclose() of that stream starts it again (~0.1 ms; the samples and the
- * flush schedule carry on).  If the open fails, it starts again at once;
- * if the stream is never closed, the next fopen() anywhere, or the next
- * fork, starts it again.  A fork that is not os.fork() (subprocess, a C
- * extension) opens no such file: the window closes at the next fopen() by
- * that thread, or after a second, and nothing happens.  The fopen/fclose
- * stand-ins (lib/platform/linux/interpose.c) report here; where there are none
- * (macOS, docs/macos.md) the window is never used.
- */
-
-/* Stops the sampler thread for a moment: 1 if it did. */
-static int pause_sampler(void)
-{
-    struct ps_section sec;
-    ps_section_enter(&sec, &life.lock);
-    int paused = 0;
-    if (!life.count.paused && ps_sampler_running() && ps_writer_state() == PS_WRITE_OPEN) {
-        ps_sampler_stop();
-        life.count.paused = paused = 1;
-    }
-    ps_section_leave(&sec);
-    return paused;
-}
-
-static void resume_sampler(void)
-{
-    struct ps_section sec;
-    ps_section_enter(&sec, &life.lock);
-    if (life.count.paused) {
-        life.count.paused = 0;
-        if (ps_writer_state() == PS_WRITE_OPEN)
-            ps_sampler_start_thread();
-    }
-    ps_section_leave(&sec);
-}
-
-static void come_back(void)
-{
-    atomic_store(&life.count.stream, NULL);
-    resume_sampler();
-}
+/* ---- the thread count after os.fork() (CPython 3.12+, forkpause.h) ------- */
 
 int ps_lifecycle_fopen_begin(const char *path)
 {
-    if (atomic_load(&life.count.stream) != NULL &&
-        ps_now_ns() - life.count.out_since > PS_COUNT_WINDOW_NS && ps_lifecycle_owner())
-        come_back();
-    if (!atomic_load(&life.count.open) || !pthread_equal(pthread_self(), life.count.thread) ||
-        !ps_lifecycle_owner())
-        return 0;
-    atomic_store(&life.count.open, 0);
-    if (path == NULL || strcmp(path, "/proc/self/stat") != 0 ||
-        ps_now_ns() > life.count.until_ns)
-        return 0;
-    return pause_sampler();
+    return ps_lifecycle_owner() && ps_forkpause_fopen_begin(path);
 }
 
 void ps_lifecycle_fopen_end(FILE *f)
 {
-    if (f == NULL) {
-        resume_sampler();
-        return;
-    }
-    life.count.out_since = ps_now_ns();
-    atomic_store(&life.count.stream, f);
+    ps_forkpause_fopen_end(f);
 }
 
 void ps_lifecycle_fclosed(FILE *f)
 {
-    if (f != NULL && atomic_load(&life.count.stream) == f)
-        come_back();
+    if (ps_lifecycle_owner())
+        ps_forkpause_fclosed(f);
 }
 
 /* ---- fork ------------------------------------------------------------------- */
 
 static void fork_prepare(void)
 {
-    /* A pause that was never closed ends now, so that parent and child
-     * both start from a running sampler. */
-    if (atomic_load(&life.count.stream) != NULL)
-        come_back();
-    atomic_store(&life.count.open, 0);
+    ps_forkpause_prepare();
     ps_sampler_prepare_fork();
     ps_profile_prepare_fork();
 }
@@ -676,12 +542,9 @@ static void fork_prepare(void)
 static void fork_parent(void)
 {
     ps_profile_parent_after_fork();
-    /* CPython 3.12+ counts threads next (above). */
-    if (life.py.L.hexversion >= 0x030C0000 && ps_sampler_running()) {
-        life.count.thread = pthread_self();
-        life.count.until_ns = ps_now_ns() + PS_COUNT_WINDOW_NS;
-        atomic_store(&life.count.open, 1);
-    }
+    /* CPython 3.12+ counts threads next (forkpause.h). */
+    if (life.py.L.hexversion >= 0x030C0000)
+        ps_forkpause_parent();
 }
 
 static void fork_child(void)
@@ -693,11 +556,11 @@ static void fork_child(void)
     ps_output_after_fork();
     ps_writer_child_after_fork();
     atomic_store(&life.self_signal_written, 0);
-    life.count.paused = 0;
+    ps_forkpause_child();
     pthread_mutex_init(&life.lock, NULL);
     if (state() >= PS_LIFE_READY) {
         life.forked = 1;
-        life.fork_position = python_position();
+        life.fork_position = ps_python_position(&life.py);
     }
     ps_profile_child_after_fork();
     ps_sampler_child_after_fork(ps_control_child_after_fork());

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "python/python.h"
+#include "util/section.h"
 
 /*
  * The library's state in this process.  Only ever moves down the list,
@@ -60,27 +61,12 @@ void ps_lifecycle_self_signal(void);
 /*
  * CPython 3.12+ counts the process's threads right after os.fork() by
  * reading /proc/self/stat; the sampler thread steps out for that moment
- * (lifecycle.c).  The fopen() stand-in calls begin before the real fopen
+ * (lib/sampler/forkpause.c).  The fopen() stand-in calls begin before the real fopen
  * of path; if it returns 1, end with the stream (NULL if the open failed).
  * The fclose() stand-in calls closed after the real fclose of f.
  */
 int ps_lifecycle_fopen_begin(const char *path);
 void ps_lifecycle_fopen_end(FILE *f);
 void ps_lifecycle_fclosed(FILE *f);
-
-/*
- * A critical section of the library: our fatal-signal handler is held off
- * this thread (SIGTERM, SIGHUP, SIGQUIT, SIGINT blocked) and, if lock is not NULL,
- * the lock is held.  The handler waits for the sampler thread, which may
- * need the very lock this thread holds (seen: SIGTERM from
- * Pool.terminate() landing in a worker's own os._exit); the signal stays
- * pending and is delivered when the section ends.
- */
-struct ps_section {
-    sigset_t old;
-    pthread_mutex_t *lock;
-};
-void ps_section_enter(struct ps_section *s, pthread_mutex_t *lock);
-void ps_section_leave(struct ps_section *s);
 
 #endif

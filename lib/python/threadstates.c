@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "memory/memread.h"
+#include "python/frames.h"
 #include "python/threadstates.h"
 
 int ps_tstates_begin(struct ps_tstate_iter *it, const struct ps_python *py)
@@ -64,4 +65,30 @@ uintptr_t ps_tstates_next(struct ps_tstate_iter *it, uint8_t *ts)
         memcpy(&it->tsp, ts + L->ts_next, sizeof it->tsp);
         return tsp;
     }
+}
+
+/*
+ * ps_python_position (threadstates.h): every thread state's innermost
+ * frame and its position in it, hashed (FNV-1a).  Reads may fail while the
+ * sampler reads too (pipe and file paths): the value then differs, which
+ * the caller must take as "ran code", the harmless answer.
+ */
+uint64_t ps_python_position(const struct ps_python *py)
+{
+    const struct ps_layout *L = &py->L;
+    uint8_t ts[PS_TS_MAX];
+    uint64_t h = 1469598103934665603ull;
+    struct ps_tstate_iter it;
+    if (ps_tstates_begin(&it, py) != 0)
+        return 0;
+    uintptr_t tsp;
+    while ((tsp = ps_tstates_next(&it, ts)) != 0) {
+        uintptr_t frame = 0, pos = 0;
+        if (ps_thread_top_frame(py, ts, &frame) == 0 && frame != 0)
+            ps_read(&pos, frame + L->fr_pos, sizeof pos);
+        h = (h ^ tsp) * 1099511628211ull;
+        h = (h ^ frame) * 1099511628211ull;
+        h = (h ^ pos) * 1099511628211ull;
+    }
+    return h;
 }

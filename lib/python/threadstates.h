@@ -1,7 +1,7 @@
 /*
  * threadstates.h - every thread state of every interpreter, in the order
  * the runtime lists them.  The one enumeration: the sampler's tick and the
- * fork-time position check (lifecycle.c) both go through it.
+ * fork-time position check (ps_python_position) both go through it.
  */
 #ifndef PS_THREADSTATES_H
 #define PS_THREADSTATES_H
@@ -36,5 +36,14 @@ int ps_tstates_begin(struct ps_tstate_iter *it, const struct ps_python *py);
  * be trusted either: it ends too, counted in it->torn.
  */
 uintptr_t ps_tstates_next(struct ps_tstate_iter *it, uint8_t *ts);
+
+/*
+ * A value that changes whenever a thread of this process executes Python
+ * code.  A fork() child that execs without running any Python (subprocess
+ * forks and execs in C) still shows its parent's frozen stack, which the
+ * sampler dutifully samples; comparing this value at the fork and at the
+ * exec tells such a child from one that ran code of its own (lifecycle.c).
+ */
+uint64_t ps_python_position(const struct ps_python *py);
 
 #endif

@@ -1,0 +1,31 @@
+/*
+ * section.c - our critical sections (section.h): the signals our
+ * fatal-signal handler takes (lib/platform/linux/interpose.c) held off the
+ * calling thread, and a lock held.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+
+#include "util/section.h"
+
+void ps_section_enter(struct ps_section *s, pthread_mutex_t *lock)
+{
+    /* the signals our handler writes the profile on (platform.h) */
+    static const int ours[] = { SIGTERM, SIGHUP, SIGQUIT, SIGINT };
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
+        sigaddset(&set, ours[i]);
+    pthread_sigmask(SIG_BLOCK, &set, &s->old);
+    s->lock = lock;
+    if (lock != NULL)
+        pthread_mutex_lock(lock);
+}
+
+void ps_section_leave(struct ps_section *s)
+{
+    if (s->lock != NULL)
+        pthread_mutex_unlock(s->lock);
+    pthread_sigmask(SIG_SETMASK, &s->old, NULL);
+}
