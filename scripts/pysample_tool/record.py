@@ -34,6 +34,13 @@ from .top import format_top
 
 DEFAULT_RATE = 100  # the library's default PYSAMPLE_RATE
 
+# record --duration with a COMMAND: how often record looks for the profiles
+# the library writes at that many seconds, and how long past them it waits
+# for the started process's before it takes what there is (a shell that
+# started Python as a child writes none of its own).
+POLL_INTERVAL = 0.1
+DURATION_GRACE = 2.0
+
 EXTENSIONS = {"collapsed": ".txt", "svg": ".svg", "speedscope": ".json", "pprof": ".pb"}
 FORMAT_HINTS = {
     "collapsed": "pysample flamegraph %s -o flame.svg",
@@ -100,7 +107,9 @@ def add_options(parser):
     remote.add_pid_option(parser, help="record this running process (started with PYSAMPLE_ARM=1) "
                                        "instead of running COMMAND")
     parser.add_argument("-d", "--duration", type=options.seconds, metavar="SECONDS", default=None,
-                        help="with --pid: how long to record (default: 10)")
+                        help="how long to record: with --pid (default: 10); with COMMAND, the profiles "
+                             "of its first SECONDS are written then and COMMAND runs on (default: "
+                             "until it exits)")
     options.trailing_command(parser)
 
 
@@ -124,8 +133,6 @@ def run(args):
         if args.nolineno:
             raise ToolError("--nolineno cannot change a running process's PYSAMPLE_LINES")
         return record_pid(args)
-    if args.duration is not None:
-        raise ToolError("--duration goes with --pid (a COMMAND is recorded until it exits)")
     command = _command_to_run(args)
     library, places = find_library()
     if library is None:
@@ -150,17 +157,18 @@ def run(args):
             rate = DEFAULT_RATE
     mode = env.get("PYSAMPLE_MODE") or "wall"
 
-    keep = False
-    try:
-        returncode, main_pid = _run(command, env)
+    keep = []
+    delivered_at = []
+
+    def deliver(main_pid, returncode):
         written = collect(workdir)
         if not args.subprocesses:
             written = _only_started_process(written, main_pid, args.quiet)
-        if returncode < 0:
+        if returncode is not None and returncode < 0:
             sys.stderr.write("%s: `%s` was killed by %s\n"
                              % (PROG, _describe_command(command), _signal_name(-returncode)))
         if not written:
-            if returncode < 0:
+            if returncode is not None and returncode < 0:
                 sys.stderr.write("%s: no profile was written: the process died before it could write "
                                  "one (see docs/troubleshooting.md)\n" % PROG)
             else:
@@ -168,14 +176,39 @@ def run(args):
                     "%s: no profile was written: is `%s` a Python program, and did it run long enough "
                     "for one sample (1/%d s)? See docs/troubleshooting.md (\"Nothing written\").\n"
                     % (PROG, _describe_command(command), rate))
-            return _exit_status(returncode)
+            return
         try:
-            keep = not _finish(args, command, written, main_pid, rate, mode, hostname, start)
+            if not _finish(args, command, written, main_pid, rate, mode, hostname, start):
+                keep.append(True)
         except Exception as e:
             # After the run nothing may lose the profiles: whatever went
             # wrong, they stay where the library wrote them.
-            keep = True
+            keep.append(True)
             sys.stderr.write("%s: could not deliver the profiles (%s: %s)\n" % (PROG, type(e).__name__, e))
+
+    def at_duration(child, elapsed):
+        """--duration: once the started process has written its profile (the
+        library's flush at that many seconds), deliver what is there."""
+        if delivered_at or elapsed < args.duration:
+            return
+        written = collect(workdir)
+        mine = [w for w in written if w.pid == child.pid]
+        if not mine and (not written or elapsed < args.duration + DURATION_GRACE):
+            return
+        delivered_at.append(elapsed)
+        deliver(child.pid, None)
+        if not args.quiet:
+            sys.stderr.write("%s: recorded the first %d s; `%s` runs on (record waits for it; its later "
+                             "samples are not kept)\n"
+                             % (PROG, args.duration, _describe_command(command)))
+
+    try:
+        returncode, main_pid = _run(command, env, at_duration if args.duration else None)
+        if not delivered_at:
+            deliver(main_pid, returncode)
+        elif returncode < 0:
+            sys.stderr.write("%s: `%s` was killed by %s\n"
+                             % (PROG, _describe_command(command), _signal_name(-returncode)))
     finally:
         if keep:
             sys.stderr.write("%s: the profiles not delivered are kept in %s\n" % (PROG, workdir))
@@ -245,13 +278,18 @@ def _environment(library, workdir, args):
         env["PYSAMPLE_GIL"] = "1"
     if getattr(args, "nolineno", False):
         env["PYSAMPLE_LINES"] = "0"
+    if getattr(args, "duration", None):
+        # Every process writes its profile this many seconds after its start
+        # (and again every as many), which record takes once.
+        env["PYSAMPLE_FLUSH_INTERVAL"] = str(args.duration)
     return env
 
 
-def _run(command, env):
+def _run(command, env, poll=None):
     """Runs the command; SIGINT (Ctrl-C) reaches it through the terminal, and
     we wait for it to finish writing its profile.  SIGTERM and SIGHUP sent
-    to us are passed on."""
+    to us are passed on.  poll(child, seconds since the start), if given, is
+    called every POLL_INTERVAL while the command runs."""
     try:
         child = subprocess.Popen(command, env=env)
     except OSError as e:
@@ -268,11 +306,14 @@ def _run(command, env):
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
     for signum in (signal.SIGTERM, signal.SIGHUP):
         previous[signum] = signal.signal(signum, forward)
+    started = time.monotonic()
     try:
         while True:
             try:
-                returncode = child.wait()
+                returncode = child.wait(timeout=POLL_INTERVAL if poll else None)
                 break
+            except subprocess.TimeoutExpired:
+                poll(child, time.monotonic() - started)
             except InterruptedError:
                 continue
     finally:

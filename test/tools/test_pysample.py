@@ -1751,6 +1751,34 @@ class RealRecordTests(TempDirTestCase):
         self.assertIn("before_exec", self.functions("prof.txt"))
         self.assertIn("after_exec", self.functions("prof.%d.1.txt" % pid), err)
 
+    def test_duration_writes_the_profile_then_and_the_command_runs_on(self):
+        """record -d 1 -- COMMAND: the profile of the first second is
+        delivered while COMMAND runs on, and record exits with its status.
+        The program waits for the profile to appear before its second
+        phase, so the machine's load cannot move one into the other."""
+        program = ("import os, sys, time\n"
+                   "def first_phase():\n"
+                   "    give_up = time.time() + 60\n"
+                   "    while not os.path.exists('prof.txt') and time.time() < give_up:\n"
+                   "        sum(range(1000))\n"
+                   "def second_phase():\n"
+                   "    end = time.time() + 0.3\n"
+                   "    while time.time() < end:\n"
+                   "        sum(range(1000))\n"
+                   "first_phase()\n"
+                   "second_phase()\n"
+                   "sys.stderr.write('program: done\\n')\n"
+                   "sys.exit(3)\n")
+        code, out, err = self.record("-d", "1", "-o", "prof.txt", "--", PYTHON, "-c", program)
+        self.assertEqual(code, 3, err)
+        runs_on = err.find("pysample: recorded the first 1 s; `python")
+        self.assertIn("runs on (record waits for it; its later samples are not kept)", err)
+        self.assertGreaterEqual(runs_on, 0, err)
+        self.assertLess(runs_on, err.find("program: done"), "delivered before the command ended: " + err)
+        functions = self.functions("prof.txt")
+        self.assertIn("first_phase", functions)
+        self.assertNotIn("second_phase", functions)
+
     def test_forked_children_get_their_own_profiles(self):
         program = self.write("forks.py", FORKS)
         code, out, err = self.record("--", PYTHON, program)
