@@ -499,7 +499,8 @@ int ps_mem_init(void)
     /* Test-only switch (docs/safety.md): pin the read path. */
     const char *m = ps_env_initial("PYSAMPLE_READ_MODE", NULL);
     if (m != NULL && (strcmp(m, "syscall") == 0 || strcmp(m, "process_vm_readv") == 0 ||
-                      strcmp(m, "pipe") == 0 || strcmp(m, "file") == 0)) {
+                      strcmp(m, "pipe") == 0 || strcmp(m, "file") == 0 ||
+                      strcmp(m, "procmem") == 0)) {
         direct_disabled_by_env = 1;
         if (strcmp(m, "syscall") != 0)
             return ps_plat_read_force(m);

@@ -98,7 +98,8 @@ int main(int argc, char **argv)
         return 1;
     ps_mem_enable_direct();
 
-    static const char *const paths[] = { "memcpy", "direct", "process_vm_readv", "file", "pipe" };
+    static const char *const paths[] = { "memcpy", "direct", "process_vm_readv", "procmem", "file",
+                                         "pipe" };
     static const size_t sizes[] = { 8, 80, 16384 };
     int first = 1;
 

@@ -151,7 +151,7 @@ def test_recursion_on_every_syscall_path(ctx):
     # The fallbacks must keep sampling alive and correct where
     # process_vm_readv is refused (PYSAMPLE_READ_MODE is test-only).
     for _ in repeat(ctx):
-        for mode in ("syscall", "file", "pipe"):
+        for mode in ("syscall", "procmem", "file", "pipe"):
             # 0.5 s and at least 100 sampler wake-ups: a walk of 1500 frames
             # through pipe reads takes milliseconds, and under load 0.5 s
             # alone once left no sample deeper than 95 frames.  100 wake-ups
@@ -165,6 +165,36 @@ def test_recursion_on_every_syscall_path(ctx):
             deepest = check_recursion_profile(ctx, p, 0.2)
             ctx.check(deepest >= 100, "%s: deepest sampled recursion only %d frames"
                       % (mode, deepest))
+
+
+@harness.once
+def test_descriptors_swapped_under_the_read_path(ctx):
+    """process_vm_readv refused (seccomp, as Docker's default profile
+    does) and the syscall read path in use: a thread of the program puts
+    its own file onto each of our descriptors and back, thousands of times
+    a second, while the sampler reads at 5 kHz.  The file never receives a
+    byte (the read path chosen reads /proc/self/mem, and writes through no
+    descriptor), and sampling goes on."""
+    import platform
+    import subprocess
+    import sys
+    if not sys.platform.startswith("linux") or platform.machine() != "x86_64":
+        ctx.skip("the seccomp filter is written for x86-64 Linux")
+    outdir = ctx.tmpdir()
+    stats = os.path.join(outdir, "stats")
+    env = ctx.env(dict(STRESS, PYSAMPLE_OUTPUT=os.path.join(outdir, "prof.txt"),
+                       PYSAMPLE_READ_MODE="syscall", PYSAMPLE_STATS=stats))
+    prog = ctx.program("stress_fdswap.py")
+    r = subprocess.run([ctx.python, prog, "launch", repr(env), ctx.python, prog, "0.5", "200"],
+                       env=ctx.env(preload=False), capture_output=True, text=True, timeout=120)
+    ctx.check(r.returncode == 0 and r.stdout == "victim 0\n" and not harness.our_messages(r.stderr),
+              "rc %s, stdout %r (the victim file's size)" % (r.returncode, r.stdout),
+              r.stderr[-2000:])
+    with open(stats) as f:
+        st = dict(l.split(" ", 1) for l in f.read().splitlines())
+    ctx.check(st["read_mode"] == "procmem", "read mode %r" % st["read_mode"], st)
+    p = harness.Profile(os.path.join(outdir, "prof.txt"))
+    ctx.check(p.with_frame("recurse") > 0, "the recursion was never sampled", p.dump())
 
 
 def test_code_churn(ctx):

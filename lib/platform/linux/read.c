@@ -2,11 +2,18 @@
  * linux/read.c - the syscall path of ps_read(): copies that fail with
  * EFAULT instead of faulting.
  *
- * Three methods, tried in this order (figures from test/bench/bench_read.c,
+ * Two methods, tried in this order (figures from test/bench/bench_read.c,
  * docs/safety.md):
  *   process_vm_readv  on our own pid: one call, no ptrace permission needed
  *                     for the caller's own process.  Container seccomp
  *                     profiles often refuse it (ENOSYS or EPERM).
+ *   procmem           pread() from /proc/self/mem at the address: one call;
+ *                     an unmapped address fails (EIO).  Unlike the others
+ *                     it reads PROT_NONE pages (the kernel forces access
+ *                     for /proc/PID/mem): zeros or data, never a fault.
+ * Two more exist for tests and benchmarks only (PYSAMPLE_READ_MODE=file,
+ * pipe), never chosen on their own, because they write through a number
+ * the program can take (below):
  *   file              pwrite() *from* the address into a memfd (or an
  *                     unlinked temporary file) that we also keep mapped:
  *                     the kernel checks the source and fails with EFAULT
@@ -19,20 +26,29 @@
  * EPERM: a seccomp filter applied after we started) moves us down the list
  * for good.
  *
- * Why the fstat.  The file and pipe methods write into file descriptors the
- * program can close behind our back (os.closerange, a forked child closing
- * everything before exec).  If the number were reused for one of the
- * program's files we would write interpreter memory into it.  So before
- * each use the descriptor's device and inode are compared with ours; on a
- * mismatch the number is forgotten (it is the program's now) and a new
- * descriptor is made.
+ * Descriptors the program can take.  Our descriptors are numbers in the
+ * program's table: it can close them behind our back (os.closerange, a
+ * forked child closing everything before exec) and a number can then name
+ * one of its files; another thread can even dup2() its file onto our
+ * number between any check of ours and our use of it.  So before each use
+ * the descriptor's device and inode are compared with ours (on a mismatch
+ * the number is forgotten and a new descriptor made), and the methods
+ * chosen automatically only *read* through a descriptor: a pread() of
+ * /proc/self/mem through a number that became the program's reads its
+ * file (a pipe, socket or terminal refuses pread: ESPIPE) and changes
+ * nothing in it, not even its offset; the bytes read are then thrown away,
+ * because the check is made again after the read.  The file and pipe
+ * methods write through the number; between the check and the write the
+ * program could have put its file there, and interpreter memory would land
+ * in it.  No check closes that window (docs/safety.md), so they are never
+ * chosen on their own.
  *
  * After fork the pipe or file is shared with the parent, whose sampler uses
  * it at the same time: the child drops its inherited copies and makes its
  * own (ps_plat_read_after_fork).
  *
- * The pipe and file carry one read at a time: a second reader that arrives
- * meanwhile is refused (-1) rather than interleaved.
+ * The descriptor methods carry one read at a time: a second reader that
+ * arrives meanwhile is refused (-1) rather than interleaved.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,7 +65,10 @@
 
 #define FILE_WINDOW (64 * 1024)  /* bytes copied per pwrite on the file path */
 
-enum via { VIA_VM_READV, VIA_FILE, VIA_PIPE, VIA_NONE };
+enum via { VIA_VM_READV, VIA_PROCMEM, VIA_FILE, VIA_PIPE, VIA_NONE };
+
+/* The last method chosen without PYSAMPLE_READ_MODE (above). */
+#define VIA_LAST_AUTO VIA_PROCMEM
 
 static enum via via = VIA_VM_READV;
 static int forced;               /* one method only (tests, PYSAMPLE_READ_MODE) */
@@ -62,7 +81,8 @@ struct owned_fd {
     ino_t ino;
 };
 
-static struct owned_fd pipe_r = { -1, 0, 0 }, pipe_w = { -1, 0, 0 }, file_fd = { -1, 0, 0 };
+static struct owned_fd pipe_r = { -1, 0, 0 }, pipe_w = { -1, 0, 0 }, file_fd = { -1, 0, 0 },
+                       mem_fd = { -1, 0, 0 };
 static unsigned char *file_map;
 
 static int remember(struct owned_fd *o, int fd)
@@ -96,6 +116,20 @@ static int vm_readv_works(void)
     char probe[8];
     struct iovec l = { probe, sizeof probe }, r = { (void *)&self_pid, sizeof self_pid };
     return process_vm_readv(self_pid, &l, 1, &r, 1, 0) == (ssize_t)sizeof self_pid;
+}
+
+static int open_procmem(void)
+{
+    int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char probe[sizeof self_pid];
+    if (pread(fd, probe, sizeof probe, (off_t)(uintptr_t)&self_pid) != (ssize_t)sizeof probe ||
+        remember(&mem_fd, fd) != 0) {
+        close(fd);
+        return -1;
+    }
+    return 0;
 }
 
 static int open_pipe(void)
@@ -164,6 +198,11 @@ static int prepare(enum via v)
     switch (v) {
     case VIA_VM_READV:
         return vm_readv_works() ? 0 : -1;
+    case VIA_PROCMEM:
+        if (still_ours(&mem_fd))
+            return 0;
+        release(&mem_fd);
+        return open_procmem();
     case VIA_FILE:
         if (still_ours(&file_fd) && file_map != NULL)
             return 0;
@@ -184,10 +223,22 @@ int ps_plat_read_init(void)
 {
     self_pid = getpid();
     forced = 0;
-    for (via = VIA_VM_READV; via != VIA_NONE; via++)
+    for (via = VIA_VM_READV; via <= VIA_LAST_AUTO; via++)
         if (prepare(via) == 0)
             return 0;
+    via = VIA_NONE;
     return -1;
+}
+
+/* The next method that works after the current one, for good. */
+static void move_down(void)
+{
+    while (via < VIA_LAST_AUTO) {
+        via++;
+        if (prepare(via) == 0)
+            return;
+    }
+    via = VIA_NONE;
 }
 
 int ps_plat_read_force(const char *method)
@@ -198,6 +249,8 @@ int ps_plat_read_force(const char *method)
     enum via v;
     if (strcmp(method, "process_vm_readv") == 0)
         v = VIA_VM_READV;
+    else if (strcmp(method, "procmem") == 0)
+        v = VIA_PROCMEM;
     else if (strcmp(method, "file") == 0)
         v = VIA_FILE;
     else if (strcmp(method, "pipe") == 0)
@@ -211,6 +264,40 @@ int ps_plat_read_force(const char *method)
         return -1;
     }
     return 0;
+}
+
+/* All of n bytes at src from /proc/self/mem through fd: 0 or -1. */
+static int pread_all(int fd, char *out, uintptr_t src, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = pread(fd, out, n, (off_t)src);
+        if (r <= 0)
+            return -1;  /* EIO: some byte is unmapped */
+        out += r;
+        src += (uintptr_t)r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/*
+ * A pread of /proc/self/mem at src.  The descriptor is checked after the
+ * read, not before: a number the program took meanwhile gave us its file's
+ * bytes (a harmless read, above), which are thrown away, the number
+ * forgotten (not closed: it is the program's) and the read made once more
+ * through a new descriptor.  One fstat per read.
+ */
+static int read_procmem(void *dst, uintptr_t src, size_t n)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (mem_fd.fd < 0 && open_procmem() != 0)
+            return -1;
+        int rc = pread_all(mem_fd.fd, dst, src, n);
+        if (still_ours(&mem_fd))
+            return rc;
+        mem_fd.fd = -1;
+    }
+    return -1;
 }
 
 static int read_file(void *dst, uintptr_t src, size_t n)
@@ -279,15 +366,18 @@ int ps_plat_read(void *dst, uintptr_t src, size_t n)
             errno = saved_errno;
             return -1;
         }
-        while (++via != VIA_NONE && prepare(via) != 0)
-            ;
+        move_down();
     }
-    if (via == VIA_FILE || via == VIA_PIPE) {
+    if (via == VIA_PROCMEM || via == VIA_FILE || via == VIA_PIPE) {
+        /* One reader at a time: a second one would race the first's
+         * re-opening of the descriptor. */
         if (atomic_flag_test_and_set(&busy)) {
             errno = saved_errno;
             return -1;
         }
-        rc = via == VIA_FILE ? read_file(dst, src, n) : read_pipe(dst, src, n);
+        enum via v = via;
+        rc = v == VIA_PROCMEM ? read_procmem(dst, src, n) :
+             v == VIA_FILE ? read_file(dst, src, n) : read_pipe(dst, src, n);
         atomic_flag_clear(&busy);
     }
     errno = saved_errno;
@@ -305,6 +395,7 @@ const char *ps_plat_read_name(void)
 {
     switch (via) {
     case VIA_VM_READV: return "process_vm_readv";
+    case VIA_PROCMEM: return "procmem";
     case VIA_FILE: return "file";
     case VIA_PIPE: return "pipe";
     default: return "none";
@@ -317,13 +408,14 @@ void ps_plat_read_after_fork(void)
      * parent's sampler keeps using the inherited ones. */
     self_pid = getpid();
     atomic_flag_clear(&busy);
-    int had_pipe = pipe_r.fd >= 0, had_file = file_fd.fd >= 0;
+    int had_pipe = pipe_r.fd >= 0, had_file = file_fd.fd >= 0, had_mem = mem_fd.fd >= 0;
     release(&pipe_r);
     release(&pipe_w);
+    release(&mem_fd);   /* the parent's /proc/self/mem: the parent's memory */
     close_file();
-    if ((had_pipe && via == VIA_PIPE) || (had_file && via == VIA_FILE)) {
+    if ((had_pipe && via == VIA_PIPE) || (had_file && via == VIA_FILE) ||
+        (had_mem && via == VIA_PROCMEM)) {
         if (prepare(via) != 0 && !forced)
-            while (++via != VIA_NONE && prepare(via) != 0)
-                ;
+            move_down();
     }
 }
