@@ -1,5 +1,6 @@
 /*
- * cfi.c - DWARF call frame information (x86-64): the row for one address.
+ * cfi.c - DWARF call frame information (x86-64, aarch64): the row for one
+ * address.
  *
  * Found the way the C runtime finds it for exceptions: the object
  * containing pc (elfsyms.c) has a .eh_frame_hdr mapped in memory, whose
@@ -17,13 +18,13 @@
  * there, through a cursor that cannot read past the copy: the tables are
  * the target's memory, and may be anything.  No allocation, no lock.
  */
-#if defined(__x86_64__)
-
 #include <stddef.h>
 #include <string.h>
 
 #include "native/cfi.h"
 #include "memory/memread.h"
+
+#if PS_ARCH_CFI
 
 #define DW_EH_PE_omit 0xff
 #define DW_EH_PE_absptr 0x00
@@ -244,7 +245,7 @@ static int parse_cie(const uint8_t *buf, size_t len, uintptr_t addr, struct cie 
         }
         c.p = aend;
     }
-    if (c.bad || ci->ra_reg != PS_REG_PC || ci->code_align == 0)
+    if (c.bad || ci->ra_reg != PS_REG_RA || ci->code_align == 0)
         return -1;
     ci->insns = c.p;
     ci->insns_end = c.end;
@@ -389,6 +390,10 @@ static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, u
         case 0x2e:                      /* GNU_args_size */
             (void)rd_uleb(&c);
             break;
+        case 0x2d:                      /* AARCH64_negate_ra_state (native/arch.h) */
+            if (!PS_ARCH_NEGATE_RA_STATE)
+                return -1;
+            break;
         default:
             return -1;                  /* an opcode we do not know: stop */
         }
@@ -501,4 +506,4 @@ int ps_cfi_row(uintptr_t hdr, uintptr_t lookup, const struct ps_regs *rs, struct
     return 0;
 }
 
-#endif /* __x86_64__ */
+#endif /* PS_ARCH_CFI */

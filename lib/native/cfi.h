@@ -1,5 +1,5 @@
 /*
- * cfi.h - DWARF call frame information (x86-64): what the .eh_frame of a
+ * cfi.h - DWARF call frame information (x86-64, aarch64): what the .eh_frame of a
  * loaded object says about one address, for unwind.c.
  *
  * unwind.c compiles the row this gives into its cached rule; cfi.c is the

@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "native/arch.h"
+
 struct ps_symtab;
 
 enum ps_native_mode { PS_NATIVE_OFF = 0, PS_NATIVE_ON, PS_NATIVE_ALL };
@@ -38,24 +40,7 @@ enum ps_native_mode { PS_NATIVE_OFF = 0, PS_NATIVE_ON, PS_NATIVE_ALL };
 
 /* --- registers ------------------------------------------------------------ */
 
-/* DWARF register numbers of the architecture; r[] holds what is known. */
-#if defined(__x86_64__)
-#define PS_REG_N 17
-#define PS_REG_FP 6   /* rbp */
-#define PS_REG_SP 7   /* rsp */
-#define PS_REG_PC 16  /* return address column */
-#elif defined(__aarch64__)
-#define PS_REG_N 33
-#define PS_REG_FP 29  /* x29 */
-#define PS_REG_SP 31
-#define PS_REG_PC 32  /* not a DWARF number here: our slot for pc */
-#else
-#define PS_REG_N 3
-#define PS_REG_FP 0
-#define PS_REG_SP 1
-#define PS_REG_PC 2
-#endif
-
+/* The architecture's registers (native/arch.h); r[] holds what is known. */
 struct ps_regs {
     uint64_t r[PS_REG_N];
     uint64_t valid;         /* bit i: r[i] is known; PS_REGS_LEAF_RET: leaf_ret is */
@@ -75,21 +60,6 @@ struct ps_regs {
  * it (Linux captures never do), so leaf_ret is read only under that bit.
  */
 #define PS_REGS_LEAF_RET (1ull << 63)
-
-/*
- * A return address read from a frame record, as a plain address.  On macOS
- * arm64 the system libraries are arm64e code, which signs the return
- * address before saving it (pointer authentication); the signature sits in
- * the bits above the 47-bit user address space.  Elsewhere: unchanged.
- */
-static inline uint64_t ps_ret_addr(uint64_t a)
-{
-#if defined(__APPLE__) && defined(__aarch64__)
-    return a & ((1ull << 47) - 1);
-#else
-    return a;
-#endif
-}
 
 static inline void ps_regs_set(struct ps_regs *rs, int i, uint64_t v)
 {
@@ -126,6 +96,14 @@ int ps_native_sigaction(int sig, const struct sigaction *act, struct sigaction *
 /* The registers of a ucontext_t (a signal handler's, or getcontext()'s in
  * the unit tests), as the unwinder takes them.  Async-signal-safe. */
 void ps_regs_from_context(const void *ucontext, struct ps_regs *rs);
+/* Signal handlers' frames crossed by the unwinder (Linux, per architecture:
+ * lib/platform/linux/regs_<arch>.c).  ps_is_sigreturn: 1 if pc is the
+ * trampoline a handler returns to, known by its code where no CFI marks
+ * it (aarch64); ps_sigframe_regs: the registers the signal interrupted,
+ * from the kernel's frame at sp (sp as the trampoline runs): 0, or -1 if
+ * unreadable.  Both read only through ps_read. */
+int ps_is_sigreturn(uint64_t pc);
+int ps_sigframe_regs(uint64_t sp, struct ps_regs *rs);
 void ps_native_after_fork(void);
 
 enum ps_native_count {

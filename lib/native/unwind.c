@@ -1,15 +1,16 @@
 /*
  * unwind.c - a thread's registers into its chain of return addresses.
  *
- * x86-64: DWARF call frame information, read by cfi.c from the
+ * x86-64 and aarch64 (native/arch.h: register numbers, the return
+ * address column): DWARF call frame information, read by cfi.c from the
  * .eh_frame_hdr of the object containing pc: the CFA and where the
  * caller's registers were saved.  CFI it does not follow (an expression
  * other than the PLT stubs', 64-bit DWARF) or a CFA register whose value
  * is unknown stops the walk, which is then reported truncated, with why
  * (enum ps_unwind_stop); it is never guessed.  An object with no unwind
- * information for pc falls back to the frame pointer chain, as do
- * architectures other than x86-64 (compiled and walked by frame pointers
- * only: aarch64).
+ * information for pc falls back to the frame pointer chain (x86-64: [rbp]
+ * and [rbp + 8]; aarch64: the x29 chain, [x29] and [x29 + 8]), as do
+ * other architectures, which have no CFI reader.
  *
  * The common case is cheap: what the CFI says for an address is compiled
  * into a small rule (CFA register and offset, where the return address
@@ -36,9 +37,6 @@
 #include <stddef.h>
 #include <string.h>
 #include <time.h>
-#if defined(__linux__)
-#include <sys/ucontext.h>
-#endif
 
 #include "native/cfi.h"
 #include "sampler/counters.h"
@@ -89,7 +87,20 @@ static int fp_step(struct ps_regs *rs, int cfi)
     return 1;
 }
 
-#if defined(__x86_64__)
+/*
+ * Whether a step from a frame may leave the stack pointer where it is.
+ * Where the return address is in a register (aarch64's x30), a leaf
+ * function that never saves it has no frame at all: its CFA is sp, and so
+ * is its caller's sp.  Only the frame that was interrupted (exact: frame
+ * 0, or the context a signal frame saved) can be such a leaf; every frame
+ * above it made a call, and so has a frame.
+ */
+static int leaf_may_stay(int exact)
+{
+    return exact && PS_REG_RA != PS_REG_PC;
+}
+
+#if PS_ARCH_CFI
 
 /* ---- the rule cache ------------------------------------------------------ */
 
@@ -111,7 +122,7 @@ static int fp_step(struct ps_regs *rs, int cfi)
  * atomics; a thread held in our handler never touches it.
  */
 #define PS_RULES 2048       /* entries, a power of two: 2048 * 88 bytes */
-#define PS_RULE_SAVED 8     /* registers one rule restores (gcc, clang: at most 7) */
+#define PS_RULE_SAVED PS_ARCH_RULE_SAVED   /* registers one rule restores */
 
 enum kind { K_ROW = 1, K_NOCFI, K_STOP };
 enum how { H_OFFSET = 1, H_VAL_OFFSET, H_REG, H_DROP };
@@ -169,7 +180,7 @@ static int compile(const struct ps_cfi_row *row, struct urule *ru)
         case PS_CFI_VAL_OFFSET: how = H_VAL_OFFSET; break;
         case PS_CFI_REG: how = H_REG; break;
         case PS_CFI_UNDEF:
-            if (i == PS_REG_PC) {
+            if (i == PS_REG_RA) {
                 ru->root = 1;
                 continue;
             }
@@ -184,7 +195,7 @@ static int compile(const struct ps_cfi_row *row, struct urule *ru)
         ru->saved[ru->n].off = (int32_t)row->arg[i];
         ru->n++;
     }
-    ru->fp = ru->cfa_reg == PS_REG_FP && ru->cfa_off == 16 && saved_at(ru, PS_REG_PC) == -8 &&
+    ru->fp = ru->cfa_reg == PS_REG_FP && ru->cfa_off == 16 && saved_at(ru, PS_REG_RA) == -8 &&
              saved_at(ru, PS_REG_FP) == -16;
     return 0;
 }
@@ -220,7 +231,7 @@ static int find_rule(uintptr_t at, const struct ps_regs *rs, struct urule *ru, u
  * side (pushed at entry): one read takes them all.  A frame whose CFI is
  * the standard rbp frame and nothing else is one frame-pointer step.
  */
-static int apply(const struct urule *ru, uint64_t cfa, struct ps_regs *rs)
+static int apply(const struct urule *ru, uint64_t cfa, struct ps_regs *rs, int exact)
 {
     if (ru->root)
         return 0;
@@ -232,7 +243,7 @@ static int apply(const struct urule *ru, uint64_t cfa, struct ps_regs *rs)
         cfa = rs->r[ru->cfa_reg] + (uint64_t)(int64_t)ru->cfa_off;
     }
     uint64_t sp = rs->r[PS_REG_SP];
-    if (cfa <= sp || cfa - sp > PS_MAX_FRAME)
+    if (cfa < sp || (cfa == sp && !leaf_may_stay(exact)) || cfa - sp > PS_MAX_FRAME)
         return -PS_STOP_BAD_FRAME;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     for (int i = 0; i < ru->n; i++)
@@ -269,10 +280,15 @@ static int apply(const struct urule *ru, uint64_t cfa, struct ps_regs *rs)
             break;
         }
     }
-    if (!ps_regs_has(&next, PS_REG_PC))
-        return -PS_STOP_CFI;
-    if (next.r[PS_REG_PC] == 0)
+    /* The caller's pc is the return address column's value (x86-64: pc's
+     * own slot; aarch64: x30, which a leaf may never have saved, and which
+     * a blocked thread's capture does not have). */
+    if (!ps_regs_has(&next, PS_REG_RA))
+        return PS_REG_RA == PS_REG_PC ? -PS_STOP_CFI : -PS_STOP_REGISTER;
+    uint64_t ra = ps_ret_addr(next.r[PS_REG_RA]);
+    if (ra == 0)
         return 0;
+    ps_regs_set(&next, PS_REG_PC, ra);
     ps_regs_set(&next, PS_REG_SP, cfa);
     *rs = next;
     return 1;
@@ -280,22 +296,20 @@ static int apply(const struct urule *ru, uint64_t cfa, struct ps_regs *rs)
 
 #if defined(__linux__)
 /*
- * Through a signal handler's frame: pc is in the C library's return
- * trampoline (__restore_rt, whose CIE is marked 'S'), where the stack
- * pointer points at the ucontext_t the kernel saved the interrupted
- * registers in (the kernel's signal frame layout, an ABI: glibc's CFI
- * for the trampoline says the same with expressions).  The walk goes on
- * from the interrupted pc, which is exact, not a return address; that
- * context may be on another stack (sigaltstack), so the step need not
- * move up.  2, or -cause.
+ * Through a signal handler's frame: pc is the trampoline the handler
+ * returns to (x86-64: the C library's __restore_rt, whose CIE is marked
+ * 'S'; aarch64: the vDSO's, marked the same, or an emulator's, known by
+ * its code: ps_is_sigreturn), where the stack pointer locates the
+ * registers the kernel saved for the interrupted context (the kernel's
+ * signal frame layout, an ABI: lib/platform/linux/regs_<arch>.c reads it).
+ * The walk goes on from the interrupted pc, which is exact, not a return
+ * address; that context may be on another stack (sigaltstack), so the
+ * step need not move up.  2, or -cause.
  */
 static int sigframe_step(struct ps_regs *rs)
 {
-    ucontext_t uc;
-    uintptr_t at = (uintptr_t)rs->r[PS_REG_SP] + offsetof(ucontext_t, uc_mcontext.gregs);
-    if (ps_read(&uc.uc_mcontext.gregs, at, sizeof uc.uc_mcontext.gregs) != 0)
+    if (ps_sigframe_regs(rs->r[PS_REG_SP], rs) != 0)
         return -PS_STOP_READ;
-    ps_regs_from_context(&uc, rs);
     BUMP(counts[C_SIGNAL]);
     return 2;
 }
@@ -315,6 +329,10 @@ static int cfi_step(struct ps_regs *rs, int first)
         BUMP(counts[C_HITS]);
     } else {
         int keep = find_rule(at, rs, &fresh, &cfa);
+#if defined(__linux__)
+        if (keep == -PS_STOP_NO_OBJECT && ps_is_sigreturn(pc))
+            return sigframe_step(rs);
+#endif
         if (keep < 0)
             return keep;
         BUMP(counts[C_MISSES]);
@@ -338,7 +356,7 @@ static int cfi_step(struct ps_regs *rs, int first)
     default:
         if (ru->fp)
             BUMP(counts[C_FP]);
-        return apply(ru, cfa, rs);
+        return apply(ru, cfa, rs, first);
     }
 }
 
@@ -348,7 +366,19 @@ static void forget_rules(void)
 {
 }
 
-#endif /* __x86_64__ */
+#endif /* PS_ARCH_CFI */
+
+/* A pc in no object that is a signal trampoline all the same (an
+ * emulator's page of its own: ps_is_sigreturn). */
+static int sigreturn_at(uint64_t pc)
+{
+#if defined(__linux__)
+    return ps_is_sigreturn(pc);
+#else
+    (void)pc;
+    return 0;
+#endif
+}
 
 static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
 {
@@ -382,7 +412,8 @@ static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
             continue;
         }
         uint64_t old_sp = rs.r[PS_REG_SP];
-#if defined(__x86_64__)
+        int was_exact = exact;
+#if PS_ARCH_CFI
         int rc = cfi_step(&rs, exact);
 #else
         int rc = fp_step(&rs, 0);
@@ -398,11 +429,13 @@ static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
         }
         /* A stack that did not move up, or a return address outside every
          * object's code: not a frame. */
-        if (!exact && rs.r[PS_REG_SP] <= old_sp) {
+        if (!exact && (rs.r[PS_REG_SP] < old_sp ||
+                       (rs.r[PS_REG_SP] == old_sp && !leaf_may_stay(was_exact)))) {
             *stop = PS_STOP_BAD_FRAME;
             return n;
         }
-        if (ps_objs_find((uintptr_t)rs.r[PS_REG_PC] - !exact) == NULL) {
+        if (ps_objs_find((uintptr_t)rs.r[PS_REG_PC] - !exact) == NULL &&
+            !sigreturn_at(rs.r[PS_REG_PC])) {
             *stop = PS_STOP_NO_OBJECT;
             return n;
         }

@@ -43,17 +43,16 @@
  * epoll_wait, nanosleep, clock_nanosleep, futex with a timeout
  * (sem_timedwait, timed lock waits), pause and the like return -EINTR
  * whatever SA_RESTART says.  The handler sees that case in the context
- * (x86-64: the two bytes before rip are `syscall`, 0f 05, and rax is
- * -EINTR), recovers the call's number from the instruction that loaded
- * eax just before (`mov $nr,%eax` or `xor %eax,%eax`, which is how the C
- * library's wrappers are compiled; see fix_eintr), checks that the number
- * is a blocking call that is safe to issue again with the same arguments,
- * and restarts it: rip back by 2, rax = the number.  The arguments are
- * still in their registers (syscall clobbers only rcx and r11).  If
- * another signal the thread would take is pending, the EINTR is left: that
- * signal would have interrupted the call anyway.  What cannot be
- * restarted this way (a number we cannot recover) is counted
- * (PYSAMPLE_STATS: native_eintr_left) and documented as the residual risk.
+ * (the architecture's part, regs_arch.h: regs_x86_64.c, regs_aarch64.c,
+ * recognises the return of a system call with -EINTR and recovers what
+ * the return overwrote: x86-64 the call's number, aarch64 its first
+ * argument), checks that the number is a blocking call that is safe to
+ * issue again with the same arguments, and rewinds the context to issue
+ * it again.  If another signal the thread would take is pending, the
+ * EINTR is left: that signal would have interrupted the call anyway.
+ * What cannot be restarted this way (what the return overwrote cannot be
+ * recovered) is counted (PYSAMPLE_STATS: native_eintr_left) and
+ * documented as the residual risk.
  *
  * Async-signal safety: the handler calls only gettid, futex, clock_gettime
  * and rt_sigpending, takes no lock, allocates nothing, keeps errno.
@@ -76,6 +75,7 @@
 #include "native/native.h"
 #include "platform/platform.h"
 #include "platform/linux/linux.h"
+#include "platform/linux/regs_arch.h"
 
 #define PS_NATIVE_SIG SIGURG
 #define PS_SENT_NS 10000000ull    /* how long the sampler waits for the handler */
@@ -93,6 +93,7 @@ static struct {
     _Atomic long tid;
     struct ps_regs regs;      /* written by the handler between COPYING and HELD */
 
+    int blocked_file;         /* /proc/self/task/TID/syscall describes our threads */
     int how;                  /* the current capture: -1, blocked, held */
     long cur_tid;
     char blocked_line[256];
@@ -114,90 +115,15 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
     return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
 }
 
-#if defined(__x86_64__)
-/* Blocking calls that return -EINTR when a handler runs, and are right to
- * issue again with the same arguments (they did nothing; select has
- * updated its timeout in place as it does for a restart).  x86-64
- * numbers. */
-static int restartable(long nr)
-{
-    switch (nr) {
-    case 0:   /* read */
-    case 7:   /* poll */
-    case 23:  /* select */
-    case 34:  /* pause */
-    case 35:  /* nanosleep */
-    case 43:  /* accept */
-    case 45:  /* recvfrom */
-    case 47:  /* recvmsg */
-    case 61:  /* wait4 */
-    case 69:  /* msgrcv */
-    case 128: /* rt_sigtimedwait */
-    case 130: /* rt_sigsuspend */
-    case 202: /* futex */
-    case 208: /* io_getevents */
-    case 220: /* semtimedop */
-    case 230: /* clock_nanosleep */
-    case 232: /* epoll_wait */
-    case 247: /* waitid */
-    case 270: /* pselect6 */
-    case 271: /* ppoll */
-    case 281: /* epoll_pwait */
-    case 288: /* accept4 */
-    case 441: /* epoll_pwait2 */
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-/*
- * The system call number of the `syscall` at ip - 2, from the instruction
- * that set eax right before it: b8 imm32 (mov $imm32,%eax; not preceded
- * by a REX prefix, which would make it mov to r8d or a movabs), or 31 c0
- * (xor %eax,%eax).  glibc 2.36 also puts one of a few fixed instructions
- * between the two (a reload of the first argument from the stack, an xor
- * of the futex operation's private bit): those are skipped.  -1 if
- * unknown.  Only bytes of the code page(s) just executed are read.
- */
-static long syscall_nr_before(const uint8_t *ip)
-{
-    if (((uintptr_t)ip & 4095) < 16)
-        return -1;   /* could reach into a page we know nothing of */
-    const uint8_t *p = ip - 2;   /* the syscall instruction */
-    for (int filler = 0; filler < 2; filler++) {
-        if (p[-5] == 0xb8 && p[-6] != 0x41 && p[-6] != 0x48 && p[-6] != 0x49) {
-            uint32_t nr;
-            memcpy(&nr, p - 4, 4);
-            return (long)nr;
-        }
-        if (p[-2] == 0x31 && p[-1] == 0xc0 && p[-3] != 0x48 && p[-3] != 0x40)
-            return 0;
-        /* mov disp8(%rsp),%edi: 8b 7c 24 d8; xor $imm8,%sil: 40 80 f6 ib;
-         * mov (%rsp),%edi: 8b 3c 24 */
-        if (p[-4] == 0x8b && p[-3] == 0x7c && p[-2] == 0x24)
-            p -= 4;
-        else if (p[-4] == 0x40 && p[-3] == 0x80 && p[-2] == 0xf6)
-            p -= 4;
-        else if (p[-3] == 0x8b && p[-2] == 0x3c && p[-1] == 0x24)
-            p -= 3;
-        else
-            return -1;
-    }
-    return -1;
-}
-
-/* Our signal made a blocking call return -EINTR: issue it again. */
+/* Our signal made a blocking call return -EINTR: issue it again
+ * (regs_arch.h has how each architecture tells and does it). */
 static void fix_eintr(ucontext_t *uc)
 {
-    greg_t *g = uc->uc_mcontext.gregs;
-    if ((long long)g[REG_RAX] != -EINTR)
+    long nr = -1;
+    int rc = ps_arch_interrupted_call(uc, &nr);
+    if (rc == 0)
         return;
-    const uint8_t *ip = (const uint8_t *)(uintptr_t)g[REG_RIP];
-    if (((uintptr_t)ip & 4095) < 2 || ip[-2] != 0x0f || ip[-1] != 0x05)
-        return;   /* not the return of a system call */
-    long nr = syscall_nr_before(ip);
-    if (nr < 0 || !restartable(nr)) {
+    if (rc < 0 || !ps_arch_restartable(nr)) {
         atomic_fetch_add(&N.n[PS_NATIVE_EINTR_LEFT], 1);
         return;
     }
@@ -212,63 +138,11 @@ static void fix_eintr(ucontext_t *uc)
         if (pend != 0)
             return;
     }
-    g[REG_RIP] -= 2;
-    g[REG_RAX] = nr;
+    if (ps_arch_restart(uc, nr) != 0) {
+        atomic_fetch_add(&N.n[PS_NATIVE_EINTR_LEFT], 1);
+        return;
+    }
     atomic_fetch_add(&N.n[PS_NATIVE_RESTARTED], 1);
-}
-
-static void copy_regs(const ucontext_t *uc, struct ps_regs *rs)
-{
-    const greg_t *g = uc->uc_mcontext.gregs;
-    rs->valid = 0;
-    ps_regs_set(rs, 0, (uint64_t)g[REG_RAX]);
-    ps_regs_set(rs, 1, (uint64_t)g[REG_RDX]);
-    ps_regs_set(rs, 2, (uint64_t)g[REG_RCX]);
-    ps_regs_set(rs, 3, (uint64_t)g[REG_RBX]);
-    ps_regs_set(rs, 4, (uint64_t)g[REG_RSI]);
-    ps_regs_set(rs, 5, (uint64_t)g[REG_RDI]);
-    ps_regs_set(rs, 6, (uint64_t)g[REG_RBP]);
-    ps_regs_set(rs, 7, (uint64_t)g[REG_RSP]);
-    ps_regs_set(rs, 8, (uint64_t)g[REG_R8]);
-    ps_regs_set(rs, 9, (uint64_t)g[REG_R9]);
-    ps_regs_set(rs, 10, (uint64_t)g[REG_R10]);
-    ps_regs_set(rs, 11, (uint64_t)g[REG_R11]);
-    ps_regs_set(rs, 12, (uint64_t)g[REG_R12]);
-    ps_regs_set(rs, 13, (uint64_t)g[REG_R13]);
-    ps_regs_set(rs, 14, (uint64_t)g[REG_R14]);
-    ps_regs_set(rs, 15, (uint64_t)g[REG_R15]);
-    ps_regs_set(rs, 16, (uint64_t)g[REG_RIP]);
-}
-#elif defined(__aarch64__)
-static void fix_eintr(ucontext_t *uc)
-{
-    (void)uc;   /* never reached: the signal path is x86-64 only (init) */
-}
-
-static void copy_regs(const ucontext_t *uc, struct ps_regs *rs)
-{
-    rs->valid = 0;
-    ps_regs_set(rs, PS_REG_FP, uc->uc_mcontext.regs[29]);
-    ps_regs_set(rs, 30, uc->uc_mcontext.regs[30]);
-    ps_regs_set(rs, PS_REG_SP, uc->uc_mcontext.sp);
-    ps_regs_set(rs, PS_REG_PC, uc->uc_mcontext.pc);
-}
-#else
-static void fix_eintr(ucontext_t *uc)
-{
-    (void)uc;
-}
-
-static void copy_regs(const ucontext_t *uc, struct ps_regs *rs)
-{
-    (void)uc;
-    rs->valid = 0;
-}
-#endif
-
-void ps_regs_from_context(const void *ucontext, struct ps_regs *rs)
-{
-    copy_regs(ucontext, rs);
 }
 
 /* Holds the thread until the sampler releases it, or PS_HOLD_NS. */
@@ -358,7 +232,7 @@ static void on_sig(int sig, siginfo_t *si, void *ucv)
                 errno = saved;
                 return;
             }
-            copy_regs(uc, &N.regs);
+            ps_regs_from_context(uc, &N.regs);
             atomic_store(&N.state, ST_HELD);
             futex(&N.state, FUTEX_WAKE_PRIVATE, 1, NULL);
             hold();
@@ -373,19 +247,38 @@ static void on_sig(int sig, siginfo_t *si, void *ucv)
 
 /* ---- the sampler's side -------------------------------------------------- */
 
+/*
+ * Whether /proc/self/task/TID/syscall describes this program's threads:
+ * read for the calling thread, it must name the call that reads it,
+ * read(2) by this architecture's number.  Under an emulator (qemu-user
+ * running an aarch64 program on an x86-64 kernel) it describes the
+ * emulator's own host thread instead (x86-64's number, the emulator's sp
+ * and pc): then running threads are captured through the signal as
+ * everywhere, and blocked ones are sampled without native frames
+ * (ps_native_capture; docs/native.md, arm64).
+ */
+static int blocked_file_ok(void)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/syscall", (long)syscall(SYS_gettid));
+    if (ps_linux_read_small(path, line, sizeof line) < 0)
+        return 0;
+    char *end;
+    long nr = strtol(line, &end, 10);
+    return end != line && *end == ' ' && nr == SYS_read;
+}
+
 int ps_native_platform_init(char *why, size_t whylen)
 {
-#if !defined(__x86_64__)
-    /* The registers would come (copy_regs), but a system call our signal
-     * interrupts cannot be restarted here yet (fix_eintr): refuse rather
-     * than let the program see an EINTR. */
-    (void)on_sig;
-    snprintf(why, whylen, "native stacks are only supported on x86-64 Linux so far");
-    return -1;
-#else
+    const char *refused = ps_arch_native_refused();
+    if (refused != NULL) {
+        snprintf(why, whylen, "%s", refused);
+        return -1;
+    }
     if (atomic_load(&N.installed))
         return 0;
     N.pid = getpid();
+    N.blocked_file = blocked_file_ok();
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sig;
@@ -407,7 +300,6 @@ int ps_native_platform_init(char *why, size_t whylen)
     }
     atomic_store(&N.installed, 1);
     return 0;
-#endif
 }
 
 int ps_native_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
@@ -568,8 +460,16 @@ int ps_native_capture(long tid, struct ps_regs *regs)
         atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
         return PS_CAPTURE_FAILED;
     }
-    if (strncmp(line, "running", 7) != 0)
-        return capture_blocked(tid, line, regs);
+    if (strncmp(line, "running", 7) != 0) {
+        if (N.blocked_file)
+            return capture_blocked(tid, line, regs);
+        /* Under an emulator: not signalled either.  The emulator would
+         * restart the call after our handler with its arguments as they
+         * were, a relative timeout whole again: a thread sampled often
+         * enough would never time out. */
+        atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
+        return PS_CAPTURE_FAILED;
+    }
 
     uint64_t now = ps_now_ns();
     if (quiet(tid, now) || !still_ours()) {

@@ -159,17 +159,33 @@ NOINLINE long c_loop_sem(double seconds, int each_ms, int *eintr)
 }
 
 /* A futex wait issued the way the C library's own lock and semaphore
- * waits issue it (the number loaded into eax right before `syscall`); a
- * wait through the generic syscall(2) function is the documented case
- * that cannot be restarted (docs/native.md). */
+ * waits issue it (x86-64: the number loaded into eax right before
+ * `syscall`; aarch64: below); a wait through the generic syscall(2)
+ * function is the documented case that cannot be restarted
+ * (docs/native.md). */
 static long futex_wait(int *word, int val, const struct timespec *ts)
 {
     long ret;
+#if defined(__aarch64__)
+    /* x0 loaded from another register right before `svc`, the number in
+     * x8: glibc 2.36's own shape, which is what lets the handler recover
+     * the first argument the call's return overwrote. */
+    register long x1 __asm__("x1") = (long)FUTEX_WAIT_PRIVATE;
+    register long x2 __asm__("x2") = (long)val;
+    register long x3 __asm__("x3") = (long)ts;
+    register long x0 __asm__("x0");
+    __asm__ volatile("mov x0, %1\n\tmov x8, #98\n\tsvc #0"
+                     : "=&r"(x0)
+                     : "r"(word), "r"(x1), "r"(x2), "r"(x3)
+                     : "x8", "memory");
+    ret = x0;
+#else
     register long r10 __asm__("r10") = (long)ts;
     __asm__ volatile("mov $202, %%eax\n\tsyscall"
                      : "=a"(ret)
                      : "D"(word), "S"((long)FUTEX_WAIT_PRIVATE), "d"((long)val), "r"(r10)
                      : "rcx", "r11", "memory");
+#endif
     if (ret < 0) {
         errno = (int)-ret;
         return -1;
