@@ -822,3 +822,21 @@ def test_output_naming_a_directory(ctx):
         pid = int(run.stdout.split()[0])
         profiles = check_files(ctx, run, ["pysample-%d.txt" % pid])
         check_has(ctx, profiles["pysample-%d.txt" % pid], ["work_then_exit"])
+
+
+@harness.once
+def test_user_namespace_after_pysample_stop(ctx):
+    """The workaround docs/troubleshooting.md gives: unshare(CLONE_NEWUSER)
+    fails with EINVAL while the sampler thread exists (the kernel wants a
+    single-threaded process), works after pysample_stop(), and sampling
+    resumes with pysample_start(0), before and after in one profile."""
+    probe = subprocess.run([ctx.python, "-c", "import ctypes; "
+                            "print(ctypes.CDLL(None).unshare(0x10000000))"],
+                           env=ctx.env(preload=False), capture_output=True, text=True, timeout=60)
+    if probe.stdout.strip() != "0":
+        ctx.skip("user namespaces are not available here")
+    run = Run(ctx, [ctx.program("proc_userns.py")], True).finish()
+    ctx.check(run.rc == 0 and run.stdout == "plain 22\nstopped 0\nrestarted 0\n"
+              and not harness.our_messages(run.stderr), describe(run))
+    p = check_files(ctx, run, [pid_file(run.proc.pid)])[pid_file(run.proc.pid)]
+    check_has(ctx, p, ["before_unshare", "after_unshare"])
