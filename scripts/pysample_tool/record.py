@@ -133,12 +133,8 @@ def run(args):
         if args.nolineno:
             raise ToolError("--nolineno cannot change a running process's PYSAMPLE_LINES")
         return record_pid(args)
-    command = _command_to_run(args)
-    library, places = find_library()
-    if library is None:
-        raise ToolError("cannot find libpysample (looked for %s); build it with `meson setup build && "
-                        "meson compile -C build` or point PYSAMPLE_LIB at it"
-                        % ", ".join(places[:4] + (["..."] if len(places) > 4 else [])))
+    command = command_to_run(args)
+    library = library_or_fail()
 
     hostname = socket.gethostname()
     start = int(time.time())
@@ -234,11 +230,11 @@ def _check_writable(directory, output):
     os.unlink(probe)
 
 
-def _command_to_run(args):
+def command_to_run(args):
     """The command line to run: the demo without COMMAND, --python before a
     .py.  Refuses what macOS would start without the library."""
     command = args.command_argv
-    python = args.python or sys.executable or "python3"
+    python = getattr(args, "python", None) or sys.executable or "python3"
     runs_python = not command or command[0].endswith(".py")
     if sip.on_macos():
         sip.refuse_protected(python if runs_python else command[0])
@@ -254,13 +250,29 @@ def _command_to_run(args):
     return command
 
 
-def _environment(library, workdir, args):
+def preload_environment(library):
+    """Our environment with the library first in the preload list (an
+    existing list is kept after it, without another libpysample)."""
     env = dict(os.environ)
     env.pop(SCRIPT_DIR_ENV, None)
     preload_var = "DYLD_INSERT_LIBRARIES" if sys.platform == "darwin" else "LD_PRELOAD"
     existing = [p for p in re.split(r"[: ]", env.get(preload_var, "")) if p]
     existing = [p for p in existing if os.path.basename(p) not in LIB_BASENAMES]
     env[preload_var] = ":".join([library] + existing)
+    return env
+
+
+def library_or_fail():
+    library, places = find_library()
+    if library is None:
+        raise ToolError("cannot find libpysample (looked for %s); build it with `meson setup build && "
+                        "meson compile -C build` or point PYSAMPLE_LIB at it"
+                        % ", ".join(places[:4] + (["..."] if len(places) > 4 else [])))
+    return library
+
+
+def _environment(library, workdir, args):
+    env = preload_environment(library)
     env["PYSAMPLE_OUTPUT"] = os.path.join(workdir.replace("%", "%%"), PRIVATE_TEMPLATE)
     env["PYSAMPLE_FORMAT"] = "collapsed"
     # The library's quality figures beside each profile (<name>.quality.json):

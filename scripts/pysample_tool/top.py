@@ -4,9 +4,13 @@
 # SPDX-License-Identifier: MIT
 
 import collections
+import errno
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 import time
 
 from . import options, remote
@@ -21,8 +25,11 @@ HELP = "table of the functions with the most samples"
 DESCRIPTION = ("Prints the functions (qualname and file, all lines together) with their self samples (in "
                "the function itself) and total samples (in it or its callees), sorted by self samples. "
                "With --pid instead of FILE: a live table of the running armed process PID (started with "
-               "PYSAMPLE_ARM=1), refreshed every second until Ctrl-C, headed by what the samples are worth.")
-USAGE = "%(prog)s FILE [-n N]\n       %(prog)s --pid PID [-n N] [--rate HZ] [--duration S]"
+               "PYSAMPLE_ARM=1), refreshed every second until Ctrl-C, headed by what the samples are worth. "
+               "With -- COMMAND: runs COMMAND with the library preloaded and armed and shows its live "
+               "table until it exits (its output goes to a file, named at the end); exits with its status.")
+USAGE = ("%(prog)s FILE [-n N]\n       %(prog)s --pid PID [-n N] [--rate HZ] [--duration S]\n"
+         "       %(prog)s [-n N] [--rate HZ] [--gil] [--idle] -- COMMAND [ARG...]")
 
 
 def add_options(parser):
@@ -34,15 +41,28 @@ def add_options(parser):
     options.rate(parser, help="with --pid: samples per second (default: the process's PYSAMPLE_RATE)")
     parser.add_argument("-d", "--duration", type=options.seconds, metavar="S",
                         help="with --pid: stop after S seconds (default: until Ctrl-C)")
+    parser.add_argument("-g", "--gil", action="store_true",
+                        help="with COMMAND: only threads holding the GIL (PYSAMPLE_GIL=1)")
+    parser.add_argument("-i", "--idle", action="store_true",
+                        help="with COMMAND: idle threads too (PYSAMPLE_MODE=wall, the default)")
+    parser.add_argument("--python", metavar="PY", help="with COMMAND: interpreter for a COMMAND that starts "
+                                                       "with a .py file (default: %s)" % (sys.executable or "python3"))
+    # `-- COMMAND` only (cli splits it off): a FILE may be followed by options.
+    parser.set_defaults(cmd=[], command_argv=None)
+    parser.takes_command = True
 
 
 def run(args):
+    if args.command_argv:
+        if args.pid is not None or args.file is not None:
+            raise ToolError("give FILE, --pid PID or -- COMMAND, only one of them")
+        return run_command(args)
     if args.pid is not None:
         if args.file is not None:
             raise ToolError("give FILE or --pid, not both")
         return run_live(args)
     if args.file is None:
-        raise ToolError("give a profile FILE, or --pid PID for a running process")
+        raise ToolError("give a profile FILE, --pid PID for a running process, or -- COMMAND to run one")
     if args.n is None:
         args.n = 20
     profile = options.grouped(parse_collapsed(args.file), args)
@@ -126,7 +146,8 @@ def run_live(args):
             if f is None:
                 if frames == 0:
                     raise conn.closed_without_answer()
-                sys.stderr.write("%s: process %d closed the connection (it exited?)\n" % (PROG, args.pid))
+                if not getattr(args, "launched", False):
+                    sys.stderr.write("%s: process %d closed the connection (it exited?)\n" % (PROG, args.pid))
                 return 1
             kind, payload = f
             frames += 1
@@ -139,7 +160,7 @@ def run_live(args):
                 continue
             lines = live_header(args.pid, meta) + [""]
             if payload.strip():
-                profile = parse_collapsed("process %d" % args.pid, data=payload)
+                profile = options.grouped(parse_collapsed("process %d" % args.pid, data=payload), args)
                 limit = args.n
                 if limit is None:
                     rows = shutil.get_terminal_size((80, 24)).lines if tty else 24
@@ -155,3 +176,51 @@ def run_live(args):
     finally:
         conn.close()
     return 0
+
+
+# ---------------------------------------------------------------------------
+# A command it runs (-- COMMAND), like `py-spy top -- python3 app.py`
+# ---------------------------------------------------------------------------
+
+def run_command(args):
+    """Runs the command armed (PYSAMPLE_ARM=1: it samples only while asked)
+    and shows its live table until it exits.  Its output goes to a file, so
+    that it does not scroll the table away; the file is named at the end.
+    Returns the command's exit status, 128+N for a signal N."""
+    from .record import command_to_run, library_or_fail, preload_environment
+    args.quiet = True
+    command = command_to_run(args)
+    env = preload_environment(library_or_fail())
+    for name in ("PYSAMPLE_OUTPUT", "PYSAMPLE_CONTROL_DIR"):
+        env.pop(name, None)
+    env["PYSAMPLE_ARM"] = "1"
+    if args.gil:
+        env["PYSAMPLE_GIL"] = "1"
+    if args.idle:
+        env["PYSAMPLE_MODE"] = "wall"
+    log = tempfile.NamedTemporaryFile(prefix="pysample-top-", suffix=".log", delete=False)
+    try:
+        child = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    except OSError as e:
+        log.close()
+        os.unlink(log.name)
+        raise ToolError("cannot run %s: %s" % (command[0], e.strerror or e),
+                        status=126 if e.errno == errno.EACCES else 127)
+    log.close()
+    args.pid, args.launched, args.control_dir = child.pid, True, None
+    try:
+        run_live(args)
+    except ToolError as e:
+        sys.stderr.write("%s: %s\n" % (PROG, e))
+    finally:
+        # Ctrl-C reached the command too: wait for it to end.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            returncode = child.wait()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    if os.path.getsize(log.name):
+        sys.stderr.write("%s: the output of `%s` is in %s\n" % (PROG, " ".join(command), log.name))
+    else:
+        os.unlink(log.name)
+    return 128 - returncode if returncode < 0 else returncode

@@ -1779,6 +1779,34 @@ class RealRecordTests(TempDirTestCase):
         self.assertIn("first_phase", functions)
         self.assertNotIn("second_phase", functions)
 
+    def test_top_runs_a_command_and_shows_its_live_table(self):
+        """`pysample top -- python3 app.py`, as with py-spy: a live table of
+        the command, its output kept in a file, its exit status."""
+        program = os.path.join(self.tmp, "app.py")
+        with open(program, "w") as f:
+            f.write("import sys\n"
+                    "sys.path.insert(0, %r)\n"
+                    "import sampled\n"
+                    "def hot_function():\n"
+                    "    sum(range(1000))\n"
+                    "print('hello from the program')\n"
+                    "until = sampled.Until(seconds=2.5, ticks=200)\n"
+                    "while until.more():\n"
+                    "    hot_function()\n"
+                    "sys.exit(3)\n" % os.path.join(SOURCE_ROOT, "test", "integration", "programs"))
+        code, out, err = pysample("top", "-n", "5", "--", PYTHON, program, cwd=self.tmp,
+                                  env=clean_env(PYSAMPLE_LIB=self.library))
+        self.assertEqual(code, 3, err)
+        text = out.decode()
+        self.assertRegex(text, r"pysample top: process \d+, Python ")
+        self.assertRegex(text, r"\d+\s+\S+%\s+\d+\s+\S+%\s+hot_function \(" + re.escape(program) + r"\)")
+        self.assertNotIn("hello from the program", text, "the table is not scrolled away")
+        m = re.search(r"pysample: the output of `.*` is in (\S+)\n", err)
+        self.assertTrue(m, err)
+        with open(m.group(1)) as f:
+            self.assertEqual(f.read(), "hello from the program\n")
+        os.unlink(m.group(1))
+
     def test_forked_children_get_their_own_profiles(self):
         program = self.write("forks.py", FORKS)
         code, out, err = self.record("--", PYTHON, program)
