@@ -4,7 +4,7 @@
  *   sigaction, signal
  *              so that the program's own SIGSEGV/SIGBUS handler goes into
  *              its view behind ours, which delivers it every fault that
- *              is not one of our guarded reads (memread.c); and so that
+ *              is not one of our guarded reads (lib/memory/); and so that
  *              our handler of SIGTERM, SIGHUP, SIGINT and SIGQUIT stays
  *              hidden (below).  glibc's signal() calls its internal sigaction, not
  *              ours, so it needs its own stand-in;
@@ -189,7 +189,7 @@ PS_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
     if (!ps_lifecycle_owner())
         return ps_real_sigaction(sig, act, old);
     /* SIGSEGV/SIGBUS: while ours is in front, the program's handler goes
-     * into its view (memread.c), not into the kernel. */
+     * into its view (faultview.c), not into the kernel. */
     if (sig == SIGSEGV || sig == SIGBUS)
         return ps_mem_fault_sigaction(sig, act, old);
     /* The signal of native stacks (regs.c), while ours is installed: the
@@ -219,7 +219,7 @@ PS_EXPORT sighandler_t signal(int sig, sighandler_t handler)
     if (!ps_lifecycle_owner())
         return ps_real_signal(sig, handler);
     /* SIGSEGV/SIGBUS: while ours is in front, the program's handler goes
-     * into its view (memread.c), as for sigaction() above. */
+     * into its view (faultview.c), as for sigaction() above. */
     int fault = (sig == SIGSEGV || sig == SIGBUS) && handler != SIG_ERR;
     if (!fault && handler != SIG_ERR) {
         struct sigaction act, old;

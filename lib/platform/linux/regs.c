@@ -34,7 +34,7 @@
  * reports out-of-band socket data to an owner set with F_SETOWN).  A
  * program that does gets its handler called from ours for every SIGURG
  * that is not one of our requests (sigaction() and signal() of SIGURG go
- * into a view, as for SIGSEGV in memread.c).
+ * into a view, as for SIGSEGV in faultview.c).
  *
  * EINTR.  A running thread may enter a blocking system call just before
  * our signal arrives.  The kernel then runs our handler instead of
