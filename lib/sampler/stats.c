@@ -31,6 +31,7 @@
 #include "profile/output.h"
 #include "profile/profile.h"
 #include "sampler/stats.h"
+#include "util/message.h"
 
 #define PS_LATE_BUCKETS (16 + 60 * 16)
 
@@ -230,6 +231,7 @@ void ps_stats_write(const char *path_pattern, int rate_hz, int native, int file_
         { "tick_p99_ns", (int64_t)late_percentile(stats.tick_hist, 0.99) },
         { "codecache_hits", (int64_t)pc.codecache_hits },
         { "codecache_misses", (int64_t)pc.codecache_misses },
+        { "messages_dropped", (int64_t)ps_say_dropped() },
     };
     int n = 0;
     if (put_lines(buf, sizeof buf, &n, lines, sizeof lines / sizeof lines[0]) != 0)

@@ -454,6 +454,33 @@ def test_exit_in_signal_handler_storm(ctx):
             check_has(ctx, profiles[pid_file(pid)], ["storm_work"], [])
 
 
+def test_full_stderr_does_not_stall_sampler(ctx):
+    """Issue 25: a "pysample:" line said from the sampler thread while the
+    program's stderr is a full pipe nobody reads (a daemon's, a test
+    runner's) used to block the sampler in write() for as long as the pipe
+    stayed full: no more samples, flushes or answers.  The line is dropped
+    and counted instead (PYSAMPLE_STATS messages_dropped), and stderr's
+    file status flags stay the program's."""
+    outdir = ctx.tmpdir()
+    stats = os.path.join(outdir, "stats.txt")
+    run = Run(ctx, [ctx.program("proc_full_stderr.py")], True, outdir=outdir,
+              env={"PYSAMPLE_ASYNC": "1", "PYSAMPLE_STATS": stats})
+    # Nothing reads its stderr before it says it is done (finish() would).
+    run.wait_line("done", 90)
+    run.finish(60)
+    ctx.check(run.rc == 0, describe(run))
+    info = json.loads(run.stdout.splitlines()[0])
+    ctx.check(info["ticks"] >= 400, "the sampler ticked %d times in 30 s with stderr full"
+              % info["ticks"], describe(run))
+    ctx.check(info["flags_kept"], "stderr's file status flags were changed")
+    found = [f for f in os.listdir(outdir) if f.startswith("stats.txt")]
+    ctx.check(len(found) == 1, "stats files %r" % os.listdir(outdir))
+    with open(os.path.join(outdir, found[0])) as f:
+        counts = dict(l.split(None, 1) for l in f.read().splitlines() if " " in l)
+    ctx.check(int(counts.get("messages_dropped", 0)) >= 1,
+              "no message was dropped: the scenario did not reach a full stderr", counts)
+
+
 # ---- signals -----------------------------------------------------------------
 
 def signal_scenario(ctx, sig, mode="", expect_rc=None):
