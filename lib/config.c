@@ -230,6 +230,9 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
 
     c->quality_sidecar = get_bool(get, ctx, warn, "PYSAMPLE_QUALITY", 0, 1, "using 0");
     c->verbose = get_bool(get, ctx, warn, "PYSAMPLE_VERBOSE", 0, 1, "using 0");
+    c->timeline = get_bool(get, ctx, warn, "PYSAMPLE_TIMELINE", 0, 1, "no timeline");
+    c->timeline_max = get_int(get, ctx, warn, "PYSAMPLE_TIMELINE_MAX", 1, 100000000,
+                              PS_DEFAULT_TIMELINE_MAX, "a record count from 1 to 100000000");
 
     /* Opt-in only, and only the two signals no runtime or C library uses
      * for itself: a program that has a handler of its own for it must

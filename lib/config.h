@@ -15,6 +15,7 @@ enum ps_mode { PS_MODE_WALL = 0, PS_MODE_CPU };
 #define PS_DEFAULT_FLUSH_S 30
 #define PS_DEFAULT_MAX_STACKS 200000
 #define PS_DEFAULT_FILE_MODE 0600
+#define PS_DEFAULT_TIMELINE_MAX 1000000   /* records of 16 bytes: 16 MB */
 
 struct ps_config {
     char output[4096];    /* template from PYSAMPLE_OUTPUT; "" = profiling off */
@@ -36,6 +37,8 @@ struct ps_config {
     int verbose;          /* PYSAMPLE_VERBOSE: also note a smaller shortfall of the rate */
     int quality_sidecar;  /* PYSAMPLE_QUALITY: <output>.quality.json beside each profile */
     int write_signal;     /* PYSAMPLE_SIGNAL: SIGUSR1/SIGUSR2 writes the profile; 0 = none */
+    int timeline;         /* PYSAMPLE_TIMELINE: <output>.timeline, samples in time order */
+    int timeline_max;     /* PYSAMPLE_TIMELINE_MAX: its bound, in records */
 };
 
 /*

@@ -457,3 +457,15 @@ int ps_output_write_with(const char *tmpl, ps_output_fill_fn fill, void *ctx,
     return rc;
 }
 
+int ps_output_write_beside(const char *path, const char *suffix, ps_output_fill_fn fill,
+                           void *ctx)
+{
+    char side[4200];
+    int n = snprintf(side, sizeof side, "%s%s", path, suffix);
+    if (n < 0 || (size_t)n >= sizeof side)
+        return -ENAMETOOLONG;
+    struct stat st;
+    if (lstat(side, &st) == 0 && (!S_ISREG(st.st_mode) || st.st_uid != geteuid()))
+        return -EEXIST;   /* as ps_write_atomic: planted by someone else */
+    return write_atomic_with(side, fill, ctx, output.mode);
+}

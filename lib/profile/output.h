@@ -44,6 +44,16 @@ typedef int (*ps_output_fill_fn)(void *ctx, ps_output_put_fn put, void *put_ctx)
 int ps_output_write_with(const char *tmpl, ps_output_fill_fn fill, void *ctx,
                          char *written, size_t writtenlen);
 
+/*
+ * Writes fill's content atomically to <path><suffix>, a file beside a
+ * profile just written to path (PYSAMPLE_TIMELINE's <profile>.timeline),
+ * with the profile's file mode, as ps_write_atomic does: what another user
+ * may have planted there is neither followed nor replaced (-EEXIST).
+ * 0 or a negative errno.
+ */
+int ps_output_write_beside(const char *path, const char *suffix, ps_output_fill_fn fill,
+                           void *ctx);
+
 /* Atomic write of data to path with the given mode (the side files:
  * PYSAMPLE_STATS, the quality sidecar).  A symbolic link, a directory or
  * another user's file at path is neither followed nor replaced: -EEXIST. */

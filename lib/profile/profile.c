@@ -9,13 +9,18 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "native/native.h"
 #include "profile/output.h"
 #include "profile/profile.h"
 #include "profile/render.h"
+#include "platform/platform.h"
+#include "util/arena.h"
 #include "util/lock.h"
+#include "util/message.h"
 
 /* How long a write waits for the tables' lock: its holders keep it for one
  * tick or one render.  Held longer, its holder is the thread a signal
@@ -37,6 +42,21 @@ int ps_profile_setup(size_t max_stacks)
         return -1;
     profile.ready = 1;
     return 0;
+}
+
+static uint64_t real_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void ps_profile_setup_timeline(size_t max_records, int rate_hz)
+{
+    pthread_mutex_lock(&profile.lock);
+    ps_timeline_init(&profile.p.tl, max_records, rate_hz, ps_now_ns(), real_now_ns());
+    profile.p.tab.tl = max_records ? &profile.p.tl : NULL;
+    pthread_mutex_unlock(&profile.lock);
 }
 
 struct ps_profile *ps_profile_lock(void)
@@ -65,6 +85,28 @@ static int fill_rendered(void *ctx, ps_output_put_fn put, void *put_ctx)
     return ps_rendered_emit(ctx, put, put_ctx);
 }
 
+struct timeline_fill {
+    const struct ps_timeline *tl;
+    const struct ps_rendered *rd;
+    struct ps_arena *mem;
+};
+
+static int fill_timeline(void *ctx, ps_output_put_fn put, void *put_ctx)
+{
+    const struct timeline_fill *f = ctx;
+    return ps_timeline_emit(f->tl, f->rd, put, put_ctx, f->mem);
+}
+
+/* <path>.timeline from the copy tl and the lines rd of one moment. */
+static void write_timeline(const char *path, const struct ps_timeline *tl,
+                           const struct ps_rendered *rd, struct ps_arena *mem)
+{
+    struct timeline_fill f = { tl, rd, mem };
+    int rc = tl == NULL ? -ENOMEM : ps_output_write_beside(path, ".timeline", fill_timeline, &f);
+    if (rc != 0)
+        ps_say("cannot write the timeline %s.timeline: %s", path, strerror(-rc));
+}
+
 int ps_profile_write(const char *tmpl, char *written, size_t writtenlen)
 {
     if (!profile.ready)
@@ -72,11 +114,24 @@ int ps_profile_write(const char *tmpl, char *written, size_t writtenlen)
     struct ps_rendered *rd;
     if (ps_lock_bounded(&profile.lock, PS_TABLES_WAIT_MS) != 0)
         return -ETIMEDOUT;
+    struct ps_timeline *tl = NULL;
+    struct ps_arena tlmem = { 0 };   /* the timeline's copy: not malloc, as the render */
+    char path[4096];
     int rc = ps_render_prepare(&profile.p.tab, &profile.p.syms, &rd);
+    int timeline = ps_timeline_on(profile.p.tab.tl);
+    if (rc == 0 && timeline)
+        tl = ps_timeline_copy(profile.p.tab.tl, &tlmem);
     pthread_mutex_unlock(&profile.lock);
-    if (rc != 0)
+    if (rc != 0) {
+        ps_arena_free(&tlmem);
         return -ENOMEM;
-    rc = ps_output_write_with(tmpl, fill_rendered, rd, written, writtenlen);
+    }
+    rc = ps_output_write_with(tmpl, fill_rendered, rd, path, sizeof path);
+    if (rc == 0 && written != NULL)
+        snprintf(written, writtenlen, "%s", path);
+    if (rc == 0 && timeline)
+        write_timeline(path, tl, rd, &tlmem);
+    ps_arena_free(&tlmem);
     ps_rendered_free(rd);
     return rc;
 }
@@ -86,6 +141,7 @@ static int clear_locked(void)
 {
     if (ps_stacktab_clear(&profile.p.tab) != 0)
         return -1;
+    ps_timeline_restart(&profile.p.tl, ps_now_ns(), real_now_ns());
     /* A symbol table that met its limit (a program making functions or
      * threads without end) is rebuilt now that no stack refers to it, so
      * the next profile names them again; the code cache and native.c's

@@ -24,15 +24,22 @@
 #include "python/codecache.h"
 #include "profile/stacktab.h"
 #include "profile/symtab.h"
+#include "profile/timeline.h"
 
 struct ps_profile {
     struct ps_symtab syms;
     struct ps_codecache cc;   /* its entries hold ids of syms */
     struct ps_stacktab tab;   /* its stacks hold ids of syms */
+    struct ps_timeline tl;    /* PYSAMPLE_TIMELINE: tab's samples in time order */
 };
 
 /* Allocates the tables.  0, or -1 (out of memory). */
 int ps_profile_setup(size_t max_stacks);
+
+/* PYSAMPLE_TIMELINE: the samples from now on are also kept in time order
+ * (timeline.h), at most max_records of them, and every write of the
+ * profile writes <file>.timeline beside it.  After ps_profile_setup. */
+void ps_profile_setup_timeline(size_t max_records, int rate_hz);
 
 /* The profile, locked for the caller (the sampler, for one tick). */
 struct ps_profile *ps_profile_lock(void);
@@ -42,7 +49,9 @@ void ps_profile_unlock(void);
 int ps_profile_render(char **out, size_t *len);
 
 /* Writes the collapsed lines atomically to tmpl (NULL: this process's own
- * name; output.h), the path written to written.  The lock is held only
+ * name; output.h), the path written to written, and then, with a
+ * timeline, <that path>.timeline, made from the same moment's tables (a
+ * failure of that one is said on stderr).  The lock is held only
  * while the lines are sorted, not while they are made and written, and
  * the text is never whole in memory (render.h).  No malloc, and the lock
  * is waited for 5 s at most, so that a thread that interrupted its holder
@@ -50,7 +59,8 @@ int ps_profile_render(char **out, size_t *len);
  * lock stayed held), or a negative errno of the write. */
 int ps_profile_write(const char *tmpl, char *written, size_t writtenlen);
 
-/* Discards every sample.  0, or -1 (out of memory: nothing discarded). */
+/* Discards every sample, the timeline's too (it starts again now).  0, or
+ * -1 (out of memory: nothing discarded). */
 int ps_profile_reset(void);
 
 struct ps_profile_counts {

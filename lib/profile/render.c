@@ -176,6 +176,8 @@ struct ps_rendered {
     struct line *lines;
     size_t n;
     size_t size;         /* the text's length can be no more */
+    uint32_t *line_of;   /* stack id -> its line (the timeline's records) */
+    size_t nids;
 };
 
 /*
@@ -463,11 +465,17 @@ static int render_lines(struct render *r, struct ps_rendered *rd)
     if (sort_indexes(order, n, cmp_stacks, r) != 0)
         return -1;
     rd->lines = ps_arena_array(r->keep, n + 1, sizeof *rd->lines);
-    if (rd->lines == NULL)
+    rd->line_of = ps_arena_array(r->keep, t->used + 1, sizeof *rd->line_of);
+    if (rd->lines == NULL || rd->line_of == NULL)
         return -1;
+    rd->nids = t->used;
+    for (size_t i = 0; i < t->used; i++)
+        rd->line_of[i] = UINT32_MAX;
     for (size_t i = 0; i < n; i++) {
         const struct ps_stack *s = &t->slots[order[i]];
         rd->lines[i] = (struct line){ s->count, s->off, s->label, s->depth };
+        if (s->id < t->used)
+            rd->line_of[s->id] = (uint32_t)i;
     }
     rd->n = n;
     rd->size = total;
@@ -504,6 +512,16 @@ void ps_rendered_free(struct ps_rendered *rd)
         return;
     struct ps_arena mem = rd->mem;   /* rd lives in it */
     ps_arena_free(&mem);
+}
+
+size_t ps_rendered_lines(const struct ps_rendered *rd)
+{
+    return rd->n;
+}
+
+uint32_t ps_rendered_line(const struct ps_rendered *rd, uint32_t stack_id)
+{
+    return stack_id < rd->nids ? rd->line_of[stack_id] : UINT32_MAX;
 }
 
 size_t ps_rendered_size(const struct ps_rendered *rd)

@@ -6,6 +6,7 @@
 #define PS_RENDER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "profile/stacktab.h"
 #include "profile/symtab.h"
@@ -36,6 +37,10 @@ typedef int (*ps_render_sink)(void *ctx, const char *data, size_t len);
 int ps_render_prepare(const struct ps_stacktab *t, const struct ps_symtab *syms,
                       struct ps_rendered **rd);
 int ps_rendered_emit(const struct ps_rendered *rd, ps_render_sink sink, void *ctx);
+/* How many lines; the line (0 first) of the stack of id stack_id
+ * (struct ps_stack.id), or UINT32_MAX for none. */
+size_t ps_rendered_lines(const struct ps_rendered *rd);
+uint32_t ps_rendered_line(const struct ps_rendered *rd, uint32_t stack_id);
 /* The text's length is at most this. */
 size_t ps_rendered_size(const struct ps_rendered *rd);
 void ps_rendered_free(struct ps_rendered *rd);

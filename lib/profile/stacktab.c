@@ -37,6 +37,7 @@ int ps_stacktab_clear(struct ps_stacktab *t)
     struct ps_stacktab fresh;
     if (ps_stacktab_init(&fresh, t->max_stacks, t->full_frame) != 0)
         return -1;
+    fresh.tl = t->tl;
     ps_stacktab_free(t);
     *t = fresh;
     return 0;
@@ -95,10 +96,11 @@ static int add(struct ps_stacktab *t, uint32_t label, const uint64_t *frames, ui
         struct ps_stack *s = &t->slots[j];
         if (s->count == 0)
             break;
-        if (s->hash == h && s->label == label && s->depth == depth &&
+        if (s->hash == (uint32_t)h && s->label == label && s->depth == depth &&
             memcmp(t->frames + s->off, frames, depth * sizeof *frames) == 0) {
             s->count += count;
             t->total += count;
+            ps_timeline_add(t->tl, s->id, count);
             return 0;
         }
         j = (j + 1) & (t->cap - 1);
@@ -123,13 +125,15 @@ static int add(struct ps_stacktab *t, uint32_t label, const uint64_t *frames, ui
         return 0;
     }
     struct ps_stack *s = &t->slots[j];
-    s->hash = h;
+    s->hash = (uint32_t)h;
+    s->id = (uint32_t)t->used;
     s->count = count;
     s->label = label;
     s->depth = depth;
     s->off = t->nframes - depth;
     t->used++;
     t->total += count;
+    ps_timeline_add(t->tl, s->id, count);
     return 0;
 }
 

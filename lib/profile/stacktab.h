@@ -20,8 +20,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "profile/timeline.h"
+
 struct ps_stack {
-    uint64_t hash;
+    uint32_t hash;    /* the low half of hash_stack's (the slot needs no more) */
+    uint32_t id;      /* the stacks in the order they came: 0, 1, ... (timeline.h) */
     uint64_t count;   /* 0: empty slot */
     uint64_t off;     /* of its first frame in the frames arena */
     uint32_t label;
@@ -38,11 +41,14 @@ struct ps_stacktab {
     uint64_t total;      /* samples added */
     uint64_t overflowed; /* samples that went to the "table full" stack */
     uint64_t full_frame; /* the frame of that stack */
+    struct ps_timeline *tl; /* each sample counted is recorded here too (NULL: not) */
 };
 
 int ps_stacktab_init(struct ps_stacktab *t, size_t max_stacks, uint64_t full_frame);
 void ps_stacktab_free(struct ps_stacktab *t);
-/* Empties t.  0, or -1 (out of memory) with t as it was. */
+/* Empties t; its timeline stays attached (the caller restarts it: the
+ * ids it holds are those of the old stacks).  0, or -1 (out of memory)
+ * with t as it was. */
 int ps_stacktab_clear(struct ps_stacktab *t);
 
 /* Counts count samples of frames[0..depth) (root first) on thread label.

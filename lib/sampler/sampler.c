@@ -106,6 +106,8 @@ int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
         ps_threadsample_setup(&sampler.py, &sampler.cfg) != 0 ||
         ps_tick_setup(&sampler.py, &sampler.cfg) != 0)
         return -1;
+    if (cfg->timeline)
+        ps_profile_setup_timeline((size_t)cfg->timeline_max, cfg->rate_hz);
     if (cfg->native)
         native_init();
     sampler.setup_done = 1;

@@ -204,6 +204,7 @@ int ps_tick(int all, uint64_t cpu_period_ns, unsigned run)
      * took and released the read guard (a compare-and-swap and a
      * sequentially consistent load, ~80 instructions a read). */
     t.p = ps_profile_lock();
+    ps_timeline_tick(&t.p->tl, t.now);
     int batch = ps_mem_batch_begin();
     int finalizing = ps_python_finalizing(tick.py);
     int listed = !finalizing && ps_tstates_begin(&it, tick.py) == 0;

@@ -13,6 +13,7 @@ from .flamegraph import render_flamegraph
 from .pprof import to_pprof
 from .quality import read_sidecar
 from .speedscope import to_speedscope
+from . import timeline
 
 
 NAME = "convert"
@@ -35,6 +36,8 @@ def add_options(parser):
 
 
 def run(args):
+    if timeline.is_timeline(args.file):
+        return _run_timeline(args)
     profile = options.grouped(parse_collapsed(args.file), args)
     quality = read_sidecar(args.file)
     rate = args.rate
@@ -43,6 +46,23 @@ def run(args):
         rate = int(recorded) or None
     mode = args.mode or quality.get("mode") or "cpu"
     data = convert_bytes(profile, args.to, rate=rate, mode=mode, quality=quality)
+    write_output(args.output, data, binary=is_binary(args.to))
+    return 0
+
+
+def _run_timeline(args):
+    """A <profile>.timeline: speedscope in time order; pprof has no time
+    order, so it gets the aggregate the timeline holds."""
+    tl = timeline.parse_timeline(args.file)
+    stem = args.file[:-len(timeline.SUFFIX)] if args.file.endswith(timeline.SUFFIX) else args.file
+    quality = read_sidecar(stem)
+    if args.to == "speedscope":
+        doc = timeline.to_speedscope_timeline(tl, quality=quality)
+        data = (json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    else:
+        rate = args.rate or tl.header.get("rate_hz")
+        data = convert_bytes(tl.profile, args.to, rate=rate, mode=args.mode or quality.get("mode") or "cpu",
+                             quality=quality)
     write_output(args.output, data, binary=is_binary(args.to))
     return 0
 

@@ -14,6 +14,7 @@
 import argparse
 import collections
 import errno
+import json
 import os
 import re
 import shutil
@@ -29,6 +30,7 @@ from .collapsed import describe, parse_collapsed
 from .common import PROG, ToolError, file_mode, write_output
 from .convert import convert_bytes, is_binary
 from .quality import SIDECAR_SUFFIX, read_sidecar
+from . import timeline
 from .library import LIB_BASENAMES, SCRIPT_DIR_ENV, demo_path, find_library
 from .top import format_top
 
@@ -50,12 +52,13 @@ FORMAT_HINTS = {
 }
 
 PRIVATE_TEMPLATE = "pysample-%p.txt"
+TIMELINE_FORMATS = ("speedscope", "collapsed")
 _PRIVATE_NAME_RE = re.compile(r"^pysample-(\d+)(.*?)(?:\.txt)?$", re.S)
 
 
 NAME = "record"
 HELP = "run a command with the profiler preloaded"
-USAGE = ("%(prog)s [-o FILE] [--rate HZ] [--mode wall|cpu] [--async] [--format FORMAT] [--python PY] [-q] "
+USAGE = ("%(prog)s [-o FILE] [--rate HZ] [--mode wall|cpu] [--async] [--timeline] [--format FORMAT] [--python PY] [-q] "
          "[-- COMMAND [ARG...]]\n       %(prog)s --pid PID [-d SECONDS] [-o FILE] [--rate HZ] [--format FORMAT]")
 DESCRIPTION = ("Runs COMMAND with libpysample preloaded (LD_PRELOAD, or DYLD_INSERT_LIBRARIES on macOS), "
                "writes one profile per Python process and prints a summary to stderr. Exits with the exit "
@@ -100,6 +103,10 @@ def add_options(parser):
     parser.add_argument("-t", "--threads", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--nonblocking", action="store_true", help=argparse.SUPPRESS)
     options.output_format(parser)
+    parser.add_argument("--timeline", action="store_true",
+                        help="keep the samples in time order too (PYSAMPLE_TIMELINE=1): --format "
+                             "speedscope then shows when each stack ran (its Time Order view), "
+                             "collapsed puts <file>.timeline beside the profile (docs/format.md)")
     parser.add_argument("--python", metavar="PY",
                         help="interpreter for the demo and for a COMMAND that starts with a .py file "
                              "(default: %s)" % (sys.executable or "python3"))
@@ -132,7 +139,11 @@ def run(args):
             raise ToolError("--gil cannot change a running process's PYSAMPLE_GIL")
         if args.nolineno:
             raise ToolError("--nolineno cannot change a running process's PYSAMPLE_LINES")
+        if args.timeline:
+            raise ToolError("--timeline records a COMMAND it runs (PYSAMPLE_TIMELINE), not a running process")
         return record_pid(args)
+    if args.timeline and args.format not in TIMELINE_FORMATS:
+        raise ToolError("--timeline goes with --format %s" % " or ".join(TIMELINE_FORMATS))
     command = command_to_run(args)
     library = library_or_fail()
 
@@ -294,6 +305,8 @@ def _environment(library, workdir, args):
         # Every process writes its profile this many seconds after its start
         # (and again every as many), which record takes once.
         env["PYSAMPLE_FLUSH_INTERVAL"] = str(args.duration)
+    if getattr(args, "timeline", False):
+        env["PYSAMPLE_TIMELINE"] = "1"
     return env
 
 
@@ -364,7 +377,8 @@ def collect(workdir):
     written = []
     for name in os.listdir(workdir):
         path = os.path.join(workdir, name)
-        if name.startswith(".") or not os.path.isfile(path) or name.endswith(SIDECAR_SUFFIX):
+        if name.startswith(".") or not os.path.isfile(path) or name.endswith(SIDECAR_SUFFIX) \
+                or name.endswith(timeline.SUFFIX):
             continue
         stem = name[:-len(".txt")] if name.endswith(".txt") else name
         m = _PRIVATE_NAME_RE.match(name)
@@ -448,7 +462,10 @@ def _finish(args, command, written, main_pid, rate, mode, hostname, start):
             if fmt != "collapsed":
                 continue
         try:
-            _deliver(w, profile, destination, fmt, rate, mode, command, file_mode(os.environ))
+            if args.timeline and profile is not None:
+                problems.extend(_deliver_timeline(w, destination, fmt, file_mode(os.environ)))
+            else:
+                _deliver(w, profile, destination, fmt, rate, mode, command, file_mode(os.environ))
         except (ToolError, OSError) as e:
             undelivered += 1
             reason = str(e) if isinstance(e, ToolError) else "cannot write %s: %s" % (destination, e.strerror or e)
@@ -500,6 +517,33 @@ def _deliver(w, profile, destination, fmt, rate, mode, command, permissions):
     finally:
         profile.path = source
     write_output(destination, data, binary=is_binary(fmt), mode=permissions)
+
+
+def _deliver_timeline(w, destination, fmt, permissions):
+    """record --timeline: the profile and its .timeline beside it
+    (collapsed), or speedscope's time-ordered profiles of the timeline.
+    Returns what the summary should say; raises ToolError when there is
+    nothing to deliver (the profile then stays in the private directory)."""
+    side = w.path + timeline.SUFFIX
+    if fmt == "collapsed":
+        os.chmod(w.path, permissions)
+        shutil.move(w.path, destination)
+        if not os.path.isfile(side):
+            return ["%s: no timeline was written beside the profile" % w.who]
+        os.chmod(side, permissions)
+        shutil.move(side, destination + timeline.SUFFIX)
+        return []
+    tl = timeline.parse_timeline(side)
+    doc = timeline.to_speedscope_timeline(tl, name=os.path.basename(destination),
+                                          quality=read_sidecar(w.path))
+    write_output(destination, (json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n")
+                 .encode("utf-8"), binary=False, mode=permissions)
+    if not tl.header.get("dropped_records"):
+        return []
+    return ["%s: the timeline met its bound (PYSAMPLE_TIMELINE_MAX=%d records): the last %d samples, "
+            "from %.3f s on, are in the totals but not in time order"
+            % (w.who, tl.header.get("max_records", 0), tl.header.get("dropped_samples", 0),
+               tl.header.get("first_dropped_us", 0) / 1e6)]
 
 
 def _scope(written):
