@@ -179,10 +179,16 @@ def run(args):
                 sys.stderr.write("%s: no profile was written: the process died before it could write "
                                  "one (see docs/troubleshooting.md)\n" % PROG)
             else:
-                sys.stderr.write(
-                    "%s: no profile was written: is `%s` a Python program, and did it run long enough "
-                    "for one sample (1/%d s)? See docs/troubleshooting.md (\"Nothing written\").\n"
-                    % (PROG, _describe_command(command), rate))
+                old = _old_python(command)
+                if old:
+                    sys.stderr.write("%s: no profile was written: `%s` runs Python %s, which libpysample "
+                                     "does not profile (3.9 or newer)\n"
+                                     % (PROG, _describe_command(command), old))
+                else:
+                    sys.stderr.write(
+                        "%s: no profile was written: is `%s` a Python program, and did it run long "
+                        "enough for one sample (1/%d s)? See docs/troubleshooting.md (\"Nothing "
+                        "written\").\n" % (PROG, _describe_command(command), rate))
             return
         try:
             if not _finish(args, command, written, main_pid, rate, mode, hostname, start):
@@ -239,6 +245,45 @@ def _check_writable(directory, output):
                         % (what, directory, e.strerror or e))
     os.close(fd)
     os.unlink(probe)
+
+
+def _interpreter_of(command):
+    """The Python interpreter command runs: command[0] when it is named
+    python*, else the one its #! line names, else None."""
+    path = shutil.which(command[0]) if command else None
+    if path is None:
+        return None
+    if re.match(r"python[0-9.]*[a-z]?$", os.path.basename(path)):
+        return path
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(256).decode("utf-8", "replace")
+    except OSError:
+        return None
+    words = first[2:].split() if first.startswith("#!") else []
+    if words and os.path.basename(words[0]) == "env" and len(words) > 1:
+        words = words[1:]
+    if words and re.match(r"python[0-9.]*[a-z]?$", os.path.basename(words[0])):
+        return shutil.which(words[0])
+    return None
+
+
+def _old_python(command):
+    """"3.8", "2.7": the version of the Python command runs when it is one
+    libpysample does not profile (older than 3.9), else None.  Asked of
+    the interpreter itself, without the library (Python 2 can answer)."""
+    python = _interpreter_of(command)
+    if python is None:
+        return None
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD", "DYLD_INSERT_LIBRARIES") and not k.startswith("PYSAMPLE_")}
+    try:
+        out = subprocess.run([python, "-c", "import sys; sys.stdout.write('%d.%d' % sys.version_info[:2])"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=30).stdout
+        major, minor = map(int, out.decode().split("."))
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    return "%d.%d" % (major, minor) if (major, minor) < (3, 9) else None
 
 
 def command_to_run(args):

@@ -1823,6 +1823,22 @@ class RealRecordTests(TempDirTestCase):
             self.assertNotIn("parent_work", functions)
         self.assertIn("(all 3 processes)", err)
 
+    def test_old_python_named(self):
+        """A Python the library refuses: the tool's note names its version
+        (the library's own line said why) instead of asking whether it is
+        a Python program at all."""
+        import glob
+        olds = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8.*/bin/python3")) +
+                      glob.glob(os.path.expanduser("~/.pyenv/versions/2.7.*/bin/python2")))
+        if not olds:
+            self.skipTest("no Python 3.8 or 2.7 in ~/.pyenv")
+        for old in olds:
+            code, out, err = self.record("--", old, "-c", "import sys")
+            version = os.path.basename(os.path.dirname(os.path.dirname(old)))[:3]
+            self.assertEqual(code, 0, err)
+            self.assertIn("runs Python %s, which libpysample does not profile" % version, err)
+            self.assertNotIn("Python program", err)
+
 
 # ---------------------------------------------------------------------------
 # diff and lines, on real profiles of two versions of one program
