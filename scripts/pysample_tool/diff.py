@@ -56,11 +56,14 @@ def add_options(parser):
                         help="compare thread with thread (matched by name), each as shares of its own "
                              "samples (default: all threads merged)")
     parser.add_argument("--title", metavar="T", help="title above the graph (default: Differential Flame Graph)")
+    options.addresses(parser)
 
 
 def run(args):
-    base = parse_collapsed(args.base)
-    head = parse_collapsed(args.head)
+    # Native frames without a symbol are merged per object unless
+    # --addresses: a rebuilt extension moves its addresses between commits.
+    base = options.grouped(parse_collapsed(args.base), args)
+    head = options.grouped(parse_collapsed(args.head), args)
     rows = diff_functions(base, head, args.per_thread)
     text = "%s -> %s: %s -> %s samples, %s\n" % (
         args.base, args.head, thousands(base.total), thousands(head.total),

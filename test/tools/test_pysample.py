@@ -2044,6 +2044,19 @@ class DiffTests(RecordedPairTestCase):
         code, out, err = pysample("diff", base, head, "--top", "0")
         self.assertEqual(self.table(out)["work (/a.py)"][:3], (30.0, 25.0, -5.0))
 
+    def test_native_addresses_are_merged_per_object(self):
+        # A rebuilt extension's code moves: by address nothing would match.
+        base = self.write("nbase.txt", "thread 1;main (/a.py:1);libx.so+0x10 5\n"
+                                       "thread 1;main (/a.py:1);libx.so+0x20 5\n")
+        head = self.write("nhead.txt", "thread 1;main (/a.py:1);libx.so+0x30 10\n")
+        code, out, err = pysample("diff", base, head, "--top", "0")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.table(out)["[libx.so] (libx.so)"], (100.0, 100.0, 0.0, 100.0, 100.0, 0.0))
+        code, out, err = pysample("diff", base, head, "--top", "0", "--addresses")
+        rows = self.table(out)
+        self.assertEqual(rows["libx.so+0x30 (libx.so)"][:3], (0.0, 100.0, 100.0))
+        self.assertEqual(rows["libx.so+0x10 (libx.so)"][:3], (50.0, 0.0, -50.0))
+
     def test_bad_input_is_one_line(self):
         for args, words in (((self.base, "missing.txt"), ("missing.txt", "No such file")),
                             ((fixture("empty.txt"), self.head), ("empty.txt", "empty profile")),
