@@ -413,7 +413,7 @@ static void request_write(enum ps_write_kind kind, int in_handler)
 
 /*
  * A profile whose achieved rate fell below half the requested one says so
- * at exit (issue #17): far fewer samples than the user asked for, because
+ * at exit: far fewer samples than the user asked for, because
  * the sampler woke late (a loaded machine, a rate too high for it) or the
  * CPU budget lowered it.  A smaller shortfall is in the quality figures
  * and the tool's summary, and on stderr only with PYSAMPLE_VERBOSE: the

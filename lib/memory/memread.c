@@ -193,8 +193,8 @@ static __attribute__((noinline)) int copy_guarded(void *dst, uintptr_t src, size
 }
 
 /*
- * Reads without a recovery point of their own (issue #14: sigsetjmp is
- * ~40 instructions, a third of a small read).  A fault in such a copy
+ * Reads without a recovery point of their own (sigsetjmp is ~40
+ * instructions, a third of a small read).  A fault in such a copy
  * jumps to the scope's recovery point, which the caller set with sigsetjmp
  * before ps_read_scope(): every read and every line of code between that
  * point and the fault is abandoned.  That is only sound where nothing

@@ -1,5 +1,5 @@
 /*
- * native.h - mixed native and Python stacks (issue #15, docs/native.md).
+ * native.h - mixed native and Python stacks (docs/native.md).
  *
  * Three parts, called in this order by the sampler for each thread while
  * PYSAMPLE_NATIVE is on:

@@ -1,5 +1,5 @@
 /*
- * dlwatch.h - Python that arrives late (issue #13): a process that is not
+ * dlwatch.h - Python that arrives late: a process that is not
  * Python when the constructor runs but loads libpython later (uWSGI's
  * python plugin, mod_wsgi, any program that embeds Python through
  * dlopen).  lib/platform/linux/dlwatch.c and lib/platform/darwin/dlwatch.c watch the loads

@@ -615,7 +615,7 @@ walk_frames(const struct ps_python *py, struct ps_codecache *cc, struct ps_symta
 }
 
 /*
- * One recovery point per walk (issue #14).  The walk's own reads of the
+ * One recovery point per walk.  The walk's own reads of the
  * frames (frame_read) and of the code objects (read_code) are
  * ps_read_in_scope() reads: a fault in one of them jumps
  * here and the walk is reported unreadable, exactly what that read's

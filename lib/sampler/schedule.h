@@ -18,11 +18,10 @@
  *     to the next one: it never ticks back to back, and its CPU stays
  *     bounded by what one tick costs.
  *
- * Until issue #14 any tick that ended after the next deadline skipped
- * that deadline: at 10 kHz a wake-up 90 us late (a virtual machine's timer
- * reaching an idle vCPU: p50 30 us, p99 120 us on the idle benchmark
- * machine) plus a 10 us tick lost the next sample, though it could be
- * taken a few microseconds late.
+ * Why not simply skip any deadline that a tick ended after: at 10 kHz a
+ * wake-up 90 us late (a virtual machine's timer reaching an idle vCPU: p50
+ * 30 us, p99 120 us on the idle benchmark machine) plus a 10 us tick would
+ * lose the next sample, though it can be taken a few microseconds late.
  */
 #ifndef PS_SCHEDULE_H
 #define PS_SCHEDULE_H
