@@ -454,6 +454,35 @@ def test_exit_in_signal_handler_storm(ctx):
             check_has(ctx, profiles[pid_file(pid)], ["storm_work"], [])
 
 
+def test_raise_in_signal_handler_storm(ctx):
+    """Issue 25: raise(SIGTERM) from a C handler (SIGUSR1) that interrupted
+    the main thread inside malloc, with sampling stopped (pysample_stop), so
+    that the handler itself writes the profile before the process dies of
+    SIGTERM: that write used to call malloc on the very thread holding the
+    allocator's lock, and the process hung for ever.  It must die of
+    SIGTERM, with its profile, every time (10 runs, 5 at a time)."""
+    lib = exitstorm(ctx)
+    args = [ctx.program("proc_exit_storm.py"), lib, "0.2", "raise"]
+    env = {"MALLOC_ARENA_MAX": "1"}
+    plain = Run(ctx, args, False, env=env)
+    plain.wait_line("ready")
+    plain.proc.send_signal(signal.SIGUSR1)
+    ctx.check(plain.finish(30).rc == -signal.SIGTERM, "without the library: " + describe(plain))
+    for batch in range(2):
+        runs = [Run(ctx, args, True, env=env) for _ in range(5)]
+        for run in runs:
+            run.wait_line("ready")
+        for run in runs:
+            run.proc.send_signal(signal.SIGUSR1)
+        for run in runs:
+            run.finish(15)
+            ctx.check(run.rc == -signal.SIGTERM, "batch %d: ended with %s, expected %d"
+                      % (batch, run.rc, -signal.SIGTERM), describe(run))
+            pid = run.proc.pid
+            profiles = check_files(ctx, run, [pid_file(pid)])
+            check_has(ctx, profiles[pid_file(pid)], ["storm_work"], [])
+
+
 def test_full_stderr_does_not_stall_sampler(ctx):
     """Issue 25: a "pysample:" line said from the sampler thread while the
     program's stderr is a full pipe nobody reads (a daemon's, a test

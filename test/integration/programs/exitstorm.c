@@ -4,7 +4,9 @@
  * allows in a signal handler, and a loop that spends nearly all its time
  * inside malloc and free, so that the signal nearly always lands while
  * the main thread holds the allocator's lock (with MALLOC_ARENA_MAX=1
- * every thread shares that one arena, the profiler's included).
+ * every thread shares that one arena, the profiler's included).  Also a
+ * handler that raise()s another signal, for the same storm through the
+ * library's raise() stand-in.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -12,9 +14,10 @@
 #include <unistd.h>
 
 int es_install(int status);
+int es_install_raise(int from, int to);
 long es_churn(void);
 
-static volatile sig_atomic_t exit_status;
+static volatile sig_atomic_t exit_status, raised;
 
 static void on_term(int sig)
 {
@@ -31,6 +34,23 @@ int es_install(int status)
     sa.sa_handler = on_term;
     sigemptyset(&sa.sa_mask);
     return sigaction(SIGTERM, &sa, NULL);
+}
+
+static void on_raise(int sig)
+{
+    (void)sig;
+    raise(raised);
+}
+
+/* When from arrives, raise(to) in the handler.  0 or -1. */
+int es_install_raise(int from, int to)
+{
+    raised = to;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_raise;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(from, &sa, NULL);
 }
 
 /* Allocates and frees for ever (sizes that take the arena's lock rather
