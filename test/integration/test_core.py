@@ -630,3 +630,116 @@ def test_cpu_mode_pprof_values_are_cpu_time(ctx):
         ctx.check(used[name] * 0.8 - 3 * period <= ns / 1e9 <= used[name] + period,
                   "%s: pprof says %.1f ms of CPU, it measured %.1f ms" % (name, ns / 1e6,
                   1000 * used[name]), cpu)
+
+
+# ---------------------------------------------------------------------------
+# PYSAMPLE_TIMELINE (issue #29): <profile>.timeline, the samples in time order
+# ---------------------------------------------------------------------------
+
+def read_timeline(ctx, path):
+    """(header {key: int}, stack lines, records [(t_us, line, weight)]) of
+    a timeline file (docs/format.md#timeline), checking its structure."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    ctx.check(lines[0] == "# pysample timeline 1" and lines[-1] == "",
+              "not a timeline, or not ending in a newline", lines[:3])
+    header, i = {}, 1
+    while not lines[i].startswith("stacks "):
+        key, value = lines[i].split(" ")
+        header[key] = int(value)
+        i += 1
+    n = int(lines[i].split(" ")[1])
+    stacks = lines[i + 1:i + 1 + n]
+    i += 1 + n
+    ctx.check(lines[i].startswith("records "), "no records line after %d stacks" % n, lines[i])
+    m = int(lines[i].split(" ")[1])
+    records = [tuple(int(x) for x in l.split(" ")) for l in lines[i + 1:i + 1 + m]]
+    ctx.check(len(records) == m and all(len(r) == 3 for r in records) and lines[i + 1 + m:] == [""],
+              "records section: %d announced" % m, lines[i:i + 5])
+    ctx.check(all(0 <= line < n and w > 0 for _, line, w in records), "a record names no stack")
+    return header, stacks, records
+
+
+def timeline_run(ctx, args, extra_env=None):
+    """Runs phases.py with a timeline: (result, profile lines, header,
+    stacks, records)."""
+    env = {"PYSAMPLE_RATE": "200", "PYSAMPLE_TIMELINE": "1"}
+    env.update(extra_env or {})
+    res = ctx.run([ctx.program("phases.py")] + args, env=env)
+    ctx.check_clean_run(res)
+    ctx.check(res.stdout.endswith("done\n"), "program output changed: %r" % res.stdout)
+    names = [f for f in res.files if not f.startswith(".")]
+    ctx.check(len(names) == 2 and names[1] == names[0] + ".timeline",
+              "expected a profile and its .timeline", names)
+    with open(os.path.join(res.outdir, names[0]), encoding="utf-8") as f:
+        profile = f.read().splitlines()
+    header, stacks, records = read_timeline(ctx, os.path.join(res.outdir, names[1]))
+    # The same moment as the profile: its lines, in order, and its samples.
+    ctx.check(stacks == profile, "the timeline's stacks are not the profile's lines",
+              stacks[:3], profile[:3])
+    total = sum(int(l.rsplit(" ", 1)[1]) for l in profile)
+    kept = sum(w for _, _, w in records)
+    ctx.check(header["samples"] == kept and kept + header["dropped_samples"] == total,
+              "timeline %d + dropped %d samples, the profile %d" % (kept, header["dropped_samples"], total),
+              header)
+    times = [t for t, _, _ in records]
+    ctx.check(times == sorted(times) and times[-1] <= header["end_us"], "records not in time order",
+              times[:20])
+    return res, profile, header, stacks, records
+
+
+def phase_sequence(stacks, records):
+    """The records' phases in time order, one letter per sample: "a" for
+    phase_a, "b" for phase_b, none for the others (start-up, exit)."""
+    which = ["a" if ";phase_a (" in s else "b" if ";phase_b (" in s else "" for s in stacks]
+    return "".join(which[line] * w for _, line, w in records)
+
+
+def test_timeline_phases_in_order(ctx):
+    """Phase A, then B, then A again, each for 40 sampler ticks: the
+    timeline's samples say a..., b..., a... in that order."""
+    _, _, header, stacks, records = timeline_run(ctx, ["40"])
+    ctx.check(header["dropped_records"] == 0 and header["rate_hz"] == 200, "header", header)
+    seq = phase_sequence(stacks, records)
+    # The best split of the sequence into a | b | a: the samples out of
+    # place under it (a sample taken as a phase ended may show the next
+    # phase's call; allow a few).
+    n = len(seq)
+    pre_b = [0]
+    for c in seq:
+        pre_b.append(pre_b[-1] + (c == "b"))
+    pre_a = [i - b for i, b in enumerate(pre_b)]
+    best = min((pre_b[i] + (pre_a[j] - pre_a[i]) + (pre_b[n] - pre_b[j]), i, j)
+               for i in range(n + 1) for j in range(i, n + 1))
+    misplaced, i, j = best
+    ctx.check(misplaced <= 2, "%d samples out of order a|b|a" % misplaced, seq)
+    # Each phase ran 40 ticks at least: its part holds most of them.
+    ctx.check(seq[:i].count("a") >= 20 and seq[i:j].count("b") >= 20 and seq[j:].count("a") >= 20,
+              "phases too short: %d a, %d b, %d a" % (seq[:i].count("a"), seq[i:j].count("b"),
+                                                        seq[j:].count("a")), seq)
+
+
+def test_timeline_bounded(ctx):
+    """A long run with a bound of 100 records: 100 are kept, the earliest,
+    and the rest is counted, not recorded."""
+    _, _, header, stacks, records = timeline_run(ctx, ["40", "2"], {"PYSAMPLE_TIMELINE_MAX": "100"})
+    ctx.check(len(records) == 100 and header["max_records"] == 100, "%d records" % len(records), header)
+    ctx.check(header["dropped_records"] > 0 and header["dropped_samples"] >= header["dropped_records"],
+              "nothing dropped past the bound", header)
+    ctx.check(records[-1][0] <= header["first_dropped_us"] <= header["end_us"],
+              "the kept records are not the earliest", records[-1], header)
+    # 6 phases of 40 ticks: the 100 kept cover the first two or three.
+    seq = phase_sequence(stacks, records)
+    ctx.check(seq.count("a") >= 20 and "b" in seq, "the earliest samples are not phases a, b", seq)
+
+
+def test_timeline_after_reset(ctx):
+    """pysample_reset() after phase B: the profile and its timeline hold the
+    last phase A only, the timeline starting at the reset."""
+    res, profile, header, stacks, records = timeline_run(ctx, ["40", "1", "reset"])
+    seq = phase_sequence(stacks, records)
+    ctx.check("b" not in seq and seq.count("a") >= 20, "after the reset: %s" % seq)
+    ctx.check(not any(";phase_b (" in l for l in profile), "the profile kept phase B")
+    before, after = (int(x) for x in res.stdout.split()[1:3])
+    ctx.check(before <= header["start_unix_ns"] <= after, "time 0 is not the reset (%d..%d)"
+              % (before, after), header)
