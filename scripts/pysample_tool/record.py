@@ -445,11 +445,22 @@ def _only_started_process(written, main_pid, quiet):
     return kept
 
 
+def host_component(hostname):
+    """%h as the library writes it: one file name component (a '/' becomes
+    '_', a name of only dots '_'s), so that no host name moves a profile to
+    another directory (lib/profile/output.c)."""
+    if hostname.strip(".") == "":
+        return "_" * max(len(hostname), 1)
+    return hostname.replace("/", "_")
+
+
 def expand_template(template, pid, hostname, start):
     """Expands %p %h %t %% the way the library expands PYSAMPLE_OUTPUT."""
+    host = host_component(hostname)
+
     def sub(m):
         c = m.group(1)
-        return {"p": str(pid), "h": hostname, "t": str(start), "%": "%"}.get(c, m.group(0))
+        return {"p": str(pid), "h": host, "t": str(start), "%": "%"}.get(c, m.group(0))
     return re.sub(r"%(.)", sub, template)
 
 
