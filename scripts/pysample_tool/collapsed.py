@@ -219,15 +219,21 @@ def describe(profile):
         "on" if profile.has_lines else "off")
 
 
-def group_native_addresses(profile):
+def group_native_addresses(profile, resolve=None):
     """Merges the native frames that have no symbol (`lib.so+0x2e2cb0`,
-    `lib.so+0x2e2cc6`, ...) into one frame per object, `[lib.so]`, and a run
-    of them in a row into one: a stripped extension is then one row of
-    `top` and one box of a flame graph instead of one per address (numpy
-    gave forty); `[unknown]+0x7f...` (no object) become `[unknown]`.  The
-    library has named every address its object's .symtab
-    or .dynsym covers; what is left is code no symbol table describes.
-    Identical stacks are added up.  Returns the profile."""
+    `lib.so+0x2e2cc6`, ...): a stripped extension is then one row of `top`
+    and one box of a flame graph instead of one per address (numpy gave
+    forty).  The library has named every address its object's .symtab or
+    .dynsym covers; what is left is code no symbol it reads describes.
+
+    resolve(library, offset), where the objects can be read (record, on the
+    machine that ran them), gives (name, inside) from more symbol tables
+    (elfsyms.py): inside a symbol, the frame is that function's, as if the
+    library had named it; past one, `name+... (library)`, everything up to
+    the next symbol.  Otherwise the frame becomes its object, `[lib.so]`
+    (`[unknown]+0x7f...`, in no object: `[unknown]`).  A run of one such
+    group in a row is one frame; identical stacks are added up.  Returns
+    the profile."""
     merged = collections.OrderedDict()
     grouped = {}
     for thread, frames, count in profile.stacks:
@@ -236,13 +242,23 @@ def group_native_addresses(profile):
             if frame.kind == KIND_NATIVE:
                 group = grouped.get(frame)
                 if group is None:
-                    name = frame.file if frame.file.startswith("[") else "[%s]" % frame.file
-                    group = grouped[frame] = Frame(KIND_NATIVE, name, frame.file, None)
+                    group = grouped[frame] = _native_group(frame, resolve)
                 frame = group
-                if out and out[-1] == frame:
+                if out and out[-1] == frame and (frame.kind == KIND_NATIVE or frame.name.endswith("+...")):
                     continue
             out.append(frame)
         key = (thread, tuple(out))
         merged[key] = merged.get(key, 0) + count
     profile.stacks = [(thread, frames, count) for (thread, frames), count in merged.items()]
     return profile
+
+
+def _native_group(frame, resolve):
+    m = _NATIVE_ADDR_RE.match(frame.name)
+    if resolve is not None and m and not frame.file.startswith("["):
+        found = resolve(frame.file, int(m.group(2), 16))
+        if found is not None and found[0]:
+            name, inside = found
+            return Frame(KIND_PY, name if inside else name + "+...", frame.file, None)
+    name = frame.file if frame.file.startswith("[") else "[%s]" % frame.file
+    return Frame(KIND_NATIVE, name, frame.file, None)

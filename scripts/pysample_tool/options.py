@@ -101,11 +101,11 @@ def addresses(parser):
                              "instead of one [lib.so] per object")
 
 
-def grouped(profile, args):
-    """The profile as the commands show it: native addresses merged per
-    object unless --addresses."""
+def grouped(profile, args, resolve=None):
+    """The profile as the commands show it: native addresses merged (by
+    symbol with resolve, else per object) unless --addresses."""
     from .collapsed import group_native_addresses
-    return profile if getattr(args, "addresses", False) else group_native_addresses(profile)
+    return profile if getattr(args, "addresses", False) else group_native_addresses(profile, resolve)
 
 
 def trailing_command(parser):

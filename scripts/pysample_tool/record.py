@@ -29,6 +29,7 @@ from . import options, remote, sip
 from .collapsed import describe, parse_collapsed
 from .common import PROG, ToolError, file_mode, write_output
 from .convert import convert_bytes, is_binary
+from .elfsyms import LoadedObjects
 from .quality import SIDECAR_SUFFIX, read_sidecar
 from . import timeline
 from .library import LIB_BASENAMES, SCRIPT_DIR_ENV, demo_path, find_library
@@ -191,13 +192,23 @@ def run(args):
                         "written\").\n" % (PROG, _describe_command(command), rate))
             return
         try:
-            if not _finish(args, command, written, main_pid, rate, mode, hostname, start):
+            if not _finish(args, command, written, main_pid, rate, mode, hostname, start, objects.resolve):
                 keep.append(True)
         except Exception as e:
             # After the run nothing may lose the profiles: whatever went
             # wrong, they stay where the library wrote them.
             keep.append(True)
             sys.stderr.write("%s: could not deliver the profiles (%s: %s)\n" % (PROG, type(e).__name__, e))
+
+    # --native: the objects the processes map, read while they run, name
+    # more of the native frames the library left as addresses (elfsyms.py).
+    objects = LoadedObjects()
+
+    def poll(child, elapsed):
+        if args.native:
+            objects.scan(child.pid)
+        if args.duration:
+            at_duration(child, elapsed)
 
     def at_duration(child, elapsed):
         """--duration: once the started process has written its profile (the
@@ -216,7 +227,7 @@ def run(args):
                              % (PROG, args.duration, _describe_command(command)))
 
     try:
-        returncode, main_pid = _run(command, env, at_duration if args.duration else None)
+        returncode, main_pid = _run(command, env, poll if args.duration or args.native else None)
         if not delivered_at:
             deliver(main_pid, returncode)
         elif returncode < 0:
@@ -501,7 +512,7 @@ def plan_outputs(written, main_pid, output, fmt, hostname, start):
 # Delivering and summing up
 # ---------------------------------------------------------------------------
 
-def _finish(args, command, written, main_pid, rate, mode, hostname, start):
+def _finish(args, command, written, main_pid, rate, mode, hostname, start, resolve=None):
     fmt = args.format
     plan = plan_outputs(written, main_pid, args.output, fmt, hostname, start)
     profiles = []
@@ -511,7 +522,7 @@ def _finish(args, command, written, main_pid, rate, mode, hostname, start):
     for w in sorted(written, key=lambda w: w.sort_key(main_pid)):
         destination = plan[w]
         try:
-            profile = options.grouped(parse_collapsed(w.path), args)
+            profile = options.grouped(parse_collapsed(w.path), args, resolve)
         except ToolError as e:
             problems.append("%s: %s" % (w.who, str(e).replace(w.path + ": ", "").replace(w.path, "profile")))
             profile = None

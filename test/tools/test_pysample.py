@@ -380,23 +380,25 @@ while until.more():
     lib.exported_entry(200000)
 """
 
-    def test_record_native_groups_a_stripped_library(self):
-        """record --native of a stripped object's static function: its
-        addresses are one row, [libstripped.so], in record's summary and
-        in top; the collapsed file keeps them."""
+    def tools(self, *names):
         import platform
         library = real_library(os.path.join(BUILD_ROOT, "lib")) if BUILD_ROOT else None
-        cc, strip = shutil.which("gcc") or shutil.which("cc"), shutil.which("strip")
-        if not library or not cc or not strip:
-            self.skipTest("needs the real library, a C compiler and strip")
+        found = [shutil.which(n) for n in names]
+        if not library or not all(found):
+            self.skipTest("needs the real library and %s" % ", ".join(names))
         if not sys.platform.startswith("linux") or platform.machine() != "x86_64":
             self.skipTest("native stacks are x86-64 Linux only")
-        source, so = os.path.join(self.tmp, "stripped.c"), os.path.join(self.tmp, "libstripped.so")
+        return [library] + found
+
+    def build(self, cc, source_text, name, *flags):
+        source, so = os.path.join(self.tmp, name + ".c"), os.path.join(self.tmp, name)
         with open(source, "w") as f:
-            f.write(self.STRIPPED_C)
-        for command in ([cc, "-O1", "-shared", "-fPIC", "-o", so, source], [strip, "--strip-all", so]):
-            code, out, err = run(command)
-            self.assertEqual(code, 0, err)
+            f.write(source_text)
+        code, out, err = run([cc, "-O1", "-shared", "-fPIC"] + list(flags) + ["-o", so, source])
+        self.assertEqual(code, 0, err)
+        return so
+
+    def record_native(self, library, so):
         program = os.path.join(self.tmp, "stripped.py")
         with open(program, "w") as f:
             f.write(self.STRIPPED_PY)
@@ -404,6 +406,17 @@ while until.more():
                                   os.path.join(SOURCE_ROOT, "test", "integration", "programs"),
                                   cwd=self.tmp, env=clean_env(PYSAMPLE_LIB=library))
         self.assertEqual(code, 0, err)
+        return err
+
+    def test_record_native_groups_a_stripped_library(self):
+        """record --native of a stripped object's static function: its
+        addresses are one row, [libstripped.so], in record's summary and
+        in top; the collapsed file keeps them."""
+        library, cc, strip = self.tools("gcc", "strip")
+        so = self.build(cc, self.STRIPPED_C, "libstripped.so")
+        code, out, err = run([strip, "--strip-all", so])
+        self.assertEqual(code, 0, err)
+        err = self.record_native(library, so)
         self.assertNotIn("libstripped.so+0x", err, "record's summary groups them")
         summary = self.table(err.split("top functions by self samples:\n")[1].encode())
         code, out, err = pysample("top", os.path.join(self.tmp, "prof.txt"), "-n", "0")
@@ -415,6 +428,49 @@ while until.more():
         self.assertEqual(grouped["[libstripped.so]"][0], sum(s for s, _ in addresses))
         self.assertEqual(summary["[libstripped.so]"], grouped["[libstripped.so]"])
         self.assertFalse([name for name in grouped if "+0x" in name], grouped)
+
+    # hidden_spin after an exported function (-fno-toplevel-reorder keeps
+    # the source's order).
+    PRECEDED_C = """
+double first_exported(long n) { return (double)n; }
+static __attribute__((noinline)) double hidden_spin(long n)
+{
+    volatile double x = 0;
+    for (long i = 0; i < n; i++)
+        x += (double)i * 0.5;
+    return x;
+}
+double exported_entry(long n) { return hidden_spin(n) + 1.0; }
+"""
+
+    def test_record_names_them_by_the_preceding_symbol_or_minidebuginfo(self):
+        """Where record can read the object while the program runs: past an
+        exported function, `first_exported+... (lib)`; with MiniDebugInfo
+        (.gnu_debugdata, xz-compressed symbols of the static functions),
+        the static function's own name."""
+        import lzma
+        library, cc, strip, objcopy = self.tools("gcc", "strip", "objcopy")
+        full = self.build(cc, self.PRECEDED_C, "libfull.so", "-fno-toplevel-reorder")
+        preceded = os.path.join(self.tmp, "libpreceded.so")
+        mini = os.path.join(self.tmp, "mini.debug")
+        for command in ([strip, "--strip-all", "-o", preceded, full],
+                        [objcopy, "--strip-all", "--keep-symbol=hidden_spin", full, mini]):
+            code, out, err = run(command)
+            self.assertEqual(code, 0, err)
+        with open(mini, "rb") as f, open(mini + ".xz", "wb") as xz:
+            xz.write(lzma.compress(f.read(), format=lzma.FORMAT_XZ))
+        with_mdi = os.path.join(self.tmp, "libmdi.so")
+        code, out, err = run([objcopy, "--add-section", ".gnu_debugdata=%s.xz" % mini, preceded, with_mdi])
+        self.assertEqual(code, 0, err)
+        for so, want in ((preceded, "first_exported+... (libpreceded.so)"), (with_mdi, "hidden_spin (libmdi.so)")):
+            with self.subTest(object=os.path.basename(so)):
+                err = self.record_native(library, so)
+                summary = self.table(err.split("top functions by self samples:\n")[1].encode())
+                self.assertIn(want, summary)
+                self.assertFalse([name for name in summary if os.path.basename(so) + "+0x" in name
+                                  or name == "[%s]" % os.path.basename(so)], summary)
+                with open(os.path.join(self.tmp, "prof.txt")) as f:
+                    self.assertIn(os.path.basename(so) + "+0x", f.read(), "the file keeps the addresses")
 
     @staticmethod
     def table(out):
