@@ -999,6 +999,53 @@ class SpeedscopeImporterTests(TempDirTestCase):
         self.assertEqual(title, "rec.json - speedscope", text[:500])
         self.assertIn("thread %d (MainThread)" % pid, text)
 
+    def test_speedscope_imports_a_recorded_timeline(self):
+        """record --timeline --format speedscope with the real library, of
+        a program that runs phase_a, phase_b, phase_a (each for 30 sampler
+        ticks): the main thread's samples in that order, each weighing the
+        time to the next, and the file imported by speedscope."""
+        library = real_library(os.path.join(BUILD_ROOT, "lib")) if BUILD_ROOT else None
+        if not library:
+            self.skipTest("the real library is not built (run through meson test)")
+        program = os.path.join(SOURCE_ROOT, "test", "integration", "programs", "phases.py")
+        out_path = os.path.join(self.root, "tl.json")
+        code, out, err = pysample("record", "--timeline", "--format", "speedscope", "--rate", "200",
+                                  "-o", out_path, "--", PYTHON, program, "30",
+                                  cwd=self.tmp, env=clean_env(PYSAMPLE_LIB=library))
+        self.assertEqual(code, 0, err)
+        with open(out_path, "rb") as f:
+            data = f.read()
+        doc = json.loads(data.decode("utf-8"))
+        names = [f["name"] for f in doc["shared"]["frames"]]
+        main = [p for p in doc["profiles"] if p["name"].endswith("(MainThread)")]
+        self.assertEqual(len(main), 1, [p["name"] for p in doc["profiles"]])
+        main = main[0]
+        self.assertEqual((main["type"], main["unit"], main["startValue"]), ("sampled", "microseconds", 0))
+        self.assertEqual(main["endValue"], sum(main["weights"]))
+        self.assertTrue(all(w > 0 for w in main["weights"]), main["weights"])
+        # The phases, in time order: one letter per sample, runs collapsed.
+        phases = ""
+        for sample in main["samples"]:
+            frames = {names[i] for i in sample}
+            letter = "a" if "phase_a" in frames else "b" if "phase_b" in frames else ""
+            if letter and not phases.endswith(letter):
+                phases += letter
+        self.assertEqual(phases, "aba")
+        # A sample weighs the time to the thread's next one: at 200 Hz about
+        # 5 ms, never more than twice that (a longer gap is an empty sample).
+        busy = [w for s, w in zip(main["samples"], main["weights"]) if s]
+        self.assertLessEqual(max(busy), 10000)
+        self.assertGreater(sum(busy), 0.5 * 5000 * len(busy))
+        figures = doc["pysample"]["timeline"]
+        self.assertEqual((figures["rate_hz"], figures["dropped_records"]), (200, 0))
+        self.assertEqual(figures["samples"], sum(1 for s in main["samples"] if s)
+                         + sum(sum(1 for s in p["samples"] if s) for p in doc["profiles"] if p is not main))
+        title, text = self.open_in_speedscope(data, "tl.json")
+        self.assertNotIn(self.FAILED, text)
+        self.assertNotIn("alert:", text)
+        self.assertEqual(title, "tl.json - speedscope", text[:500])
+        self.assertIn(main["name"], text)
+
     def test_speedscope_reports_a_broken_file(self):
         """The check above can fail: speedscope's failure is seen."""
         doc = json.loads(self.convert_quality_fixture().decode("utf-8"))
