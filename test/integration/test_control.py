@@ -600,6 +600,10 @@ def test_quality_sidecar_of_output_files(ctx):
     ctx.check(len(profs) == 1 and res.files == sorted(profs + [profs[0] + ".quality.json"]),
               "a profile and its sidecar", res.files)
     prof = res.profile(profs[0])
+    # The figures are as private as the profile (docs/configuration.md: 0600).
+    for name in (profs[0], profs[0] + ".quality.json"):
+        mode = os.stat(os.path.join(res.outdir, name)).st_mode & 0o777
+        ctx.check(mode == 0o600, "%s has mode %o, expected 600" % (name, mode))
     q = json.load(open(os.path.join(res.outdir, profs[0] + ".quality.json")))
     pid = int(profs[0].split(".")[1])
     ctx.check(q["pid"] == pid and q["how"] == "PYSAMPLE_OUTPUT" and q["requested_rate_hz"] == 200

@@ -743,3 +743,20 @@ def test_timeline_after_reset(ctx):
     before, after = (int(x) for x in res.stdout.split()[1:3])
     ctx.check(before <= header["start_unix_ns"] <= after, "time 0 is not the reset (%d..%d)"
               % (before, after), header)
+
+
+@harness.once
+def test_settings_in_any_case(ctx):
+    """Words are read in any case and yes/no also as on/off: no message, and
+    the setting holds (the figures say cpu).  A file mode that the owner
+    cannot read is refused for that reason, not called "not an octal mode"."""
+    prog = ["-c", "import time\nend = time.time() + 0.3\nwhile time.time() < end: pass\n"]
+    res = ctx.run(prog, output="prof.txt",
+                  env={"PYSAMPLE_MODE": "CPU", "PYSAMPLE_ASYNC": "On", "PYSAMPLE_QUALITY": "YES"})
+    ctx.check_clean_run(res)
+    with open(os.path.join(res.outdir, "prof.txt.quality.json")) as f:
+        ctx.check('"mode": "cpu"' in f.read(), "PYSAMPLE_MODE=CPU is cpu mode")
+    bad = ctx.run(prog, env={"PYSAMPLE_FILE_MODE": "0200"})
+    lines = harness.our_messages(bad.stderr)
+    ctx.check(len(lines) == 1 and "PYSAMPLE_FILE_MODE='0200'" in lines[0] and "read" in lines[0]
+              and "not an octal" not in lines[0], "one line saying why 0200 is refused", bad.stderr)
