@@ -38,6 +38,16 @@ def once(fn):
     return fn
 
 
+def not_emulated(why):
+    """Marks a scenario that cannot hold under an emulator (scripts/
+    cross-arm64 runs aarch64 interpreters under qemu-user): why says what
+    of the emulator breaks it.  run.py reports it skipped there, with why."""
+    def mark(fn):
+        fn.not_emulated = why
+        return fn
+    return mark
+
+
 class Skip(Exception):
     """Raised by a test that does not apply to this interpreter."""
 

@@ -18,6 +18,7 @@ import argparse
 import concurrent.futures
 import importlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,12 @@ def version_of(python):
                           "sys.version_info[0], sys.version_info[1], hasattr(sys, 'getobjects')))"],
                          capture_output=True, text=True, timeout=60).stdout.split()
     return (int(out[0]), int(out[1])), out[2] == "1"
+
+
+def machine_of(python):
+    """The machine the interpreter is built for (platform.machine())."""
+    return subprocess.run([python, "-c", "import platform; print(platform.machine())"],
+                          capture_output=True, text=True, timeout=60).stdout.strip()
 
 
 def run_scenario(mod, ctx, name, fn):
@@ -110,6 +117,13 @@ def main():
         elsewhere = [t[0] for t in tests if getattr(t[1], "once", False)]
         tests = [t for t in tests if not getattr(t[1], "once", False)]
 
+    # An interpreter of another machine than this one runs under an
+    # emulator (scripts/cross-arm64): scenarios marked not_emulated skip.
+    emulated = machine_of(a.python) != platform.machine()
+    skipped_here = [(t[0], t[1].not_emulated) for t in tests
+                    if emulated and getattr(t[1], "not_emulated", None)]
+    tests = [t for t in tests if not (emulated and getattr(t[1], "not_emulated", None))]
+
     tmp_root = tempfile.mkdtemp(prefix="pysample-it-")
     ctx = harness.Context(a.python, os.path.abspath(a.lib), a.label or "", version, tmp_root)
     ctx.forced_env = dict(e.split("=", 1) for e in a.env)
@@ -122,6 +136,10 @@ def main():
     together = [t for t in tests if pairs and not getattr(t[1], "alone", False)]
     alone = [t for t in tests if t not in together]
     results = []
+    for name, why in skipped_here:
+        line = "skip %-28s under an emulator: %s" % (name, why)
+        print(line, flush=True)
+        results.append(("skip", line))
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         results += list(pool.map(lambda t: run_scenario(mod, ctx, *t), together))
     results += [run_scenario(mod, ctx, *t) for t in alone]

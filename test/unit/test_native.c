@@ -1,6 +1,6 @@
 /*
  * test_native.c - the native-stack pieces on this process's own stack
- * (x86-64 Linux; elsewhere the test has nothing to run):
+ * (x86-64 and aarch64 Linux; elsewhere the test has nothing to run):
  *
  *   elfsyms  the loaded objects, their unwind tables and symbols (this
  *            executable's .symtab, static functions included; the vDSO's
@@ -15,6 +15,9 @@
  *            step follows the CFI, not the frame-pointer chain; repeats
  *            come from the cache; the cache is forgotten when the objects
  *            change (a table at the same address that says otherwise);
+ *   (aarch64: the first argument of an interrupted svc recovered, the
+ *            signal trampoline and frame, pointer authentication stripped)
+ *   signal   a real handler's frame crossed into raise() and its callers;
  *   merge    a function named _PyEval_EvalFrameDefault on that stack
  *            stands for a group of fake Python frames, in its place, with
  *            the frames below it hidden (PYSAMPLE_NATIVE=1) or kept (all).
@@ -33,8 +36,11 @@
 
 #include "fake_memory.h"
 
-#if defined(__x86_64__) && defined(__linux__)
+#if (defined(__x86_64__) || defined(__aarch64__)) && defined(__linux__)
+#include <signal.h>
 #include <ucontext.h>
+
+#include "platform/linux/regs_arch.h"
 
 #define NOINLINE __attribute__((noinline))
 
@@ -174,6 +180,7 @@ static void test_unwind(void)
     CHECK_EQ_INT(tr, PS_STOP_NO_REGS);
 }
 
+#if defined(__x86_64__)
 /* ---- rules: fake code, fake CFI, fake stack ------------------------------- */
 
 /* Fake code: 2 KiB inside one page (every address its own cache slot). */
@@ -388,6 +395,74 @@ static void test_rules(void)
     CHECK_EQ_INT(ps_objs_refresh(0), 1);
 }
 
+#else
+/* aarch64: what differs from x86-64, on hand-made inputs. */
+static void test_rules(void)
+{
+    /* The first argument an svc's -EINTR overwrote, from the instructions
+     * before it (nearest first), as glibc 2.36 compiles its wrappers. */
+    uint64_t x[31], x0 = 0;
+    for (int i = 0; i < 31; i++)
+        x[i] = 0x1000 + (uint64_t)i;
+    const uint32_t mov_x0_x19[] = { 0xaa1303e0 };
+    CHECK_EQ_INT(ps_a64_x0_before(mov_x0_x19, 1, x, 0x8000, &x0), 0);
+    CHECK_EQ_INT(x0, x[19]);
+    /* sem_clockwait's futex wait: mov x0, x21 under five other moves */
+    const uint32_t futex_wait[] = { 0xd2800c48, 0xb2407fe5, 0xd2800004, 0xaa1403e2, 0xaa1303e1,
+                                    0xaa1503e0 };
+    CHECK_EQ_INT(ps_a64_x0_before(futex_wait, 6, x, 0x8000, &x0), 0);
+    CHECK_EQ_INT(x0, x[21]);
+    const uint32_t add_imm[] = { 0xd2800c48, 0x91107260 };   /* add x0, x19, #0x41c */
+    CHECK_EQ_INT(ps_a64_x0_before(add_imm, 2, x, 0x8000, &x0), 0);
+    CHECK_EQ_INT(x0, x[19] + 0x41c);
+    const uint32_t add_sp[] = { 0x910013e0 };                /* add x0, sp, #4 */
+    CHECK_EQ_INT(ps_a64_x0_before(add_sp, 1, x, 0x8000, &x0), 0);
+    CHECK_EQ_INT(x0, 0x8004);
+    const uint32_t movz[] = { 0xd2800000 };                  /* pause: mov x0, #0 */
+    x0 = 1;
+    CHECK_EQ_INT(ps_a64_x0_before(movz, 1, x, 0x8000, &x0), 0);
+    CHECK_EQ_INT(x0, 0);
+    /* Not recoverable: the source written after the move, x0 from itself,
+     * a branch before any move, nothing to read. */
+    const uint32_t clobbered[] = { 0xaa0303f5, 0xaa1503e0 };  /* mov x21, x3 after mov x0, x21 */
+    CHECK_EQ_INT(ps_a64_x0_before(clobbered, 2, x, 0x8000, &x0), -1);
+    const uint32_t sxtw_self[] = { 0x93407c00 };
+    CHECK_EQ_INT(ps_a64_x0_before(sxtw_self, 1, x, 0x8000, &x0), -1);
+    const uint32_t branch[] = { 0xd28010e8, 0x34000161, 0xaa1303e0 };
+    CHECK_EQ_INT(ps_a64_x0_before(branch, 3, x, 0x8000, &x0), -1);
+    CHECK_EQ_INT(ps_a64_x0_before(mov_x0_x19, 0, x, 0x8000, &x0), -1);
+    CHECK(ps_arch_restartable(98) && ps_arch_restartable(73) && !ps_arch_restartable(139));
+
+    /* The rt_sigreturn trampoline by its code, and the kernel's frame at
+     * its sp: a siginfo_t, then the ucontext_t. */
+    uintptr_t code = alloc(16);
+    put_i64(code, (int64_t)0xd4000001d2801168ull);   /* mov x8, #139; svc #0 */
+    CHECK_EQ_INT(ps_is_sigreturn(code), 1);
+    CHECK_EQ_INT(ps_is_sigreturn(code + 4), 0);
+    CHECK_EQ_INT(ps_is_sigreturn(0x10), 0);
+    uintptr_t frame = alloc(sizeof(siginfo_t) + sizeof(ucontext_t));
+    ucontext_t *uc = (ucontext_t *)(frame + sizeof(siginfo_t));
+    uc->uc_mcontext.regs[29] = 0x7000;
+    uc->uc_mcontext.regs[30] = 0x4444;
+    uc->uc_mcontext.sp = 0x6ff0;
+    uc->uc_mcontext.pc = 0x5555;
+    struct ps_regs rs = { .valid = 0 };
+    CHECK_EQ_INT(ps_sigframe_regs(frame, &rs), 0);
+    CHECK(rs.r[PS_REG_FP] == 0x7000 && rs.r[PS_REG_RA] == 0x4444 && rs.r[PS_REG_SP] == 0x6ff0 &&
+          rs.r[PS_REG_PC] == 0x5555);
+    put_ptr(frame, 0);
+
+    /* A return address signed with pointer authentication (hint-space
+     * pacia1716: a no-op where the CPU has none) comes back plain. */
+    register uint64_t x17 __asm__("x17") = (uint64_t)(uintptr_t)&middle;
+    register uint64_t x16 __asm__("x16") = 0;
+    __asm__ volatile("hint #8" : "+r"(x17) : "r"(x16));   /* pacia1716 */
+    fprintf(stderr, "pointer authentication: %s\n",
+            x17 != (uint64_t)(uintptr_t)&middle ? "signed" : "absent");
+    CHECK_EQ_INT(ps_ret_addr(x17), (uint64_t)(uintptr_t)&middle);
+}
+#endif
+
 static void names_of(struct ps_symtab *t, const uint64_t *st, int d, char *buf, size_t len)
 {
     buf[0] = '\0';
@@ -477,6 +552,56 @@ static void test_merge(void)
     CHECK_EQ_INT(stat_of("native_unwinds"), 0);
 }
 
+/* A real signal handler's frame: the unwind from inside the handler goes
+ * through the trampoline into raise() and on to raiser and main. */
+static volatile sig_atomic_t in_handler;
+static uintptr_t sig_pcs[PS_NATIVE_MAX];
+static int sig_n, sig_stop;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    ucontext_t uc;
+    struct ps_regs rs;
+    getcontext(&uc);
+    ps_regs_from_context(&uc, &rs);
+    sig_n = ps_unwind(&rs, sig_pcs, PS_NATIVE_MAX, &sig_stop);
+    in_handler++;
+}
+
+NOINLINE static void raiser(void)
+{
+    raise(SIGUSR1);
+    sink++;
+}
+
+static void test_signal_frame(void)
+{
+    struct ps_unwind_counts c0, c1;
+    signal(SIGUSR1, on_usr1);
+    ps_unwind_counts(&c0);
+    raiser();
+    ps_unwind_counts(&c1);
+    signal(SIGUSR1, SIG_DFL);
+    CHECK_EQ_INT(in_handler, 1);
+    CHECK(c1.signal_frames > c0.signal_frames);
+    int r = -1, m = -1;
+    for (int i = 1; i < sig_n; i++) {
+        const char *s = name_at(sig_pcs[i] - 1);
+        if (s != NULL && strcmp(s, "raiser") == 0 && r < 0)
+            r = i;
+        if (s != NULL && strcmp(s, "main") == 0)
+            m = i;
+    }
+    CHECK(r > 1 && m > r);
+    CHECK_EQ_INT(sig_stop, PS_STOP_ROOT);
+    if (r < 0 || m < 0)
+        for (int i = 0; i < sig_n; i++)
+            fprintf(stderr, "  #%d %#lx %s\n", i, (unsigned long)sig_pcs[i],
+                    name_at(i == 0 ? sig_pcs[i] : sig_pcs[i] - 1) ?: "?");
+    in_handler = 0;
+}
+
 static void run_all(const char *path)
 {
     fprintf(stderr, "read path: %s\n", path);
@@ -484,6 +609,7 @@ static void run_all(const char *path)
     test_unwind();
     test_merge();
     test_rules();
+    test_signal_frame();
 }
 
 int main(void)
@@ -501,6 +627,6 @@ int main(void)
 #else
 int main(void)
 {
-    return 77;   /* skipped: native stacks are x86-64 Linux only */
+    return 77;   /* skipped: native stacks are x86-64 and aarch64 Linux only */
 }
 #endif

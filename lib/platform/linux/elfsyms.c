@@ -157,6 +157,28 @@ static void drop_syms(struct ps_obj *o)
  * kept, the others' freed.  The unwinder's rules cached per address are
  * forgotten: an object may have gone and another come at its address.
  */
+/* The load bias of the object one of whose segments holds addr (what
+ * glibc's dladdr1 gives; the C library's loader list is walked instead,
+ * which musl has too). */
+struct holder {
+    uintptr_t addr, bias;
+};
+
+static int holder_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct holder *h = arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && h->addr >= lo && h->addr - lo < ph->p_memsz) {
+            h->bias = info->dlpi_addr;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void install(struct ps_obj *objs, size_t n, uintptr_t interp)
 {
     qsort(objs, n, sizeof *objs, by_lo);
@@ -184,12 +206,10 @@ static void install(struct ps_obj *objs, size_t n, uintptr_t interp)
     objs_gen++;
     /* The interpreter's code: the object whose data holds _PyRuntime
      * (the executable, or libpython), by its load bias. */
-    Dl_info di;
-    struct link_map *lm = NULL;
-    if (interp != 0 && dladdr1((void *)interp, &di, (void **)&lm, RTLD_DL_LINKMAP) != 0 &&
-        lm != NULL)
+    struct holder h = { .addr = interp };
+    if (interp != 0 && dl_iterate_phdr(holder_cb, &h) != 0)
         for (size_t i = 0; i < T.n; i++)
-            T.objs[i].interp = T.objs[i].bias == (uintptr_t)lm->l_addr;
+            T.objs[i].interp = T.objs[i].bias == h.bias;
 }
 
 int ps_objs_refresh(uintptr_t interp)
