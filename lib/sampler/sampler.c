@@ -72,6 +72,8 @@ static struct {
     _Atomic int write_request;  /* serve the writer at the next chance */
     uint64_t next_flush;
     uint64_t next_orphan_check; /* when to look for the program's threads */
+    uint64_t orphan_watch_until;/* armed and idle: look until then, not never */
+    _Atomic int thread_ended;   /* a program thread said it is ending */
 
     pthread_mutex_t wake_lock;  /* with wake: the interruptible wait */
     pthread_cond_t wake;
@@ -94,6 +96,8 @@ static void native_init(void)
     }
 }
 
+static void thread_ending(void);
+
 int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
 {
     sampler.py = *py;
@@ -110,6 +114,7 @@ int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
         ps_profile_setup_timeline((size_t)cfg->timeline_max, cfg->rate_hz);
     if (cfg->native)
         native_init();
+    ps_threads_on_end(thread_ending);
     sampler.setup_done = 1;
     return 0;
 }
@@ -136,6 +141,14 @@ static int armed(void)
     return sampler.control && ps_control_enabled();
 }
 
+/* A program thread is about to end (platform.h): the armed, idle wait
+ * has no deadline, so it is woken to look (exit_if_orphaned). */
+static void thread_ending(void)
+{
+    if (atomic_exchange(&sampler.thread_ended, 1) == 0 && armed())
+        ps_control_wake();
+}
+
 /* Sleeps until deadline (monotonic ns; UINT64_MAX: none) or until asked
  * to stop or to write, or (armed) until sampling is switched on or off.
  * Armed, the wait is control.c's poll of the control socket, which serves
@@ -143,9 +156,12 @@ static int armed(void)
 static void wait_until(uint64_t deadline)
 {
     if (armed()) {
+        /* A wait without end (armed and idle) also ends when a program
+         * thread ends: it may have been the last one. */
         int was = atomic_load(&sampler.active);
         while (!atomic_load(&sampler.stop) && !atomic_load(&sampler.write_request) &&
-               atomic_load(&sampler.active) == was && ps_now_ns() < deadline && armed())
+               atomic_load(&sampler.active) == was && ps_now_ns() < deadline && armed() &&
+               !(deadline == UINT64_MAX && atomic_load(&sampler.thread_ended)))
             ps_control_wait(deadline);
         return;
     }
@@ -242,10 +258,17 @@ static void flush_if_due(uint64_t now)
  * would have done: exit(0), after the final profile (and PYSAMPLE_STATS)
  * is written here, so that our atexit handler finds it done and waits for
  * nobody.  Looked at every 100 ms at most: one read of /proc/self/stat
- * while the leader runs (platform.h).
+ * while the leader runs (platform.h).  An armed, idle thread that never
+ * wakes by itself is woken when a program thread ends (thread_ending) and
+ * then looks every 100 ms for a second: the thread that told it is still
+ * finishing when it first looks.
  */
 static void exit_if_orphaned(uint64_t now)
 {
+    if (atomic_exchange(&sampler.thread_ended, 0)) {
+        sampler.orphan_watch_until = now + 1000000000ull;
+        sampler.next_orphan_check = now;
+    }
     if (now < sampler.next_orphan_check)
         return;
     sampler.next_orphan_check = now + 100000000ull;
@@ -366,7 +389,8 @@ static void wait_for_interpreter(void)
  */
 static void idle_a_while(void)
 {
-    int forever = armed() && sampler.cfg.output[0] == '\0';
+    int forever = armed() && sampler.cfg.output[0] == '\0' &&
+                  ps_now_ns() >= sampler.orphan_watch_until;
     wait_until(forever ? UINT64_MAX : ps_now_ns() + 100000000ull);
     serve_writes();
     exit_if_orphaned(ps_now_ns());

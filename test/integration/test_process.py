@@ -296,6 +296,18 @@ def test_fork_from_thread_child_ends(ctx):
     check_has(ctx, profiles[pid_file(info["child"])], ["fork_thread_child_work"], [])
 
 
+def test_fork_from_thread_child_ends_armed(ctx):
+    """The same, armed and idle (PYSAMPLE_ARM, no output file), where the
+    sampler thread sleeps until something wakes it: a program thread that
+    ends wakes it to look (the child used to report "hung")."""
+    res = ctx.run([ctx.program("proc_fork_thread.py"), "0.3"], output=None, timeout=90,
+                  cwd=os.path.dirname(ctx.program("proc_common.py")),
+                  env={"PYSAMPLE_ARM": "1", "PYSAMPLE_CONTROL_DIR": ctx.tmpdir()})
+    ctx.check(res.rc == 0, "rc %s" % res.rc, res.stdout, res.stderr[-2000:])
+    info = json.loads(res.stdout)
+    ctx.check(info["status"] == 0, "the child ended with %r" % info["status"], res.stderr[-2000:])
+
+
 def mp_scenario(ctx, method):
     lib, plain = finish_pair(*pair(ctx, [ctx.program("proc_mp.py"), method, "0.3"],
                                    interp_args=["-W", "always::DeprecationWarning"]))

@@ -11,6 +11,11 @@
  * A pthread_t reused for a new thread (glibc caches stacks) simply gets its
  * entry overwritten with the new tid.  Threads made by raw clone() never
  * appear here; the sampler then falls back to showing the pthread id.
+ *
+ * The trampoline, and a pthread_exit stand-in, also report a thread about
+ * to end (ps_threads_on_end): an armed, idle sampler sleeps until woken,
+ * and must look whether the program has any thread left (fork from a
+ * thread: sampler.c, exit_if_orphaned).  /proc/self/task says the rest.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -40,6 +45,7 @@ struct reg_slot {
 
 static struct reg_slot reg[REG_SLOTS];
 static _Atomic int tracking;
+static void (*_Atomic on_end)(void);   /* ps_threads_on_end */
 
 long ps_gettid(void)
 {
@@ -95,12 +101,49 @@ struct tramp {
     void *arg;
 };
 
+static void thread_ending(void)
+{
+    void (*fn)(void) = atomic_load(&on_end);
+    if (fn != NULL)
+        fn();
+}
+
 static void *trampoline(void *p)
 {
     struct tramp t = *(struct tramp *)p;
     free(p);
     reg_put((uintptr_t)pthread_self(), ps_gettid());
-    return t.fn(t.arg);
+    void *ret = t.fn(t.arg);
+    thread_ending();
+    return ret;
+}
+
+void ps_threads_on_end(void (*fn)(void))
+{
+    atomic_store(&on_end, fn);
+}
+
+/* pthread_exit: a thread ends without returning through the trampoline
+ * (CPython 3.9-3.11's PyThread_exit_thread, a main thread that leaves the
+ * others running).  Resolved when first called: by a thread, not a signal
+ * handler (pthread_exit is not async-signal-safe either). */
+typedef void (*exit_fn)(void *);
+
+PS_EXPORT _Noreturn void pthread_exit(void *ret)
+{
+    static _Atomic(exit_fn) real;
+    exit_fn f = atomic_load(&real);
+    if (f == NULL) {
+        f = (exit_fn)dlsym(RTLD_NEXT, "pthread_exit");
+        atomic_store(&real, f);
+    }
+    thread_ending();
+    if (f != NULL)
+        f(ret);
+    /* No C library's pthread_exit behind us (cannot happen with glibc):
+     * end this thread alone, as the kernel ends a thread. */
+    for (;;)
+        syscall(SYS_exit, 0);
 }
 
 static create_fn real_create(void)
