@@ -1,7 +1,7 @@
 /*
  * bench_stacktab.c - memory and output cost of the aggregated profile.
  *
- *     bench_stacktab SAMPLES DISTINCT DIR
+ *     bench_stacktab SAMPLES DISTINCT DIR [timeline]
  *
  * Fills a stack table (lib/profile/stacktab.c, the very code the library uses) with
  * SAMPLES samples spread over DISTINCT distinct stacks, then renders it and
@@ -15,6 +15,12 @@
  * site-packages paths, the outer frames shared between many stacks as
  * real call trees share their roots.  The frames are made before the
  * memory baseline is taken, so only the table's own memory counts.
+ *
+ * With "timeline" the table keeps a timeline too (PYSAMPLE_TIMELINE,
+ * bounded at SAMPLES records, so none is dropped), its ticks 1 ms apart
+ * with one sample per thread each, and the timeline file is written after
+ * the profile: the memory and time per sample include it, and its write
+ * time and size are reported.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,6 +35,8 @@
 #include "profile/render.h"
 #include "profile/stacktab.h"
 #include "profile/symtab.h"
+#include "profile/timeline.h"
+#include "util/arena.h"
 
 #define NFUNCS 3000
 #define NTHREADS 4
@@ -88,12 +96,25 @@ static int write_rendered(const char *path, struct ps_rendered *rd)
     return ps_output_write_with(path, fill, rd, NULL, 0);
 }
 
+struct tl_fill {
+    const struct ps_timeline *tl;
+    const struct ps_rendered *rd;
+    struct ps_arena *mem;
+};
+
+static int fill_tl(void *ctx, ps_output_put_fn put, void *put_ctx)
+{
+    const struct tl_fill *f = ctx;
+    return ps_timeline_emit(f->tl, f->rd, put, put_ctx, f->mem);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s SAMPLES DISTINCT DIR\n", argv[0]);
+    if (argc != 4 && !(argc == 5 && strcmp(argv[4], "timeline") == 0)) {
+        fprintf(stderr, "usage: %s SAMPLES DISTINCT DIR [timeline]\n", argv[0]);
         return 2;
     }
+    int with_tl = argc == 5;
     long samples = atol(argv[1]), distinct = atol(argv[2]);
     const char *dir = argv[3];
     if (distinct > samples)
@@ -116,6 +137,9 @@ int main(int argc, char **argv)
     if (ps_symtab_init(&syms, 200000) != 0 ||
         ps_stacktab_init(&t, 200000, ps_frame(PS_SYM_STACKS_FULL, PS_LINE_NONE)) != 0)
         return 1;
+    struct ps_timeline tl;
+    ps_timeline_init(&tl, with_tl ? (size_t)samples : 0, 1000, 0, 0);
+    t.tl = with_tl ? &tl : NULL;
     long rss0 = rss_kib();
 
     char name[128], file[160];
@@ -152,6 +176,7 @@ int main(int argc, char **argv)
         /* Every stack at least once, then a skewed spread (hot stacks get
          * most samples, as in real profiles). */
         long k = i < distinct ? i : (long)(rng(&s) % (uint64_t)distinct) / (1 + (long)(rng(&s) % 4));
+        ps_timeline_tick(&tl, (uint64_t)(i / NTHREADS) * 1000000u);
         if (ps_stacktab_add(&t, labels[k % NTHREADS], frames + k * 40, depth[k], 1) != 0)
             return 1;
     }
@@ -175,8 +200,23 @@ int main(int argc, char **argv)
     if (write_rendered(path, rd) != 0)
         return 1;
     double t_write = now_s() - t0, c_write = cpu_s() - c0;
-    long peak_after = peak_kib();
+    double t_tl = 0;
+    size_t tl_len = 0;
     struct stat st;
+    if (with_tl) {
+        struct ps_arena mem = { 0 };
+        t0 = now_s();
+        struct tl_fill f = { ps_timeline_copy(&tl, &mem), rd, &mem };
+        if (f.tl == NULL || ps_output_write_beside(path, ".timeline", fill_tl, &f) != 0)
+            return 1;
+        t_tl = now_s() - t0;
+        ps_arena_free(&mem);
+        char side[4200];
+        snprintf(side, sizeof side, "%s.timeline", path);
+        tl_len = stat(side, &st) == 0 ? (size_t)st.st_size : 0;
+        unlink(side);
+    }
+    long peak_after = peak_kib();
     size_t len = stat(path, &st) == 0 ? (size_t)st.st_size : 0;
     ps_rendered_free(rd);
     unlink(path);
@@ -185,10 +225,13 @@ int main(int argc, char **argv)
            "\"rss_table_kib\": %ld, \"rss_strings_kib\": %ld, \"peak_write_extra_kib\": %ld, "
            "\"add_ns_per_sample\": %.1f, \"render_s\": %.4f, \"write_s\": %.4f, "
            "\"render_cpu_s\": %.4f, \"write_cpu_s\": %.4f, "
-           "\"output_bytes\": %zu}\n",
+           "\"output_bytes\": %zu, \"timeline_records\": %zu, \"timeline_write_s\": %.4f, "
+           "\"timeline_bytes\": %zu}\n",
            samples, distinct, t.used, rss_filled - rss_interned, rss_interned - rss0,
            peak_after > peak_before ? peak_after - peak_before : 0,
-           t_add * 1e9 / (double)samples, t_render, t_write, c_render, c_write, len);
+           t_add * 1e9 / (double)samples, t_render, t_write, c_render, c_write, len, tl.n, t_tl,
+           tl_len);
+    ps_timeline_free(&tl);
     ps_stacktab_free(&t);
     ps_symtab_free(&syms);
     return 0;

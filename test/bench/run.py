@@ -47,6 +47,9 @@ Items (--only takes their names, comma-separated):
                stripped python3.11 and the 3.15 build (frame pointers):
                the fraction of samples that unwound to the root, and of
                the others, why not (PYSAMPLE_STATS native_* counters)
+  timeline 12. PYSAMPLE_TIMELINE=1: sampler CPU per tick and per sample, 1 and
+               64 threads blocked 10 frames deep at 1 kHz, and the memory a
+               sample adds (peak RSS over samples), beside PYSAMPLE_TIMELINE=0
 
 Every figure of items 1, 2 and 7 is reported beside the platform's floor
 (test/bench/bench_wake.c: a bare thread that only wakes at the rate), run
@@ -377,6 +380,53 @@ def bench_async(ctx, py, tasks=(10, 1000, 10000), reps=3, seconds=1.5, rate=100)
     return out
 
 
+def bench_timeline(ctx, py, threads=(1, 64), reps=3, seconds=1.5, rate=1000):
+    """Item 12: the timeline's cost: the sampler's CPU per tick and per
+    sample in a real process with and without PYSAMPLE_TIMELINE, and the
+    memory and time per sample in bench_stacktab (the very code, in one
+    process: a child's peak RSS from wait4() counts the parent's pages
+    from before the exec, and hides a few MB)."""
+    res = {}
+    for rep in range(reps):
+        combos = [(t, tl) for t in threads for tl in (0, 1)]
+        random.shuffle(combos)
+        for t, tl in combos:
+            stats = ctx.path("stats")
+            env = ctx.env(rate, stats, output=False)
+            env["PYSAMPLE_TIMELINE"] = str(tl)
+            run([py, WORKLOAD, "idle", "10", str(t), str(seconds), str(rate)], env)
+            st = read_stats(stats)
+            if st.get("ticks", 0) == 0 or st.get("samples", 0) == 0:
+                continue
+            r = res.setdefault("%d/%d" % (t, tl), {"cpu_tick": [], "cpu_sample": [], "tick_p50": []})
+            r["cpu_tick"].append(st["sampler_cpu_ns"] / st["ticks"])
+            r["cpu_sample"].append(st["sampler_cpu_ns"] / st["samples"])
+            r["tick_p50"].append(st["tick_p50_ns"])
+    out = {}
+    for k, r in res.items():
+        out[k] = {"cpu_tick_us": med(r["cpu_tick"]) / 1e3,
+                  "cpu_tick_spread": spread([x / 1e3 for x in r["cpu_tick"]], "%.1f"),
+                  "cpu_sample_ns": med(r["cpu_sample"]), "tick_p50_us": med(r["tick_p50"]) / 1e3}
+    mem = {}
+    for samples in (100000, 1000000):
+        for tl in ("", "timeline"):
+            vals = []
+            for _ in range(reps):
+                p = subprocess.run([ctx.bench_stacktab, str(samples), "10000", ctx.tmp] + ([tl] if tl else []),
+                                   capture_output=True, text=True, check=True)
+                vals.append(json.loads(p.stdout))
+            mem["%d/%d" % (samples, 1 if tl else 0)] = {k: med([v[k] for v in vals]) for k in vals[0]}
+        off, on = mem["%d/0" % samples], mem["%d/1" % samples]
+        on["bytes_per_sample"] = (on["rss_table_kib"] - off["rss_table_kib"]) * 1024.0 / samples
+        on["add_ns_extra"] = on["add_ns_per_sample"] - off["add_ns_per_sample"]
+    out["memory"] = mem
+    log("  timeline: " + ", ".join("%s %.1f us/tick %.0f ns/sample" % (k, v["cpu_tick_us"], v["cpu_sample_ns"])
+                                   for k, v in sorted(out.items()) if k != "memory") +
+        "; " + ", ".join("%s %.1f B/sample" % (k, v["bytes_per_sample"]) for k, v in mem.items()
+                         if "bytes_per_sample" in v))
+    return out
+
+
 def bench_native(ctx, py, depths=(10, 50), reps=3, seconds=1.0, rate=1000):
     """Item 10: the cost of a native sample, blocked and running, beside
     the Python-only sample of the same program."""
@@ -685,7 +735,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", default="/tmp/pysample-bench")
-    ap.add_argument("--only", default="slowdown,cost,rate,startup,memory,versions,idle,wake,async,native,rooted")
+    ap.add_argument("--only", default="slowdown,cost,rate,startup,memory,versions,idle,wake,async,native,rooted,"
+                    "timeline")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
     ap.add_argument("--primary", help="label of the interpreter measured in full "
                     "(default: the one test/find_pythons.py --mark-primary marks)")
@@ -735,6 +786,8 @@ def main():
             results["native"] = bench_native(ctx, py, reps=1 if q else 3)
         if "rooted" in only:
             results["rooted"] = bench_rooted(ctx, pythons, reps=1 if q else 2)
+        if "timeline" in only:
+            results["timeline"] = bench_timeline(ctx, py, reps=1 if q else 3)
         if "versions" in only:
             per = {}
             for label, path in pythons:
@@ -1017,6 +1070,33 @@ def render(R):
                 L.append("| %d | %s | %.1f us | %s | %.1f us | %.1f us | %.1f | %s |" %
                          (n, "on" if a else "off", x["cpu_tick_us"], x["cpu_spread"], x["tick_p50_us"],
                           x["tick_p99_us"], x["samples_per_tick"], per))
+        L.append("")
+    if "timeline" in R:
+        T = R["timeline"]
+        heading(L, "12. Timeline (%s, 1 kHz, threads blocked 10 frames deep, PYSAMPLE_TIMELINE=0 / 1)"
+                % R["primary"], "Sampler CPU per tick and per sample (its thread's CPU clock) and the "
+                "tick's own work (wall, p50), without and with the timeline.")
+        table_head(L, "| threads | timeline | CPU per tick | spread | CPU per sample | tick p50 |")
+        for k in sorted((k for k in T if k != "memory"), key=lambda k: tuple(int(x) for x in k.split("/"))):
+            x = T[k]
+            t, tl = k.split("/")
+            L.append("| %s | %s | %.1f us | %s | %.0f ns | %.1f us |" %
+                     (t, "on" if tl == "1" else "off", x["cpu_tick_us"], x["cpu_tick_spread"],
+                      x["cpu_sample_ns"], x["tick_p50_us"]))
+        L.append("")
+        L.append("Memory and time per sample (test/bench/bench_stacktab.c, 10 000 distinct stacks): "
+                 "the table's resident memory, the time to count a sample, and the timeline file's "
+                 "write time and size.")
+        L.append("")
+        table_head(L, "| samples | timeline | table RSS | bytes per sample | add per sample | timeline write | timeline file |")
+        for k in sorted(T.get("memory", {}), key=lambda k: tuple(int(x) for x in k.split("/"))):
+            x = T["memory"][k]
+            n, tl = k.split("/")
+            L.append("| %s | %s | %d KiB | %s | %.0f ns | %s | %s |" %
+                     (n, "on" if tl == "1" else "off", x["rss_table_kib"],
+                      "%.1f" % x["bytes_per_sample"] if "bytes_per_sample" in x else "-",
+                      x["add_ns_per_sample"], "%.3f s" % x["timeline_write_s"] if tl == "1" else "-",
+                      "%.1f MB" % (x["timeline_bytes"] / 1e6) if tl == "1" else "-"))
         L.append("")
     if "native" in R:
         N = R["native"]
