@@ -50,9 +50,11 @@ def _sections(data):
 
 
 def _functions(data):
-    """[(value, size, name)] of the function symbols of .symtab and .dynsym."""
+    """[(value, size, name)] of the function symbols of .symtab and .dynsym,
+    whether there was a .symtab, and the sections by name."""
     by_name, table = _sections(data)
     out = []
+    full = any(t[1] == _SHT_SYMTAB for t in table)
     for kind, offset, size, link in [(t[1], t[2], t[3], t[4]) for t in table]:
         if kind not in (_SHT_SYMTAB, _SHT_DYNSYM) or link >= len(table):
             continue
@@ -65,21 +67,28 @@ def _functions(data):
             end = strings.find(b"\0", name)
             if end > name:
                 out.append((value, sym_size, strings[name:end].decode("utf-8", "replace")))
-    return out, by_name
+    return out, full, by_name
 
 
 class Symbols(object):
-    """The function symbols of one object, by address."""
+    """The function symbols of one object, by address.  complete: they
+    include the static functions (a .symtab, or MiniDebugInfo's), so that
+    an address past the nearest one is in that function's tail or padding,
+    not in some other function.  .dynsym alone lists only what the object
+    exports: past the nearest exported function lies any number of static
+    ones (numpy's _multiarray_umath: everything after `xerbla_`), and that
+    name would be wrong."""
 
-    def __init__(self, entries):
+    def __init__(self, entries, complete):
         entries = sorted(set(entries))
         self.starts = [e[0] for e in entries]
         self.entries = entries
+        self.complete = complete
 
     def lookup(self, offset):
-        """(name, inside) of the nearest function symbol at or below offset:
-        inside when the symbol's size covers it (or it has none); None when
-        no symbol comes before offset."""
+        """(name, inside) of the function symbol at or below offset: inside
+        when its size covers it (or it has none); past it only when the
+        table is complete.  None otherwise."""
         i = bisect.bisect_right(self.starts, offset)
         if i == 0:
             return None
@@ -92,7 +101,7 @@ class Symbols(object):
                 return name, True
             best = best or name
             j -= 1
-        return best, False
+        return (best, False) if self.complete else None
 
 
 def read_symbols(path):
@@ -106,7 +115,7 @@ def read_symbols(path):
     if len(data) > _MAX_SIZE:
         return None
     data = memoryview(data).tobytes()
-    entries, by_name = _functions(data)
+    entries, complete, by_name = _functions(data)
     if not by_name:
         return None
     debugdata = by_name.get(".gnu_debugdata")
@@ -117,8 +126,10 @@ def read_symbols(path):
         except (lzma.LZMAError, EOFError):
             inner = b""
         if len(inner) <= _MAX_SIZE:
-            entries.extend(_functions(inner)[0])
-    return Symbols(entries)
+            more, complete_inner, _ = _functions(inner)
+            entries.extend(more)
+            complete = complete or complete_inner
+    return Symbols(entries, complete)
 
 
 class LoadedObjects(object):

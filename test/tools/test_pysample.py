@@ -444,31 +444,35 @@ double exported_entry(long n) { return hidden_spin(n) + 1.0; }
 """
 
     def test_record_names_them_by_the_preceding_symbol_or_minidebuginfo(self):
-        """Where record can read the object while the program runs: past an
-        exported function, `first_exported+... (lib)`; with MiniDebugInfo
-        (.gnu_debugdata, xz-compressed symbols of the static functions),
-        the static function's own name."""
+        """Where record can read the object while the program runs: with
+        MiniDebugInfo (.gnu_debugdata, xz-compressed symbols of the static
+        functions), the static function's own name; with a .symtab that
+        lacks it, `first_exported+... (lib)`; with .dynsym alone, whose
+        preceding symbol would name the wrong function, [lib]."""
         import lzma
         library, cc, strip, objcopy = self.tools("gcc", "strip", "objcopy")
         full = self.build(cc, self.PRECEDED_C, "libfull.so", "-fno-toplevel-reorder")
         preceded = os.path.join(self.tmp, "libpreceded.so")
+        dynsym_only = os.path.join(self.tmp, "libdynsym.so")
         mini = os.path.join(self.tmp, "mini.debug")
-        for command in ([strip, "--strip-all", "-o", preceded, full],
+        for command in ([strip, "--strip-symbol=hidden_spin", "-o", preceded, full],
+                        [strip, "--strip-all", "-o", dynsym_only, full],
                         [objcopy, "--strip-all", "--keep-symbol=hidden_spin", full, mini]):
             code, out, err = run(command)
             self.assertEqual(code, 0, err)
         with open(mini, "rb") as f, open(mini + ".xz", "wb") as xz:
             xz.write(lzma.compress(f.read(), format=lzma.FORMAT_XZ))
         with_mdi = os.path.join(self.tmp, "libmdi.so")
-        code, out, err = run([objcopy, "--add-section", ".gnu_debugdata=%s.xz" % mini, preceded, with_mdi])
+        code, out, err = run([objcopy, "--add-section", ".gnu_debugdata=%s.xz" % mini, dynsym_only, with_mdi])
         self.assertEqual(code, 0, err)
-        for so, want in ((preceded, "first_exported+... (libpreceded.so)"), (with_mdi, "hidden_spin (libmdi.so)")):
+        for so, want in ((preceded, "first_exported+... (libpreceded.so)"), (with_mdi, "hidden_spin (libmdi.so)"),
+                         (dynsym_only, "[libdynsym.so]")):
             with self.subTest(object=os.path.basename(so)):
                 err = self.record_native(library, so)
                 summary = self.table(err.split("top functions by self samples:\n")[1].encode())
                 self.assertIn(want, summary)
-                self.assertFalse([name for name in summary if os.path.basename(so) + "+0x" in name
-                                  or name == "[%s]" % os.path.basename(so)], summary)
+                self.assertEqual([name for name in summary if "libdynsym.so" in name or "libmdi.so" in name
+                                  or "libpreceded.so" in name], [want], summary)
                 with open(os.path.join(self.tmp, "prof.txt")) as f:
                     self.assertIn(os.path.basename(so) + "+0x", f.read(), "the file keeps the addresses")
 
