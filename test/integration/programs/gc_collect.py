@@ -48,7 +48,10 @@ def spinner(stop):
 
 
 # No automatic collections: every one is the collector's gc.collect().
+# Start-up's garbage goes first: a generator in it would run Python code
+# mid-collection, where the GIL can change hands.
 gc.disable()
+gc.collect()
 stop = []
 sampled.run_threads([threading.Thread(target=collector, args=(stop,), name="collector"),
                      threading.Thread(target=spinner, args=(stop,), name="spinner")],
