@@ -13,6 +13,7 @@
 
 #include "platform/platform.h"
 #include "sampler/threadinfo.h"
+#include "sampler/weight.h"
 #include "python/threadnames.h"
 
 #define PS_FORKERS 8      /* forking ancestors remembered (forker_tids) */
@@ -22,9 +23,7 @@
 
 struct ps_thread_info {
     long tid;
-    int64_t last_cpu;           /* its CPU clock at the last look, or -1 */
-    uint64_t carry_ns;          /* CPU time not yet counted: under a period */
-    unsigned run;               /* the sampling run of last_cpu */
+    struct ps_cpu_clock clock;  /* PYSAMPLE_MODE=cpu (weight.h) */
     uint64_t name_at;           /* when to read the name again */
     uint8_t had_boot;           /* last refresh saw Thread._bootstrap_inner */
     uint8_t name_misses;        /* reads of the Thread's name that failed */
@@ -77,28 +76,17 @@ struct ps_thread_info *ps_threadinfo_find(long tid)
         /* New thread, or a slot reclaimed from a thread long gone. */
         memset(ti, 0, sizeof *ti);
         ti->tid = tid;
-        ti->last_cpu = -1;
+        ti->clock.last_cpu = -1;
     }
     return ti;
 }
 
 uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t period_ns, unsigned run)
 {
+    /* A tid that is no thread of ours any more is refused by the kernel:
+     * the read never touches freed memory. */
     int64_t cpu = ti->tid > 0 ? ps_thread_cpu_ns(ti->tid) : -1;
-    int64_t last = ti->last_cpu;
-    ti->last_cpu = cpu;
-    if (ti->run != run) {
-        ti->run = run;
-        ti->carry_ns = 0;
-        return 0;
-    }
-    /* A clock that went back is another thread's that took the tid over
-     * between two looks: it starts from here. */
-    if (cpu < 0 || last < 0 || cpu < last || period_ns == 0)
-        return 0;
-    uint64_t ns = (uint64_t)(cpu - last) + ti->carry_ns;
-    ti->carry_ns = ns % period_ns;
-    return ns / period_ns;
+    return ps_cpu_clock_weight(&ti->clock, cpu, period_ns, run);
 }
 
 /* The thread's name now: the OS's, else (3.9-3.13 give threads none of

@@ -25,6 +25,7 @@
 #include "sampler/threadsample.h"
 #include "python/threadstates.h"
 #include "sampler/tick.h"
+#include "sampler/weight.h"
 #include "python/codecache.h"
 #include "python/interpstate.h"
 #include "python/threadnames.h"
@@ -35,10 +36,7 @@ static struct {
     const struct ps_config *cfg;
     struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
     int gil_only;               /* PYSAMPLE_GIL, where this build has a GIL to read */
-    /* PYSAMPLE_MAX_THREADS_PER_TICK (pick_thread) */
-    unsigned threads_seen;      /* thread states in the previous tick */
-    unsigned rotate;            /* the first of this tick's subset */
-    uint64_t rng;               /* xorshift64 state for the weights */
+    struct ps_subset subset;    /* PYSAMPLE_MAX_THREADS_PER_TICK (weight.h) */
 } tick;
 
 /* PYSAMPLE_GIL: 1 if this build's GIL holder can be read, else 0 after one
@@ -120,46 +118,6 @@ static void enter_interp(struct ps_tick *t, uintptr_t interp)
     }
 }
 
-/*
- * PYSAMPLE_MAX_THREADS_PER_TICK=k with more than k threads: each tick
- * walks k of them, a window that rotates by k every tick, so every thread
- * is walked once every ceil(T/k) ticks, in turn, whatever its place in the
- * interpreter's list.  Each walked stack then stands for the T/k ticks of
- * that thread that were not walked: it is counted T/k times, rounded to a
- * whole count at random (floor(T/k), plus one with probability frac(T/k)),
- * so that the expected count of every stack is what sampling every thread
- * every tick would give: the profile is unbiased, its totals right on
- * average, and only its variance grows.  T is the number of thread states
- * of the previous tick (the list is walked once; the tick after the count
- * changed is weighted by the old one).  Returns the weight of the thread
- * at position idx of this tick, or 0 to skip it.
- */
-static uint64_t pick_thread(unsigned idx, int all)
-{
-    unsigned k = (unsigned)tick.cfg->max_threads_per_tick, t = tick.threads_seen;
-    if (k == 0 || t <= k || all)
-        return 1;
-    if ((idx % t + t - tick.rotate % t) % t >= k)
-        return 0;
-    uint64_t whole = t / k, rest = t % k;
-    uint64_t x = tick.rng ? tick.rng : 0x9e3779b97f4a7c15ull;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    tick.rng = x;
-    return whole + ((x % k) < rest ? 1 : 0);
-}
-
-/* After a tick of n thread states: the next tick's window (pick_thread). */
-static void rotate_subset(unsigned n, int all)
-{
-    unsigned k = (unsigned)tick.cfg->max_threads_per_tick;
-    if (k == 0 || all)
-        return;
-    tick.rotate = n ? (tick.rotate + k) % n : 0;
-    tick.threads_seen = n;
-}
-
 /* Every thread state, under the profile's lock. */
 static void sample_threads(struct ps_tick *t, struct ps_tstate_iter *it)
 {
@@ -177,12 +135,13 @@ static void sample_threads(struct ps_tick *t, struct ps_tstate_iter *it)
         if (tick.gil_only && !t->all)
             weight = tsp == t->gil_holder;
         else
-            weight = pick_thread(idx, t->all);
+            weight = ps_subset_weight(&tick.subset, (unsigned)tick.cfg->max_threads_per_tick,
+                                      idx, t->all);
         idx++;
         if (weight != 0)
             ps_sample_thread(t, tsp, ts, weight);
     }
-    rotate_subset(idx, t->all);
+    ps_subset_next(&tick.subset, (unsigned)tick.cfg->max_threads_per_tick, idx, t->all);
 }
 
 int ps_tick(int all, uint64_t cpu_period_ns, unsigned run)
