@@ -180,7 +180,6 @@ static void test_unwind(void)
     CHECK_EQ_INT(tr, PS_STOP_NO_REGS);
 }
 
-#if defined(__x86_64__)
 /* ---- rules: fake code, fake CFI, fake stack ------------------------------- */
 
 /* Fake code: 2 KiB inside one page (every address its own cache slot). */
@@ -200,6 +199,40 @@ static void emit(struct bytes *o, const void *p, size_t n)
 static void emit_u32(struct bytes *o, uint32_t v) { emit(o, &v, 4); }
 static void emit_u64(struct bytes *o, uint64_t v) { emit(o, &v, 8); }
 
+/* An FDE for [lo, lo + len) with instructions insns; returns its offset. */
+static size_t emit_fde(struct bytes *o, size_t cie, uint64_t lo, uint64_t len,
+                       const uint8_t *insns, size_t n)
+{
+    size_t at = o->n;
+    emit_u32(o, (uint32_t)(4 + 8 + 8 + 1 + n));
+    emit_u32(o, (uint32_t)(at + 4 - cie));   /* back to the CIE */
+    emit_u64(o, lo);
+    emit_u64(o, len);
+    emit(o, "", 1);                          /* no augmentation data */
+    emit(o, insns, n);
+    return at;
+}
+
+/* The .eh_frame_hdr for a table at frame whose FDEs (at frame + off[i])
+ * cover code from base + starts[i]; returns its address. */
+static uintptr_t fake_hdr(uintptr_t frame, uintptr_t base, const uint64_t *starts,
+                          const size_t *off, int n)
+{
+    /* version 1, eh_frame_ptr udata4, count udata4, table datarel|sdata4 */
+    uintptr_t hdr = alloc(12 + 8 * (size_t)n + 16);
+    uint8_t h[4] = { 1, 0x03, 0x03, 0x3b };
+    memcpy((void *)hdr, h, 4);
+    uint32_t v = (uint32_t)frame, count = (uint32_t)n;
+    memcpy((void *)(hdr + 4), &v, 4);
+    memcpy((void *)(hdr + 8), &count, 4);
+    for (int i = 0; i < n; i++) {
+        int32_t e[2] = { (int32_t)(base + starts[i] - hdr), (int32_t)(frame + off[i] - hdr) };
+        memcpy((void *)(hdr + 12 + 8 * (uintptr_t)i), e, 8);
+    }
+    return hdr;
+}
+
+#if defined(__x86_64__)
 /* A CIE of version 1, "zR" or "zRS", absolute 8-byte FDE addresses, code
  * alignment 1, data alignment -8, return address column 16; its initial
  * rules: CFA = rsp + 8, return address at CFA - 8. */
@@ -212,20 +245,6 @@ static size_t emit_cie(struct bytes *o, int signal)
                                   0x0c, 7, 8, 0x90, 1 };
     emit_u32(o, signal ? sizeof zs : sizeof z);
     emit(o, signal ? zs : z, signal ? sizeof zs : sizeof z);
-    return at;
-}
-
-/* An FDE for [lo, lo + len) with instructions insns; returns its offset. */
-static size_t emit_fde(struct bytes *o, size_t cie, uint64_t lo, uint64_t len,
-                       const uint8_t *insns, size_t n)
-{
-    size_t at = o->n;
-    emit_u32(o, (uint32_t)(4 + 8 + 8 + 1 + n));
-    emit_u32(o, (uint32_t)(at + 4 - cie));   /* back to the CIE */
-    emit_u64(o, lo);
-    emit_u64(o, len);
-    emit(o, "", 1);                          /* no augmentation data */
-    emit(o, insns, n);
     return at;
 }
 
@@ -257,20 +276,8 @@ static uintptr_t fake_cfi(uintptr_t base, int leaf_cfa)
     emit_u32(&eh, 0);                        /* terminator */
     uintptr_t frame = alloc(eh.n);
     memcpy((void *)frame, eh.b, eh.n);
-
-    /* version 1, eh_frame_ptr udata4, count udata4, table datarel|sdata4 */
-    uintptr_t hdr = alloc(12 + 4 * 8 + 16);
-    uint8_t h[4] = { 1, 0x03, 0x03, 0x3b };
-    memcpy((void *)hdr, h, 4);
-    uint32_t v = (uint32_t)frame, count = 4;
-    memcpy((void *)(hdr + 4), &v, 4);
-    memcpy((void *)(hdr + 8), &count, 4);
     static const uint64_t starts[4] = { F_LEAF, F_FP, F_ROOT, F_SIG };
-    for (int i = 0; i < 4; i++) {
-        int32_t e[2] = { (int32_t)(base + starts[i] - hdr), (int32_t)(frame + f[i] - hdr) };
-        memcpy((void *)(hdr + 12 + 8 * (uintptr_t)i), e, 8);
-    }
-    return hdr;
+    return fake_hdr(frame, base, starts, f, 4);
 }
 
 static void test_rules(void)
@@ -396,9 +403,65 @@ static void test_rules(void)
 }
 
 #else
+/*
+ * aarch64 CFI: a CIE with code alignment 4, data alignment -8, return
+ * address column 30 (x30), initial CFA = sp + 0.  A leaf that saves
+ * nothing (its CFA is sp, x30 keeps the return address), a caller with a
+ * frame record (CFA = sp + 16, x29 at CFA - 16, x30 at CFA - 8), the root
+ * (x30 undefined).  The walk from the leaf must reach the root: the leaf's
+ * step leaves sp where it was, which only the interrupted frame may.
+ */
+static void test_a64_leaf(void)
+{
+    uintptr_t page = alloc(8192), base = (page + 4095) & ~(uintptr_t)4095;
+    struct bytes eh = { .n = 0 };
+    static const uint8_t cie[] = { 0, 0, 0, 0, 1, 'z', 'R', 0, 4, 0x78, 30, 1, 0x00,
+                                   0x0c, 31, 0 };
+    emit_u32(&eh, sizeof cie);
+    emit(&eh, cie, sizeof cie);
+    uint8_t caller[] = { 0x0e, 16, 0x80 | 29, 2, 0x80 | 30, 1 };
+    uint8_t root[] = { 0x07, 30 };
+    size_t off[3];
+    off[0] = emit_fde(&eh, 0, base + F_LEAF, 0x100, root, 0);
+    off[1] = emit_fde(&eh, 0, base + F_FP, 0x100, caller, sizeof caller);
+    off[2] = emit_fde(&eh, 0, base + F_ROOT, 0x100, root, sizeof root);
+    emit_u32(&eh, 0);
+    uintptr_t frame = alloc(eh.n);
+    memcpy((void *)frame, eh.b, eh.n);
+    static const uint64_t starts[3] = { F_LEAF, F_FP, F_ROOT };
+    struct ps_obj_desc obj = { base, base + F_END, fake_hdr(frame, base, starts, off, 3),
+                               "fake.so" };
+    CHECK_EQ_INT(ps_objs_replace(&obj, 1), 0);
+
+    uintptr_t S = alloc(64);
+    put_ptr(S, 0);                           /* the caller's saved x29 */
+    put_ptr(S + 8, base + F_ROOT + 0x10);    /* and x30 */
+    struct ps_regs rs = { .valid = 0 };
+    ps_regs_set(&rs, PS_REG_PC, base + F_LEAF + 0x20);
+    ps_regs_set(&rs, PS_REG_SP, S);
+    ps_regs_set(&rs, PS_REG_RA, base + F_FP + 0x24);
+    uintptr_t out[8];
+    int stop;
+    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &stop), 3);
+    CHECK_EQ_INT(stop, PS_STOP_ROOT);
+    CHECK_EQ_INT(out[1], base + F_FP + 0x24);
+    CHECK_EQ_INT(out[2], base + F_ROOT + 0x10);
+    /* A blocked thread's capture has no x30: the leaf ends the walk. */
+    rs.valid &= ~(1ull << PS_REG_RA);
+    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &stop), 1);
+    CHECK_EQ_INT(stop, PS_STOP_REGISTER);
+    /* Above frame 0 a frame that does not move sp is no frame. */
+    ps_regs_set(&rs, PS_REG_RA, base + F_LEAF + 0x44);   /* "returns" into the leaf */
+    CHECK(ps_unwind(&rs, out, 8, &stop) <= 2 && stop == PS_STOP_BAD_FRAME);
+    ps_objs_free();
+    CHECK_EQ_INT(ps_objs_refresh(0), 1);
+}
+
 /* aarch64: what differs from x86-64, on hand-made inputs. */
 static void test_rules(void)
 {
+    test_a64_leaf();
+
     /* The first argument an svc's -EINTR overwrote, from the instructions
      * before it (nearest first), as glibc 2.36 compiles its wrappers. */
     uint64_t x[31], x0 = 0;
