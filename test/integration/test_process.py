@@ -908,3 +908,44 @@ def test_user_namespace_after_pysample_stop(ctx):
               and not harness.our_messages(run.stderr), describe(run))
     p = check_files(ctx, run, [pid_file(run.proc.pid)])[pid_file(run.proc.pid)]
     check_has(ctx, p, ["before_unshare", "after_unshare"])
+
+
+def test_fork_children_timelines(ctx):
+    """PYSAMPLE_TIMELINE=1 and os.fork(): each process writes its own
+    .timeline beside its own profile; a child's starts at its fork, with
+    its own samples only (the parent's records name stacks the child's
+    table does not have)."""
+    res = ctx.run([ctx.program("proc_fork.py"), "2", "0.4"], env={"PYSAMPLE_TIMELINE": "1"})
+    ctx.check_clean_run(res)
+    info = json.loads(res.stdout)
+    ctx.check(info["status"] == [0, 0], "children ended with %r" % info["status"])
+    pids = [info["parent"]] + info["children"]
+    files = [pid_file(p) for p in pids]
+    ctx.check(sorted(res.files) == sorted(files + [f + ".timeline" for f in files]),
+              "files %r" % res.files)
+    starts = {}
+    for pid, name in zip(pids, files):
+        with open(os.path.join(res.outdir, name), encoding="utf-8") as f:
+            profile = f.read().splitlines()
+        with open(os.path.join(res.outdir, name + ".timeline"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        ctx.check(lines[0] == "# pysample timeline 1", "%s.timeline: not a timeline" % name, lines[:2])
+        at = lines.index("stacks %d" % len(profile))
+        ctx.check(lines[at + 1:at + 1 + len(profile)] == profile,
+                  "%s.timeline: the stacks are not the profile's lines" % name)
+        header = dict(l.split(" ") for l in lines[1:at])
+        starts[pid] = int(header["start_unix_ns"])
+        records = lines[at + 2 + len(profile):]
+        ctx.check(int(lines[at + 1 + len(profile)].split()[1]) == len(records) and records,
+                  "%s.timeline: records" % name, lines[at + 1 + len(profile):][:3])
+        total = sum(int(l.rsplit(" ", 1)[1]) for l in profile)
+        ctx.check(sum(int(r.split()[2]) for r in records) == total,
+                  "%s.timeline: its records are not the profile's samples" % name)
+        mine, theirs = (("fork_parent_work", "fork_child_work") if pid == info["parent"]
+                        else ("fork_child_work", "fork_parent_work"))
+        used = {int(r.split()[1]) for r in records}
+        ctx.check(any(";%s (" % mine in profile[i] for i in used), "%s.timeline: no %s" % (name, mine))
+        ctx.check(not any(";%s (" % theirs in l for l in profile), "%s shows %s" % (name, theirs))
+    for child in info["children"]:
+        ctx.check(starts[child] > starts[info["parent"]], "child %d's timeline starts before its "
+                  "parent's: not at its fork" % child, starts)

@@ -724,6 +724,46 @@ class SpeedscopeTests(TempDirTestCase):
         self.assertEqual(code, 0, err)
         return json.loads(out.decode("utf-8"))
 
+    TIMELINE = ("# pysample timeline 1\nrate_hz 100\nstart_unix_ns 1700000000000000000\nend_us 60000\n"
+                "samples 5\nmax_records 5\ndropped_records 2\ndropped_samples 2\nfirst_dropped_us 40000\n"
+                "stacks 3\n"
+                "thread 1 (MainThread);main (p.py:1);a (p.py:5) 3\n"
+                "thread 1 (MainThread);main (p.py:2);b (p.py:9) 2\n"
+                "thread 2 (worker);w (p.py:20) 2\n"
+                "records 5\n0 2 1\n5000 0 1\n15000 0 1\n25000 1 1\n30000 2 1\n")
+
+    def test_timeline_in_time_order(self):
+        """A .timeline converts to one sampled profile per thread in time
+        order: each sample lasts to the thread's next (at most twice
+        1/rate; a longer gap, or the time before the first, is an empty
+        sample), and the samples past the bound are one marker to the end."""
+        path = self.write("prof.txt.timeline", self.TIMELINE)
+        doc = self.convert(path)
+        self.check_schema(doc)
+        names = [f["name"] for f in doc["shared"]["frames"]]
+        main, worker = doc["profiles"]
+        self.assertEqual((main["name"], worker["name"]), ("thread 1 (MainThread)", "thread 2 (worker)"))
+        self.assertEqual(main["unit"], "microseconds")
+
+        def leaves(p):
+            return [names[s[-1]] if s else "" for s in p["samples"]]
+        self.assertEqual(leaves(main), ["", "a", "a", "b", "[pysample: timeline full]"])
+        self.assertEqual(main["weights"], [5000, 10000, 10000, 15000, 20000])
+        # 0 -> 30000 is more than twice 10 ms: 10 ms of w, then nothing.
+        self.assertEqual(leaves(worker), ["w", "", "w", "[pysample: timeline full]"])
+        self.assertEqual(worker["weights"], [10000, 20000, 10000, 20000])
+        self.assertEqual((main["endValue"], worker["endValue"]), (60000, 60000))
+        self.assertIn("timeline full: 2 samples after 0.040 s", doc["exporter"])
+        self.assertEqual(doc["pysample"]["timeline"]["dropped_samples"], 2)
+
+    def test_timeline_damaged(self):
+        """A cut timeline is refused with the line that is wrong."""
+        path = self.write("cut.timeline", self.TIMELINE[:-20])   # the last two records
+        code, out, err = pysample("convert", path, "--to", "speedscope")
+        self.assertEqual(code, 2)
+        self.assertRegex(err.decode() if isinstance(err, bytes) else err,
+                         r"cut\.timeline:18: not a pysample timeline: 5 records announced, 3 there")
+
     def check_schema(self, doc):
         """The required fields of https://www.speedscope.app/file-format-schema.json."""
         self.assertEqual(doc["$schema"], "https://www.speedscope.app/file-format-schema.json")
