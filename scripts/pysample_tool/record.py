@@ -87,11 +87,13 @@ def add_options(parser):
     parser.add_argument("--async", dest="async_tasks", action="store_true",
                         help="attribute samples to asyncio tasks (PYSAMPLE_ASYNC=1): each task's stack "
                              "under [task NAME \"CORO\"] markers; in wall mode waiting tasks count too")
-    parser.add_argument("-n", "--native", nargs="?", const="1", choices=("1", "all"),
+    parser.add_argument("--native", nargs="?", const="1", choices=("1", "all"),
                         help="native frames too (PYSAMPLE_NATIVE): C extensions, ctypes calls, the "
                              "system call or GIL wait a thread is in, with the Python frames in place "
                              "of the interpreter's; --native=all also shows the interpreter's own "
                              "frames (Linux x86-64)")
+    # py-spy's -n takes no value: `record -n app.py` must not read app.py as one.
+    parser.add_argument("-n", dest="native", action="store_const", const="1", help="--native")
     options.addresses(parser)
     parser.add_argument("--nolineno", action="store_true",
                         help="one frame per function, no line numbers (PYSAMPLE_LINES=0; py-spy's name)")

@@ -3,6 +3,7 @@
 #
 # SPDX-License-Identifier: MIT
 
+import argparse
 import collections
 import errno
 import os
@@ -45,6 +46,7 @@ def add_options(parser):
                         help="with COMMAND: only threads holding the GIL (PYSAMPLE_GIL=1)")
     parser.add_argument("-i", "--idle", action="store_true",
                         help="with COMMAND: idle threads too (PYSAMPLE_MODE=wall, the default)")
+    parser.add_argument("--nonblocking", action="store_true", help=argparse.SUPPRESS)   # py-spy's; always so
     parser.add_argument("--python", metavar="PY", help="with COMMAND: interpreter for a COMMAND that starts "
                                                        "with a .py file (default: %s)" % (sys.executable or "python3"))
     # `-- COMMAND` only (cli splits it off): a FILE may be followed by options.

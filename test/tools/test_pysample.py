@@ -1538,6 +1538,10 @@ class RecordTests(TempDirTestCase):
         with open(os.path.join(self.tmp, "prof")) as f:
             self.assertIn("env rate=250 mode=unset format=collapsed async=unset native=1 gil=1 lines=0",
                           f.read())
+        code, out, err = self.record("-o", "native.txt", "-n", PYTHON, "-c", "pass")
+        self.assertEqual(code, 0, err)
+        with open(os.path.join(self.tmp, "native.txt")) as f:
+            self.assertIn("native=1", f.read(), "-n takes no value: the command follows it")
         code, out, err = self.record("-i", "-o", "idle.txt", "--", PYTHON, "-c", "pass")
         self.assertEqual(code, 0, err)
         with open(os.path.join(self.tmp, "idle.txt")) as f:
