@@ -96,7 +96,9 @@ def split_frame(frame):
     if m:
         return (unescape(m.group(1)), unescape(m.group(2)), int(m.group(3)))
     m = re.match(r"^(.+?) \((.*)\)$", frame)
-    return (unescape(m.group(1)), unescape(m.group(2)), None)
+    if m:
+        return (unescape(m.group(1)), unescape(m.group(2)), None)
+    raise AssertionError("a frame that is neither a marker nor 'name (file[:line])': %r" % frame)
 
 
 class TempDirTestCase(unittest.TestCase):
