@@ -480,7 +480,10 @@ def test_gil_only_samples_the_holder(ctx):
     ctx.check(res.rc == 0, "exit status %d" % res.rc, res.stderr[-2000:])
     p = res.profile()
     spin, sleep = p.with_frame("spinner"), p.with_frame("sleeper")
-    main = sum(s.count for s in p.stacks if s.thread.endswith("(MainThread)"))
+    # The main thread waiting for the others (in time.sleep under
+    # run_threads); its imports before they start hold the GIL, rightly.
+    main = p.count_where(lambda s: s.thread.endswith("(MainThread)") and s.frames
+                         and s.frames[-1].name == "run_threads")
     if res.stdout.strip() == "free-threaded 1":
         lines = harness.our_messages(res.stderr)
         ctx.check(len(lines) == 1 and "PYSAMPLE_GIL" in lines[0] and "no GIL" in lines[0],
@@ -490,8 +493,8 @@ def test_gil_only_samples_the_holder(ctx):
         return
     ctx.check_clean_run(res)
     ctx.check(spin >= 20, "spinner has %d samples" % spin, p.dump())
-    # The sleeper holds the GIL for a few microseconds every 2 ms; the
-    # main thread for a moment every 10 ms.
+    # The sleeper holds the GIL for a few microseconds every 2 ms, the
+    # waiting main thread for a moment every 10 ms.
     ctx.check(sleep <= 0.05 * spin + 2 and main <= 0.05 * spin + 2,
               "threads without the GIL sampled: sleeper %d, main %d, spinner %d"
               % (sleep, main, spin), p.dump())
@@ -555,8 +558,8 @@ def test_cpu_mode_counts_cpu_time(ctx):
         ctx.check(abs(share - cpu_share) <= 0.05, "%s: %.1f %% of the samples, %.1f %% of the "
                   "CPU time (%r; counts %r)" % (name, 100 * share, 100 * cpu_share, used, counts),
                   p.dump())
-        # Not more than the CPU it used, and all of it but where its life
-        # begins and ends (and a sampler stalled there, on a loaded machine).
+        # Not more than the CPU it used, and all of it but the period
+        # carried at the end (and what a loaded machine hides: 20 %).
         ctx.check(used[name] * 0.8 - 3 * period <= counts[name] * period <= used[name] + period,
                   "%s: %d samples of %.0f ms for %.1f ms of CPU" % (name, counts[name],
                   1000 * period, 1000 * used[name]), p.dump())
