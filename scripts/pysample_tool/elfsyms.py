@@ -11,6 +11,7 @@
 # SPDX-License-Identifier: MIT
 
 import bisect
+import mmap
 import os
 import struct
 
@@ -107,14 +108,23 @@ class Symbols(object):
 def read_symbols(path):
     """Symbols of the object at path, MiniDebugInfo included; None when it
     cannot be read or is not an ELF object we read."""
+    # Mapped, not read: a libpython with its debug information is tens of
+    # megabytes, of which the symbol tables are a small part.
     try:
         with open(path, "rb") as f:
-            data = f.read(_MAX_SIZE + 1)
-    except OSError:
+            size = os.fstat(f.fileno()).st_size
+            if not 64 <= size <= _MAX_SIZE:
+                return None
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
         return None
-    if len(data) > _MAX_SIZE:
-        return None
-    data = memoryview(data).tobytes()
+    try:
+        return _symbols(data)
+    finally:
+        data.close()
+
+
+def _symbols(data):
     entries, complete, by_name = _functions(data)
     if not by_name:
         return None

@@ -377,7 +377,7 @@ sys.path.insert(0, sys.argv[2])
 import sampled
 lib = ctypes.CDLL(sys.argv[1])
 lib.exported_entry.restype = ctypes.c_double
-until = sampled.Until(seconds=0.3, ticks=60)
+until = sampled.Until(seconds=0.2, ticks=30)
 while until.more():
     lib.exported_entry(200000)
 """
