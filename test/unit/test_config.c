@@ -151,5 +151,23 @@ int main(void)
     CHECK_EQ_INT(ps_template_has_pid("a.%p"), 1);
     CHECK_EQ_INT(ps_template_has_pid("a.%%p"), 0);
     CHECK_EQ_INT(ps_template_has_pid("a.%h"), 0);
+    /* PYSAMPLE_TIMELINE: off by default, its bound 1000000 records; a bad
+     * bound is said and the default kept. */
+    parse(&e, &c);
+    CHECK_EQ_INT(c.timeline, 0);
+    CHECK_EQ_INT(c.timeline_max, PS_DEFAULT_TIMELINE_MAX);
+    struct env tl = { { "PYSAMPLE_TIMELINE=1", "PYSAMPLE_TIMELINE_MAX=100", NULL }, 0, "" };
+    parse(&tl, &c);
+    CHECK_EQ_INT(tl.warnings, 0);
+    CHECK_EQ_INT(c.timeline, 1);
+    CHECK_EQ_INT(c.timeline_max, 100);
+    struct env tl_bad = { { "PYSAMPLE_TIMELINE=maybe", "PYSAMPLE_TIMELINE_MAX=0", NULL }, 0, "" };
+    parse(&tl_bad, &c);
+    CHECK_EQ_INT(tl_bad.warnings, 2);
+    CHECK_EQ_STR(tl_bad.last, "PYSAMPLE_TIMELINE_MAX='0' is not a record count from 1 to 100000000; "
+                              "using 1000000");
+    CHECK_EQ_INT(c.timeline, 0);
+    CHECK_EQ_INT(c.timeline_max, PS_DEFAULT_TIMELINE_MAX);
+
     CHECK_DONE();
 }
