@@ -59,8 +59,8 @@ _PRIVATE_NAME_RE = re.compile(r"^pysample-(\d+)(.*?)(?:\.txt)?$", re.S)
 
 NAME = "record"
 HELP = "run a command with the profiler preloaded"
-USAGE = ("%(prog)s [-o FILE] [--rate HZ] [--mode wall|cpu] [--async] [--timeline] [--format FORMAT] [--python PY] [-q] "
-         "[-- COMMAND [ARG...]]\n       %(prog)s --pid PID [-d SECONDS] [-o FILE] [--rate HZ] [--format FORMAT]")
+USAGE = ("%(prog)s [-o FILE] [-d SECONDS] [--rate HZ] [--mode wall|cpu] [--gil] [--async] [--native[=all]] "
+         "[--timeline] [--format FORMAT] [--no-subprocesses] [--python PY] [-q] [-- COMMAND [ARG...]]\n       %(prog)s --pid PID [-d SECONDS] [-o FILE] [--rate HZ] [--format FORMAT]")
 DESCRIPTION = ("Runs COMMAND with libpysample preloaded (LD_PRELOAD, or DYLD_INSERT_LIBRARIES on macOS), "
                "writes one profile per Python process and prints a summary to stderr. Exits with the exit "
                "status of COMMAND. Without COMMAND it profiles a small bundled demo program.  A COMMAND "
@@ -93,7 +93,8 @@ def add_options(parser):
                              "of the interpreter's; --native=all also shows the interpreter's own "
                              "frames (Linux x86-64)")
     # py-spy's -n takes no value: `record -n app.py` must not read app.py as one.
-    parser.add_argument("-n", dest="native", action="store_const", const="1", help="--native")
+    parser.add_argument("-n", dest="native", action="store_const", const="1",
+                        help="--native (py-spy's -n; it takes no value)")
     options.addresses(parser)
     parser.add_argument("--nolineno", action="store_true",
                         help="one frame per function, no line numbers (PYSAMPLE_LINES=0; py-spy's name)")
