@@ -1,57 +1,74 @@
 /*
- * control.c - armed mode's command handling (control.h), on the sampler
- * thread only.
+ * control.c - armed mode's server (control.h): the control socket as a
+ * wait source of the sampler thread, on that thread only (but for the
+ * wake-up).
  *
- * Sessions.  The process has one profile (profile.h).  A session borrows
- * it: record, top and start empty it, switch the sampler's ticks on at the
- * asked rate, and give it back empty when they end; so only one runs at a
- * time and the others are told "busy" (so is everything while the process
- * profiles to PYSAMPLE_OUTPUT or through pysample_start(), whose profile
- * is not ours to empty).  dump needs no session: one tick of every thread,
- * on this thread, into the empty profile, rendered and emptied again.
+ * Who may connect.  The kernel's word on the peer (ctlsock.h), never
+ * anything it sends: its uid must be our effective uid; a peer the kernel
+ * cannot map into our user namespace shows as the overflow uid, which a
+ * process of a rootless container may itself run as, so that uid is
+ * accepted only from a peer of our own user namespace.  And nobody is
+ * answered once the kernel would let nobody read us (not dumpable, after
+ * a change of credentials) or once our uid is not the one we were armed
+ * with.  A refused peer gets one err frame saying what to do, and the
+ * refusal is said on stderr in one line (at most one such line a second;
+ * the lines held back are counted in the next).
  *
- * Never blocking the sampler.  Every descriptor is non-blocking; a request
- * must arrive whole within PS_CTL_READ_NS of the connection, a reply must
- * make progress every PS_CTL_WRITE_NS, else the connection is dropped (and
- * its session with it).  A client that goes away mid-session ends it.
+ * Never blocking the sampler, whoever connects.  Every descriptor is
+ * non-blocking; a request must arrive whole within PS_CTL_READ_NS, a reply
+ * must make progress every PS_CTL_WRITE_NS, else the connection is
+ * dropped.  At most PS_CTL_ACCEPTS connections are accepted per
+ * PS_CTL_WINDOW_NS: a flood from anyone costs bounded CPU, and the
+ * owner's client, queued among the flood's, is reached within a few
+ * windows.  accept() failing for want of descriptors (EMFILE: the program
+ * is at its limit) leaves the socket readable: the listening socket is
+ * then not polled for a while (doubling up to PS_CTL_BACKOFF_MAX_NS)
+ * instead of spinning.
  *
- * Who may connect: the kernel's word on the peer's uid (ctlsock.h), which
- * must be our effective uid.  Others are refused and the refusal is said
- * on stderr in one line (at most one such line a second; the lines held
- * back are counted in the next).
+ * Never touching the program's descriptors (ctlfd.h): each of ours is
+ * checked before every use; a lost one is forgotten and made again.  The
+ * wait itself is a use: poll() looks descriptors up by number on every
+ * pass but waits only on the files it found on the first, so once the
+ * program has closed ours and taken their numbers nothing would ever wake
+ * it.  Hence no wait is longer than PS_CTL_CHECK_NS: an idle armed
+ * process wakes every 2 s, for a few fstat()s.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "control/control.h"
-#include "control/ctlproto.h"
+#include "control/ctlfd.h"
+#include "control/ctlsweep.h"
+#include "control/ctlwake.h"
 #include "platform/ctlsock.h"
-#include "util/message.h"
 #include "platform/platform.h"
-#include "profile/profile.h"
-#include "sampler/quality.h"
-#include "sampler/sampler.h"
+#include "util/message.h"
 
 #define PS_CTL_CONNS 8
+#define PS_CTL_QUEUE (4 * PS_CTL_CONNS)
 #define PS_CTL_READ_NS 5000000000ull
 #define PS_CTL_WRITE_NS 30000000000ull
 #define PS_CTL_REFUSAL_LOG_NS 1000000000ull
-
-enum session { SES_NONE = 0, SES_RECORD, SES_TOP, SES_STARTED };
+#define PS_CTL_WINDOW_NS 100000000ull
+#define PS_CTL_ACCEPTS 64
+#define PS_CTL_BACKOFF_NS 50000000ull
+#define PS_CTL_BACKOFF_MAX_NS 2000000000ull
+#define PS_CTL_SWEEP_NS 50000000ull
+#define PS_CTL_CHECK_NS 2000000000ull
 
 struct conn {
-    int fd;                  /* -1: a free slot */
-    long uid, pid;
+    struct ps_fd fd;         /* fd -1: a free slot */
+    unsigned gen;            /* the handle's upper bits: stale handles miss */
     char in[PS_CTL_LINE_MAX];
     size_t inlen;
     int got_request;
+    int delivered;           /* queued as a command, not yet finished */
+    int eof;                 /* the client half-closed: nothing more to read */
     int close_after;         /* close once out is sent */
     uint64_t deadline;       /* request by then; or, sending, progress by then */
     struct ps_buf out;
@@ -59,45 +76,49 @@ struct conn {
 
 static struct {
     int enabled;
-    struct ps_config cfg;
+    char dir[256];
     unsigned hexversion;
     int free_threaded;
-    int wake[2];
-    int lfd;
-    int listen_failed;
-    char shown[160], file[160];
+    unsigned armed_uid;
     pid_t pid;
+    /* The listening socket, and when to try again to make it. */
+    struct ps_fd lfd;
+    int listen_said, listen_given_up, wake_said;
+    uint64_t listen_at, listen_backoff;
+    char shown[256], file[256];
+    uint64_t file_ino;
+    /* Accepting: the window's count, a pause, the EMFILE back-off. */
+    uint64_t window_start, paused_until, emfile_backoff;
+    unsigned window_accepts;
     struct conn conns[PS_CTL_CONNS];
-    /* the session, if any */
-    enum session ses;
-    int ses_conn;            /* its connection (-1: start/stop, none held) */
-    int ses_rate;
-    uint64_t ses_start, ses_end, ses_next, ses_interval;
-    struct ps_stats ses_base;
+    struct ps_ctl_cmd queue[PS_CTL_QUEUE];
+    unsigned qhead, qlen;
+    int session;
     uint64_t refusal_at;
     unsigned refusals_held;
-} ctl = { .wake = { -1, -1 }, .lfd = -1 };
+} ctl = { .lfd = PS_FD_NONE };
 
-static const char *session_name(enum session s)
+void ps_control_wake(void)
 {
-    return s == SES_RECORD ? "record" : s == SES_TOP ? "top" : s == SES_STARTED ? "start" : "none";
+    ps_ctlwake_signal();
 }
 
 int ps_control_setup(const struct ps_config *cfg, unsigned hexversion, int free_threaded)
 {
     if (ctl.enabled)
         return 0;
-    ctl.cfg = *cfg;
+    snprintf(ctl.dir, sizeof ctl.dir, "%s", cfg->control_dir[0] ? cfg->control_dir : ps_ctlsock_default_dir());
     ctl.hexversion = hexversion;
     ctl.free_threaded = free_threaded;
     for (int i = 0; i < PS_CTL_CONNS; i++)
-        ctl.conns[i].fd = -1;
-    int rc = ps_ctlsock_pipe(ctl.wake);
+        ctl.conns[i].fd.fd = -1;
+    int rc = ps_ctlwake_make();
     if (rc != 0) {
         ps_say("cannot arm: %s; PYSAMPLE_ARM is off", strerror(-rc));
         return rc;
     }
     ctl.pid = getpid();
+    ctl.armed_uid = (unsigned)geteuid();
     ctl.enabled = 1;
     return 0;
 }
@@ -107,93 +128,116 @@ int ps_control_enabled(void)
     return ctl.enabled;
 }
 
-void ps_control_wake(void)
+void ps_control_python(unsigned *hexversion, int *free_threaded)
 {
-    if (ctl.wake[1] >= 0) {
-        char b = 1;
-        ssize_t n = write(ctl.wake[1], &b, 1);  /* full pipe: already woken */
-        (void)n;
-    }
+    *hexversion = ctl.hexversion;
+    *free_threaded = ctl.free_threaded;
 }
 
-/* ---- the socket ------------------------------------------------------------ */
-
-/*
- * Removes the sockets of our uid in dir that nobody listens on any more:
- * processes that were killed or _exit()ed before they could.  "Nobody
- * listens" is asked of the kernel by connecting, not guessed from the pid,
- * which another pid namespace sharing the directory may be using.
- */
-static void sweep_stale(const char *dir)
+void ps_control_note_session(int on)
 {
-    DIR *d = opendir(dir);
-    if (d == NULL)
+    ctl.session = on;
+}
+
+/* ---- the command queue ------------------------------------------------------- */
+
+static int handle_of(int i)
+{
+    return (int)(ctl.conns[i].gen << 4) | i;
+}
+
+static struct conn *conn_of(int handle)
+{
+    int i = handle & 0xf;
+    if (handle < 0 || i >= PS_CTL_CONNS)
+        return NULL;
+    struct conn *c = &ctl.conns[i];
+    return c->fd.fd >= 0 && handle_of(i) == handle ? c : NULL;
+}
+
+static void push(enum ps_ctl_cmd_kind kind, int i, const struct ps_ctl_request *req)
+{
+    if (ctl.qlen == PS_CTL_QUEUE)
+        return;  /* cannot happen: a connection queues at most two */
+    struct ps_ctl_cmd *c = &ctl.queue[(ctl.qhead + ctl.qlen++) % PS_CTL_QUEUE];
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->conn = handle_of(i);
+    if (req != NULL)
+        c->req = *req;
+}
+
+int ps_control_next(struct ps_ctl_cmd *cmd)
+{
+    if (ctl.qlen == 0)
+        return 0;
+    *cmd = ctl.queue[ctl.qhead];
+    ctl.qhead = (ctl.qhead + 1) % PS_CTL_QUEUE;
+    ctl.qlen--;
+    return 1;
+}
+
+/* ---- the socket -------------------------------------------------------------- */
+
+static void open_listen(uint64_t now)
+{
+    char base[96], why[400];
+    snprintf(base, sizeof base, "pysample.%u.%llu.%ld", (unsigned)geteuid(), ps_ctlsock_pidns(),
+             (long)getpid());
+    if (ctl.dir[0] != '\0') {
+        char own[128];
+        snprintf(own, sizeof own, "%s.sock", base);
+        ps_ctlsweep(ctl.dir, (unsigned)geteuid(), own, now + PS_CTL_SWEEP_NS);
+    }
+    int fd = ps_ctlsock_listen(ctl.dir, base, ctl.shown, sizeof ctl.shown, ctl.file, sizeof ctl.file,
+                               why, sizeof why);
+    if (fd >= 0 && ps_fd_own(&ctl.lfd, fd) == 0) {
+        struct stat st;
+        ctl.file_ino = ctl.file[0] && lstat(ctl.file, &st) == 0 ? (uint64_t)st.st_ino : 0;
+        ctl.listen_backoff = 0;
         return;
-    unsigned uid = (unsigned)geteuid();
-    struct dirent *e;
-    int checked = 0;
-    while ((e = readdir(d)) != NULL && checked < 256) {
-        unsigned u;
-        long pid;
-        char tail[8];
-        if (sscanf(e->d_name, "pysample.%u.%ld.%7s", &u, &pid, tail) != 3 || u != uid ||
-            strcmp(tail, "sock") != 0 || pid == (long)getpid())
-            continue;
-        checked++;
-        struct sockaddr_un a;
-        memset(&a, 0, sizeof a);
-        a.sun_family = AF_UNIX;
-        int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/%s", dir, e->d_name);
-        if (n < 0 || (size_t)n >= sizeof a.sun_path)
-            continue;
-        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-        if (fd < 0)
-            break;
-        if (connect(fd, (struct sockaddr *)&a, (socklen_t)sizeof a) != 0 && errno == ECONNREFUSED)
-            unlink(a.sun_path);
-        close(fd);
     }
-    closedir(d);
-}
-
-static void open_listen(void)
-{
-    char why[256];
-    const char *dir = ctl.cfg.control_dir[0] ? ctl.cfg.control_dir : ps_ctlsock_default_dir();
-    if (dir[0] != '\0')
-        sweep_stale(dir);
-    int fd = ps_ctlsock_listen(dir, ctl.shown, sizeof ctl.shown, ctl.file, sizeof ctl.file, why,
-                               sizeof why);
-    if (fd < 0) {
-        ctl.listen_failed = 1;
-        ps_say("%s; `pysample ... --pid %ld` cannot reach this process", why, (long)getpid());
+    if (fd >= 0) {
+        snprintf(why, sizeof why, "cannot keep the control socket %s: out of descriptors", ctl.shown);
+        fd = -EMFILE;
+    }
+    int transient = fd == -EMFILE || fd == -ENFILE || fd == -ENOMEM || fd == -ENOBUFS;
+    if (!ctl.listen_said)
+        ps_say("%s; `pysample ... --pid %ld` cannot reach this process%s", why, (long)getpid(),
+               transient ? " for now" : "");
+    ctl.listen_said = 1;
+    if (!transient) {
+        ctl.listen_given_up = 1;
         return;
     }
-    ctl.lfd = fd;
+    ctl.listen_backoff = ctl.listen_backoff ? ctl.listen_backoff * 2 : PS_CTL_BACKOFF_NS;
+    if (ctl.listen_backoff > PS_CTL_BACKOFF_MAX_NS)
+        ctl.listen_backoff = PS_CTL_BACKOFF_MAX_NS;
+    ctl.listen_at = now + ctl.listen_backoff;
 }
 
+/* Our socket file, only if it is still the one we bound. */
 void ps_control_process_exit(void)
 {
-    if (ctl.enabled && getpid() == ctl.pid && ctl.file[0] != '\0') {
+    struct stat st;
+    if (ctl.enabled && getpid() == ctl.pid && ctl.file[0] != '\0' && lstat(ctl.file, &st) == 0 &&
+        S_ISSOCK(st.st_mode) && (uint64_t)st.st_ino == ctl.file_ino)
         unlink(ctl.file);
-        ctl.file[0] = '\0';
-    }
+    ctl.file[0] = '\0';
 }
 
-/* ---- connections ----------------------------------------------------------- */
-
-static void end_session(int send_to);
+/* ---- connections ------------------------------------------------------------- */
 
 static void close_conn(int i)
 {
     struct conn *c = &ctl.conns[i];
-    if (c->fd < 0)
+    if (c->fd.fd < 0)
         return;
-    if (ctl.ses != SES_NONE && ctl.ses_conn == i)
-        end_session(-1);
-    close(c->fd);
-    c->fd = -1;
+    if (c->delivered)
+        push(PS_CTL_CMD_GONE, i, NULL);
+    ps_fd_release(&c->fd);
     ps_buf_free(&c->out);
+    c->gen++;
 }
 
 /* Sends what can be sent now. */
@@ -201,7 +245,11 @@ static void flush(int i)
 {
     struct conn *c = &ctl.conns[i];
     while (c->out.len > 0) {
-        long n = ps_ctlsock_send(c->fd, c->out.data, c->out.len);
+        if (!ps_fd_ours(&c->fd)) {
+            close_conn(i);
+            return;
+        }
+        long n = ps_ctlsock_send(c->fd.fd, c->out.data, c->out.len);
         if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR)
             break;
         if (n <= 0) {
@@ -215,31 +263,78 @@ static void flush(int i)
         close_conn(i);
 }
 
-static void frame(int i, const char *kind, const char *data, size_t len)
+int ps_control_frame(int conn, const char *kind, const char *data, size_t len)
 {
-    struct conn *c = &ctl.conns[i];
-    if (c->fd < 0)
-        return;
+    struct conn *c = conn_of(conn);
+    if (c == NULL)
+        return -1;
     if (c->out.len == 0)
         c->deadline = ps_now_ns() + PS_CTL_WRITE_NS;
-    if (ps_ctlproto_frame(&c->out, kind, data, len) != 0)
-        close_conn(i);  /* out of memory: the client sees the connection end */
+    if (ps_ctlproto_frame(&c->out, kind, data, len) != 0) {
+        close_conn(conn & 0xf);  /* out of memory: the client sees the connection end */
+        return -1;
+    }
+    flush(conn & 0xf);
+    return conn_of(conn) != NULL ? 0 : -1;
 }
 
-/* The last frame of a request: ok or err; the connection closes once it
- * is sent. */
-static void finish_conn(int i, const char *kind, const char *text)
+void ps_control_finish(int conn, const char *kind, const char *text)
 {
-    if (ctl.conns[i].fd < 0)
+    struct conn *c = conn_of(conn);
+    if (c == NULL)
         return;
-    frame(i, kind, text, strlen(text));
-    ctl.conns[i].close_after = 1;
-    flush(i);
+    c->delivered = 0;  /* answered: its end is nobody's news */
+    c->close_after = 1;
+    ps_control_frame(conn, kind, text, strlen(text));
 }
 
-static void refuse(int fd, long uid, long pid)
+int ps_control_open(int conn)
 {
-    close(fd);
+    return conn_of(conn) != NULL;
+}
+
+int ps_control_sending(int conn)
+{
+    struct conn *c = conn_of(conn);
+    return c != NULL && c->out.len > 0;
+}
+
+/* ---- who may connect --------------------------------------------------------- */
+
+/* NULL if the peer may talk to us; else why not, for both ends. */
+static const char *refusal(long uid, long pid, char *why, size_t n)
+{
+    unsigned me = (unsigned)geteuid();
+    if (uid != (long)me) {
+        snprintf(why, n, "only uid %u may profile this process: it accepts only its own user "
+                 "(run pysample as uid %u)", me, me);
+    } else if (uid == ps_ctlsock_overflow_uid() && !ps_ctlsock_same_userns(pid)) {
+        snprintf(why, n, "uid %ld is how the kernel shows a user of another user namespace; this "
+                 "process accepts only its own user in its own user namespace (run pysample "
+                 "inside it, e.g. in the container)", uid);
+    } else if (me != ctl.armed_uid) {
+        snprintf(why, n, "this process changed its user since it was armed (uid %u, now %u): it "
+                 "answers nobody", ctl.armed_uid, me);
+    } else if (!ps_ctlsock_dumpable()) {
+        snprintf(why, n, "this process is not dumpable (it changed its credentials): the kernel "
+                 "lets no other process read it, and neither does pysample");
+    } else {
+        return NULL;
+    }
+    return why;
+}
+
+static void refuse(struct ps_fd *fd, long uid, long pid, const char *why)
+{
+    char msg[512];
+    struct ps_buf b = { 0 };
+    snprintf(msg, sizeof msg, "refused: %s", why);
+    if (ps_ctlproto_frame(&b, "err", msg, strlen(msg)) == 0 && ps_fd_ours(fd)) {
+        long w = ps_ctlsock_send(fd->fd, b.data, b.len);  /* best effort: never waited for */
+        (void)w;
+    }
+    ps_buf_free(&b);
+    ps_fd_release(fd);
     uint64_t now = ps_now_ns();
     if (ctl.refusal_at != 0 && now - ctl.refusal_at < PS_CTL_REFUSAL_LOG_NS) {
         ctl.refusals_held++;
@@ -248,308 +343,186 @@ static void refuse(int fd, long uid, long pid)
     char more[64] = "";
     if (ctl.refusals_held)
         snprintf(more, sizeof more, " (and %u more since the last such line)", ctl.refusals_held);
-    ps_say("refused a control connection from uid %ld (pid %ld): only uid %u may profile this "
-           "process%s", uid, pid, (unsigned)geteuid(), more);
+    ps_say("refused a control connection from uid %ld (pid %ld): %s%s", uid, pid, why, more);
     ctl.refusal_at = now;
     ctl.refusals_held = 0;
 }
 
-static void accept_all(void)
+static void admit(struct ps_fd *fd)
 {
-    for (int n = 0; n < 16; n++) {
-        long uid = -1, pid = -1;
-        int fd = ps_ctlsock_accept(ctl.lfd, &uid, &pid);
-        if (fd < 0)
-            return;
-        if (uid != (long)geteuid()) {
-            refuse(fd, uid, pid);
-            continue;
-        }
-        int i = 0;
-        while (i < PS_CTL_CONNS && ctl.conns[i].fd >= 0)
-            i++;
-        if (i == PS_CTL_CONNS) {
-            static const char busy[] = "err 42\nbusy: too many control connections at once";
-            long w = ps_ctlsock_send(fd, busy, sizeof busy - 1);
+    int i = 0;
+    while (i < PS_CTL_CONNS && ctl.conns[i].fd.fd >= 0)
+        i++;
+    if (i == PS_CTL_CONNS) {
+        static const char busy[] = "err 42\nbusy: too many control connections at once";
+        if (ps_fd_ours(fd)) {
+            long w = ps_ctlsock_send(fd->fd, busy, sizeof busy - 1);
             (void)w;
-            close(fd);
+        }
+        ps_fd_release(fd);
+        return;
+    }
+    struct conn *c = &ctl.conns[i];
+    unsigned gen = c->gen;
+    memset(c, 0, sizeof *c);
+    c->gen = gen;
+    c->fd = *fd;
+    c->deadline = ps_now_ns() + PS_CTL_READ_NS;
+}
+
+/* Accepts what is pending, within the window's allowance. */
+static void accept_some(uint64_t now)
+{
+    if (now - ctl.window_start >= PS_CTL_WINDOW_NS) {
+        ctl.window_start = now;
+        ctl.window_accepts = 0;
+    }
+    while (ctl.window_accepts < PS_CTL_ACCEPTS && ps_fd_ours(&ctl.lfd)) {
+        long uid = -1, pid = -1;
+        int fd = ps_ctlsock_accept(ctl.lfd.fd, &uid, &pid);
+        if (fd == -EMFILE || fd == -ENFILE || fd == -ENOBUFS || fd == -ENOMEM) {
+            ctl.emfile_backoff = ctl.emfile_backoff ? ctl.emfile_backoff * 2 : PS_CTL_BACKOFF_NS;
+            if (ctl.emfile_backoff > PS_CTL_BACKOFF_MAX_NS)
+                ctl.emfile_backoff = PS_CTL_BACKOFF_MAX_NS;
+            ctl.paused_until = now + ctl.emfile_backoff;
+            return;
+        }
+        if (fd == -EAGAIN || fd == -EWOULDBLOCK)
+            break;
+        ctl.window_accepts++;
+        if (fd < 0)
+            continue;  /* ECONNABORTED and the like: that one only */
+        ctl.emfile_backoff = 0;
+        struct ps_fd own;
+        if (ps_fd_own(&own, fd) != 0)
             continue;
-        }
-        struct conn *c = &ctl.conns[i];
-        memset(c, 0, sizeof *c);
-        c->fd = fd;
-        c->uid = uid;
-        c->pid = pid;
-        c->deadline = ps_now_ns() + PS_CTL_READ_NS;
+        char why[400];
+        const char *no = refusal(uid, pid, why, sizeof why);
+        if (no != NULL)
+            refuse(&own, uid, pid, no);
+        else
+            admit(&own);
     }
+    if (ctl.window_accepts >= PS_CTL_ACCEPTS)
+        ctl.paused_until = ctl.window_start + PS_CTL_WINDOW_NS;
 }
 
-/* ---- sessions -------------------------------------------------------------- */
-
-static void quality_now(struct ps_quality *q, const char *how, const struct ps_stats *base,
-                        uint64_t since)
-{
-    struct ps_stats now;
-    ps_sampler_stats(&now);
-    memset(q, 0, sizeof *q);
-    q->how = how;
-    q->mode = ctl.cfg.mode == PS_MODE_CPU ? "cpu" : "wall";
-    q->hexversion = ctl.hexversion;
-    q->free_threaded = ctl.free_threaded;
-    q->requested_hz = ctl.ses_rate;
-    ps_quality_between(q, base, &now, ps_now_ns() - since);
-}
-
-/* meta and data frames of the profile as it is now. */
-static int send_profile(int i, const struct ps_quality *q)
-{
-    char meta[1024];
-    size_t mlen = ps_quality_format(q, meta, sizeof meta);
-    char *data;
-    size_t len;
-    if (ps_profile_render(&data, &len) != 0) {
-        finish_conn(i, "err", "out of memory while rendering the profile");
-        return -1;
-    }
-    frame(i, "meta", meta, mlen);
-    frame(i, "data", data, len);
-    free(data);
-    return 0;
-}
-
-/* Why no session can start now, or NULL. */
-static const char *cannot_sample(void)
-{
-    static char why[160];
-    if (!ps_sampler_ready())
-        return "the interpreter is not initialised yet; try again";
-    if (ps_sampler_finished())
-        return "the interpreter is shutting down";
-    if (ctl.ses != SES_NONE) {
-        snprintf(why, sizeof why, "busy: a `pysample %s` of this process is under way",
-                 session_name(ctl.ses));
-        return why;
-    }
-    if (ps_sampler_sampling())
-        return "busy: this process is already profiled (PYSAMPLE_OUTPUT or pysample_start())";
-    return NULL;
-}
-
-static const char *begin_session(enum session s, int conn, int rate)
-{
-    const char *why = cannot_sample();
-    if (why != NULL)
-        return why;
-    if (ps_profile_reset() != 0)
-        return "out of memory";
-    ctl.ses = s;
-    ctl.ses_conn = conn;
-    ctl.ses_rate = rate > 0 ? rate : ctl.cfg.rate_hz;
-    ctl.ses_start = ps_now_ns();
-    ps_sampler_stats(&ctl.ses_base);
-    ps_sampler_set_rate(ctl.ses_rate);
-    ps_sampler_set_active(1);
-    return NULL;
-}
-
-/* Ends the session; its profile goes to connection send_to (-1: nobody). */
-static void end_session(int send_to)
-{
-    if (ctl.ses == SES_NONE)
-        return;
-    ps_sampler_set_active(0);
-    if (send_to >= 0 && ctl.conns[send_to].fd >= 0) {
-        struct ps_quality q;
-        char how[32];
-        snprintf(how, sizeof how, "armed %s", session_name(ctl.ses));
-        quality_now(&q, how, &ctl.ses_base, ctl.ses_start);
-        if (send_profile(send_to, &q) == 0)
-            finish_conn(send_to, "ok", "");
-    }
-    ctl.ses = SES_NONE;
-    ctl.ses_conn = -1;
-    ps_sampler_set_rate(ctl.cfg.rate_hz);
-    ps_profile_reset();
-}
-
-static void dump(int i)
-{
-    const char *why = cannot_sample();
-    if (why != NULL) {
-        finish_conn(i, "err", why);
-        return;
-    }
-    if (ps_profile_reset() != 0) {
-        finish_conn(i, "err", "out of memory");
-        return;
-    }
-    struct ps_stats base;
-    ps_sampler_stats(&base);
-    uint64_t t0 = ps_now_ns();
-    ps_sampler_tick_all();
-    struct ps_quality q;
-    ctl.ses_rate = 0;
-    quality_now(&q, "armed dump", &base, t0);
-    q.mode = "wall";
-    if (send_profile(i, &q) == 0)
-        finish_conn(i, "ok", "");
-    ps_profile_reset();
-}
-
-static void status(int i)
-{
-    struct ps_quality q;
-    struct ps_stats zero;
-    memset(&zero, 0, sizeof zero);
-    char how[64];
-    snprintf(how, sizeof how, "armed %s", session_name(ctl.ses));
-    if (ctl.ses != SES_NONE)
-        quality_now(&q, how, &ctl.ses_base, ctl.ses_start);
-    else
-        quality_now(&q, how, &zero, ps_now_ns());
-    char meta[1024];
-    size_t mlen = ps_quality_format(&q, meta, sizeof meta);
-    frame(i, "meta", meta, mlen);
-    finish_conn(i, "ok", "");
-}
-
-static void handle_request(int i, const char *line, size_t len)
-{
-    struct ps_ctl_request r;
-    char why[200];
-    if (ps_ctlproto_parse(line, len, &r, why, sizeof why) != 0) {
-        finish_conn(i, "err", why);
-        return;
-    }
-    const char *no;
-    switch (r.verb) {
-    case PS_CTL_STATUS:
-        status(i);
-        return;
-    case PS_CTL_DUMP:
-        dump(i);
-        return;
-    case PS_CTL_RECORD:
-    case PS_CTL_TOP:
-        if ((no = begin_session(r.verb == PS_CTL_RECORD ? SES_RECORD : SES_TOP, i, r.rate_hz)) != NULL) {
-            finish_conn(i, "err", no);
-            return;
-        }
-        if (r.verb == PS_CTL_RECORD) {
-            ctl.ses_end = ctl.ses_start + (uint64_t)r.duration_s * 1000000000ull;
-        } else {
-            ctl.ses_interval = (uint64_t)r.interval_ms * 1000000ull;
-            ctl.ses_next = ctl.ses_start + ctl.ses_interval;
-        }
-        return;
-    case PS_CTL_START:
-        if ((no = begin_session(SES_STARTED, -1, r.rate_hz)) != NULL) {
-            finish_conn(i, "err", no);
-            return;
-        }
-        snprintf(why, sizeof why, "sampling at %d Hz until `pysample stop --pid %ld`", ctl.ses_rate,
-                 (long)getpid());
-        finish_conn(i, "ok", why);
-        return;
-    case PS_CTL_STOP:
-        if (ctl.ses != SES_STARTED) {
-            snprintf(why, sizeof why, "not started: run `pysample start --pid %ld` first%s%s%s",
-                     (long)getpid(), ctl.ses != SES_NONE ? " (a `pysample " : "",
-                     ctl.ses != SES_NONE ? session_name(ctl.ses) : "",
-                     ctl.ses != SES_NONE ? "` is under way)" : "");
-            finish_conn(i, "err", why);
-            return;
-        }
-        end_session(i);
-        return;
-    }
-}
-
-/* The connection has something to read. */
+/* The connection has something to read, or its client went away. */
 static void readable(int i)
 {
     struct conn *c = &ctl.conns[i];
-    if (c->got_request) {
-        /* Nothing more is expected: end of file (or an error) means the
-         * client is gone, and whatever else it sends is ignored. */
-        char junk[256];
-        ssize_t n = read(c->fd, junk, sizeof junk);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-            close_conn(i);
-        return;
-    }
-    ssize_t n = read(c->fd, c->in + c->inlen, sizeof c->in - c->inlen);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+    if (!ps_fd_ours(&c->fd)) {
         close_conn(i);
         return;
     }
-    if (n < 0)
+    char junk[256];
+    char *into = c->got_request ? junk : c->in + c->inlen;
+    size_t room = c->got_request ? sizeof junk : sizeof c->in - c->inlen;
+    ssize_t n = read(c->fd.fd, into, room);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
-    c->inlen += (size_t)n;
+    if (n < 0 || (n == 0 && !c->got_request && c->inlen == 0)) {
+        close_conn(i);
+        return;
+    }
+    if (n == 0) {
+        /* Half-closed (socat, `shutdown(SHUT_WR)`): the reply is still
+         * wanted.  A request without its newline ends here. */
+        c->eof = 1;
+        if (c->got_request)
+            return;
+    } else if (c->got_request) {
+        return;  /* nothing more is expected: ignored */
+    } else {
+        c->inlen += (size_t)n;
+    }
     char *nl = memchr(c->in, '\n', c->inlen);
-    if (nl == NULL) {
+    if (nl == NULL && !c->eof) {
         if (c->inlen == sizeof c->in) {
             c->got_request = 1;
-            finish_conn(i, "err", "request longer than 511 bytes");
+            ps_control_finish(handle_of(i), "err", "request longer than 511 bytes");
         }
         return;
     }
     c->got_request = 1;
-    handle_request(i, c->in, (size_t)(nl - c->in));
+    struct ps_ctl_request r;
+    char why[200];
+    size_t len = nl != NULL ? (size_t)(nl - c->in) : c->inlen;
+    if (ps_ctlproto_parse(c->in, len, &r, why, sizeof why) != 0) {
+        ps_control_finish(handle_of(i), "err", why);
+        return;
+    }
+    c->delivered = 1;
+    push(PS_CTL_CMD_REQUEST, i, &r);
 }
 
-/* The session's moments: the end of a record, the next frame of top. */
-static void session_timers(uint64_t now)
+/* ---- the wait ---------------------------------------------------------------- */
+
+/* Forgets whatever of ours the program took; 1 if the wake-up pipe had to
+ * be made again (the caller must look at its flags before waiting: a
+ * wake-up may have gone to the lost one). */
+static int check_fds(uint64_t now)
 {
-    if (ctl.ses == SES_RECORD && now >= ctl.ses_end) {
-        end_session(ctl.ses_conn);
-    } else if (ctl.ses == SES_TOP && now >= ctl.ses_next) {
-        int i = ctl.ses_conn;
-        /* A client still reading the previous frame skips this one. */
-        if (ctl.conns[i].out.len == 0) {
-            struct ps_quality q;
-            quality_now(&q, "armed top", &ctl.ses_base, ctl.ses_start);
-            if (send_profile(i, &q) == 0)
-                flush(i);
-        }
-        while (ctl.ses == SES_TOP && ctl.ses_next <= now)
-            ctl.ses_next += ctl.ses_interval;
+    int rewoke = 0;
+    if (!ps_ctlwake_ours()) {
+        ps_ctlwake_drop();
+        /* Not made (no descriptors left): the wait still ends every
+         * PS_CTL_CHECK_NS, when it is tried again. */
+        rewoke = ps_ctlwake_make() == 0;
+        if (!rewoke && !ctl.wake_said)
+            ps_say("armed mode lost its wake-up pipe and cannot make another for now: it answers, "
+                   "but wakes up to 2 s late");
+        ctl.wake_said |= !rewoke;
     }
+    if (ctl.lfd.fd >= 0 && (!ps_fd_ours(&ctl.lfd) || !ps_ctlsock_bound_to(ctl.lfd.fd, ctl.shown))) {
+        ps_fd_release(&ctl.lfd);
+        ctl.listen_at = now;
+    }
+    for (int i = 0; i < PS_CTL_CONNS; i++)
+        if (ctl.conns[i].fd.fd >= 0 && !ps_fd_ours(&ctl.conns[i].fd))
+            close_conn(i);
+    return rewoke;
+}
+
+static uint64_t earliest(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
 }
 
 void ps_control_wait(uint64_t deadline)
 {
     if (!ctl.enabled)
         return;
-    if (ctl.lfd < 0 && !ctl.listen_failed)
-        open_listen();
     uint64_t now = ps_now_ns();
-    session_timers(now);
+    if (check_fds(now))
+        return;
+    if (ctl.lfd.fd < 0 && !ctl.listen_given_up && now >= ctl.listen_at)
+        open_listen(now);
 
     struct pollfd fds[2 + PS_CTL_CONNS];
     int who[2 + PS_CTL_CONNS];
     unsigned n = 0;
-    fds[n].fd = ctl.wake[0];
-    fds[n].events = POLLIN;
-    who[n++] = -1;
-    if (ctl.lfd >= 0) {
-        fds[n].fd = ctl.lfd;
-        fds[n].events = POLLIN;
-        who[n++] = -2;
+    uint64_t until = earliest(deadline, now + PS_CTL_CHECK_NS);
+    if (ps_ctlwake_fd() >= 0) {
+        fds[n] = (struct pollfd){ .fd = ps_ctlwake_fd(), .events = POLLIN };
+        who[n++] = -1;
     }
-    uint64_t until = deadline;
-    if (ctl.ses == SES_RECORD && ctl.ses_end < until)
-        until = ctl.ses_end;
-    if (ctl.ses == SES_TOP && ctl.ses_next < until)
-        until = ctl.ses_next;
+    if (ctl.lfd.fd >= 0 && now >= ctl.paused_until) {
+        fds[n] = (struct pollfd){ .fd = ctl.lfd.fd, .events = POLLIN };
+        who[n++] = -2;
+    } else if (ctl.lfd.fd >= 0) {
+        until = earliest(until, ctl.paused_until);
+    } else if (!ctl.listen_given_up) {
+        until = earliest(until, ctl.listen_at);
+    }
     for (int i = 0; i < PS_CTL_CONNS; i++) {
         struct conn *c = &ctl.conns[i];
-        if (c->fd < 0)
+        if (c->fd.fd < 0)
             continue;
-        if (c->deadline < until && (!c->got_request || c->out.len > 0))
-            until = c->deadline;
-        fds[n].fd = c->fd;
-        fds[n].events = (short)(POLLIN | (c->out.len > 0 ? POLLOUT : 0));
+        if (!c->got_request || c->out.len > 0)
+            until = earliest(until, c->deadline);
+        short ev = (short)((c->eof ? 0 : POLLIN) | (c->out.len > 0 ? POLLOUT : 0));
+        fds[n] = (struct pollfd){ .fd = c->fd.fd, .events = ev };
         who[n++] = i;
     }
     int ready = ps_ctlsock_poll(fds, n, until);
@@ -558,26 +531,26 @@ void ps_control_wait(uint64_t deadline)
         if (ev == 0)
             continue;
         if (who[k] == -1) {
-            char buf[64];
-            while (read(ctl.wake[0], buf, sizeof buf) > 0)
-                ;
+            ps_ctlwake_drain();
         } else if (who[k] == -2) {
-            accept_all();
+            accept_some(ps_now_ns());
         } else {
             int i = who[k];
-            if (ctl.conns[i].fd != fds[k].fd)
+            struct conn *c = &ctl.conns[i];
+            if (c->fd.fd != fds[k].fd)
                 continue;
-            if (ev & (POLLIN | POLLHUP | POLLERR))
+            if (ev & POLLIN)
                 readable(i);
-            if (ctl.conns[i].fd == fds[k].fd && (ev & POLLOUT))
+            else if ((ev & (POLLHUP | POLLERR)) && c->fd.fd == fds[k].fd)
+                close_conn(i);  /* gone for good: nothing can reach it */
+            if (c->fd.fd == fds[k].fd && (ev & POLLOUT))
                 flush(i);
         }
     }
     now = ps_now_ns();
-    session_timers(now);
     for (int i = 0; i < PS_CTL_CONNS; i++) {
         struct conn *c = &ctl.conns[i];
-        if (c->fd >= 0 && now > c->deadline && (!c->got_request || c->out.len > 0))
+        if (c->fd.fd >= 0 && now > c->deadline && (!c->got_request || c->out.len > 0))
             close_conn(i);  /* silent, or not reading what it asked for */
     }
 }
@@ -586,27 +559,24 @@ int ps_control_child_after_fork(void)
 {
     if (!ctl.enabled)
         return 0;
-    int had = ctl.ses != SES_NONE;
-    if (ctl.lfd >= 0)
-        close(ctl.lfd);
-    ctl.lfd = -1;
-    ctl.listen_failed = 0;
+    int had = ctl.session;
+    ctl.session = 0;
+    ps_fd_release(&ctl.lfd);
+    ctl.listen_said = ctl.listen_given_up = 0;
+    ctl.listen_at = ctl.listen_backoff = ctl.paused_until = ctl.emfile_backoff = 0;
     ctl.file[0] = '\0';    /* the parent's, not ours to remove */
     for (int i = 0; i < PS_CTL_CONNS; i++) {
         struct conn *c = &ctl.conns[i];
-        if (c->fd >= 0)
-            close(c->fd);
-        c->fd = -1;
+        ps_fd_release(&c->fd);
         ps_buf_free(&c->out);
+        c->gen++;
     }
-    ctl.ses = SES_NONE;
-    ctl.ses_conn = -1;
-    close(ctl.wake[0]);
-    close(ctl.wake[1]);
-    ctl.wake[0] = ctl.wake[1] = -1;
-    if (ps_ctlsock_pipe(ctl.wake) != 0)
+    ctl.qlen = 0;
+    ps_ctlwake_drop();
+    if (ps_ctlwake_make() != 0)
         ctl.enabled = 0;  /* the child is simply not armed */
     ctl.pid = getpid();
+    ctl.armed_uid = (unsigned)geteuid();
     ctl.refusal_at = 0;
     ctl.refusals_held = 0;
     return had;

@@ -19,7 +19,6 @@ static const struct { const char *name; enum ps_ctl_verb verb; } verbs[] = {
     { "start", PS_CTL_START }, { "stop", PS_CTL_STOP },     { "status", PS_CTL_STATUS },
 };
 
-/* A whole decimal number in [lo, hi] from s[0..n). */
 /* The key=value words a request may carry, in the order of the fields
  * they set (field[] in ps_ctlproto_parse): an int within a range, given at
  * most once. */
@@ -31,8 +30,12 @@ static const struct {
     { "rate", 1, 100000, "samples per second" },
     { "duration", 1, 86400, "seconds" },
     { "interval", 100, 60000, "milliseconds" },
+    { "cpu", 0, 1, "(0: wall-clock, 1: CPU mode)" },
+    { "native", 0, 2, "(0: Python frames, 1: native too, 2: all native)" },
+    { "async", 0, 1, "(0 or 1)" },
 };
 
+/* A whole decimal number in [lo, hi] from s[0..n). */
 static int number(const char *s, size_t n, long lo, long hi, long *out)
 {
     if (n == 0 || n > 9)
@@ -105,7 +108,9 @@ int ps_ctlproto_parse(const char *line, size_t len, struct ps_ctl_request *req, 
         return -1;
     }
     int *const field[sizeof keys / sizeof keys[0]] = { &req->rate_hz, &req->duration_s,
-                                                        &req->interval_ms };
+                                                        &req->interval_ms, &req->cpu,
+                                                        &req->native, &req->async_tasks };
+    req->cpu = req->native = req->async_tasks = -1;
     unsigned seen = 0;
     while (next_word(line, len, &pos, &w, &wlen)) {
         const char *eq = memchr(w, '=', wlen);

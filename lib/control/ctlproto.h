@@ -8,10 +8,13 @@
  *     pysample/1 VERB [key=value ...]\n
  *   VERB: dump | record | top | start | stop | status
  *   keys: rate=1..100000 (Hz), duration=1..86400 (s, record),
- *         interval=100..60000 (ms, top)
+ *         interval=100..60000 (ms, top), and for the session (or dump)
+ *         cpu=0|1 (PYSAMPLE_MODE wall or cpu), native=0|1|2 (off, on,
+ *         all), async=0|1; a key not given: the process's own setting
  * Response: frames, each "KIND LENGTH\n" followed by LENGTH bytes:
  *   meta   "key value" lines: what the profile is worth (quality.h)
  *   data   collapsed stacks (docs/format.md)
+ *   started  record: the session has begun (text for the user)
  *   ok     the request is done (text for the user, may be empty)
  *   err    the request failed: one line for the user
  * A request ends with one ok or err frame; top sends meta+data frames
@@ -33,6 +36,7 @@ struct ps_ctl_request {
     int rate_hz;        /* 0: the process's PYSAMPLE_RATE */
     int duration_s;     /* record: 0 = not given (an error) */
     int interval_ms;    /* top: 0 = 1000 */
+    int cpu, native, async_tasks;  /* -1: not given (the process's setting) */
 };
 
 /*

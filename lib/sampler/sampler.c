@@ -43,6 +43,7 @@
 #include "profile/profile.h"
 #include "sampler/sampler.h"
 #include "sampler/schedule.h"
+#include "sampler/sessions.h"
 #include "sampler/stats.h"
 #include "sampler/threadinfo.h"
 #include "sampler/threadsample.h"
@@ -54,6 +55,7 @@ static struct {
      * and threadsample.c read them through the pointers given at set-up. */
     struct ps_python py;
     struct ps_config cfg;
+    struct ps_config own;       /* cfg as set up: what a session's options leave */
     int setup_done;
 
     pthread_mutex_t join_lock;  /* one thread joins the sampler thread */
@@ -115,6 +117,7 @@ int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
     if (cfg->native)
         native_init();
     ps_threads_on_end(thread_ending);
+    sampler.own = sampler.cfg;
     sampler.setup_done = 1;
     return 0;
 }
@@ -151,8 +154,9 @@ static void thread_ending(void)
 
 /* Sleeps until deadline (monotonic ns; UINT64_MAX: none) or until asked
  * to stop or to write, or (armed) until sampling is switched on or off.
- * Armed, the wait is control.c's poll of the control socket, which serves
- * it meanwhile. */
+ * Armed, the control socket is a source of the wait (control.c does its
+ * I/O and queues the requests) and the commands it queued are served after
+ * each wake-up (sessions.c). */
 static void wait_until(uint64_t deadline)
 {
     if (armed()) {
@@ -161,8 +165,11 @@ static void wait_until(uint64_t deadline)
         int was = atomic_load(&sampler.active);
         while (!atomic_load(&sampler.stop) && !atomic_load(&sampler.write_request) &&
                atomic_load(&sampler.active) == was && ps_now_ns() < deadline && armed() &&
-               !(deadline == UINT64_MAX && atomic_load(&sampler.thread_ended)))
-            ps_control_wait(deadline);
+               !(deadline == UINT64_MAX && atomic_load(&sampler.thread_ended))) {
+            uint64_t moment = ps_sessions_deadline();
+            ps_control_wait(moment < deadline ? moment : deadline);
+            ps_sessions_serve();
+        }
         return;
     }
     pthread_mutex_lock(&sampler.wake_lock);
@@ -385,7 +392,8 @@ static void wait_for_interpreter(void)
  * exit must still find someone to write the profile (lifecycle.c never
  * writes from a signal handler), and an armed process must still answer.
  * Armed without an output file, nothing can ask for a write without
- * waking us: no timeout at all, so an idle armed process never wakes.
+ * waking us: no timeout here (control.c's wait checks its descriptors
+ * every 2 s, and that is all an idle armed process wakes for).
  */
 static void idle_a_while(void)
 {
@@ -492,6 +500,29 @@ void ps_sampler_set_active(int on)
 {
     atomic_store(&sampler.active, on);
     wake_thread();
+}
+
+const struct ps_config *ps_sampler_config(void)
+{
+    return &sampler.cfg;
+}
+
+/* The session's settings: tick.c and threadsample.c read them through
+ * their pointer to sampler.cfg, between ticks, on this thread (the only
+ * caller).  Native frames need the handler set up at start, asyncio tasks
+ * the tick's tables: those can be left off, not switched on. */
+const char *ps_sampler_use_options(int cpu, int native, int async_tasks)
+{
+    if (native > 0 && !sampler.own.native)
+        return "this process was started without PYSAMPLE_NATIVE: native frames need it from the "
+               "start (start it with PYSAMPLE_NATIVE=1), or leave out --native";
+    if (async_tasks > 0 && !sampler.own.async_tasks)
+        return "this process was started without PYSAMPLE_ASYNC: asyncio tasks need it from the "
+               "start (start it with PYSAMPLE_ASYNC=1), or leave out --async";
+    sampler.cfg.mode = cpu < 0 ? sampler.own.mode : cpu ? PS_MODE_CPU : PS_MODE_WALL;
+    sampler.cfg.native = native < 0 ? sampler.own.native : native;
+    sampler.cfg.async_tasks = async_tasks < 0 ? sampler.own.async_tasks : async_tasks;
+    return NULL;
 }
 
 void ps_sampler_set_rate(int rate_hz)
@@ -605,6 +636,7 @@ void ps_sampler_child_after_fork(int stop_sampling)
     atomic_store(&sampler.write_request, 0);
     sampler.next_flush = 0;
     ps_threadsample_child_after_fork();
+    ps_sessions_child_after_fork();
     if (stop_sampling)
         atomic_store(&sampler.active, 0);
     if (sampler.setup_done && was_running)

@@ -57,6 +57,17 @@ int ps_sampler_sampling(void);
 int ps_sampler_ready(void);
 int ps_sampler_finished(void);
 
+/* The settings ticks follow now (a session's, else the process's). */
+const struct ps_config *ps_sampler_config(void);
+
+/*
+ * A session's settings (sessions.c), on the sampler thread: cpu (0 wall,
+ * 1 cpu), native (0, 1, 2 = all) and async_tasks, each -1 for the
+ * process's own (so (-1, -1, -1) restores them).  NULL, or why they cannot
+ * be had (nothing changed then).
+ */
+const char *ps_sampler_use_options(int cpu, int native, int async_tasks);
+
 /* One tick of every thread whatever PYSAMPLE_MODE says (`pysample dump`):
  * on the sampler thread only. */
 void ps_sampler_tick_all(void);

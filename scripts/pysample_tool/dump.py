@@ -7,7 +7,7 @@ import sys
 
 from . import remote
 from .collapsed import parse_collapsed
-from .common import PROG, printable, write_output
+from .common import PROG, ToolError, printable, write_output
 
 NAME = "dump"
 HELP = "print the current stacks of a running armed process"
@@ -18,6 +18,7 @@ DESCRIPTION = ("Prints the Python stack of every thread of process PID as it is 
 
 def add_options(parser):
     remote.add_pid_option(parser, required=True)
+    remote.add_session_options(parser)
 
 
 def format_dump(pid, profile, meta):
@@ -31,7 +32,9 @@ def format_dump(pid, profile, meta):
 
 
 def run(args):
-    reply = remote.request(args.pid, "dump", args.control_dir)
+    if args.mode is not None:
+        raise ToolError("--mode does not apply to dump: it shows every thread, running or not")
+    reply = remote.request(args.pid, "dump", args.control_dir, **remote.session_keys(args))
     data = reply.data or b""
     if not data.strip():
         write_output(None, ("Process %d: Python %s\n\nno thread is running Python code\n"

@@ -137,8 +137,6 @@ def run(args):
     if args.pid is not None:
         if args.command_argv:
             raise ToolError("--pid records a running process: give no COMMAND")
-        if args.mode is not None:
-            raise ToolError("--mode cannot change a running process's PYSAMPLE_MODE")
         if args.gil:
             raise ToolError("--gil cannot change a running process's PYSAMPLE_GIL")
         if args.nolineno:
@@ -659,9 +657,12 @@ def _shell_quote(text):
 
 def record_pid(args):
     duration = args.duration if args.duration is not None else 10
-    if not args.quiet:
-        sys.stderr.write("%s: recording process %d for %d s...\n" % (PROG, args.pid, duration))
-    reply = remote.request(args.pid, "record", args.control_dir, duration=duration, rate=args.rate)
+    def started(_text):
+        # Said once the process has begun: a refusal is the only line.
+        if not args.quiet:
+            sys.stderr.write("%s: recording process %d for %d s...\n" % (PROG, args.pid, duration))
+    reply = remote.request(args.pid, "record", args.control_dir, on_started=started, duration=duration,
+                           rate=args.rate, **remote.session_keys(args))
     destination = save_remote_profile(args.pid, reply, args.output, args.format, args.quiet,
                                       "recorded %d s of process %d" % (duration, args.pid))
     return 0 if destination else 1

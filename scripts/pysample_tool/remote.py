@@ -3,16 +3,25 @@
 # --pid.  The wire format is lib/control/ctlproto.h's: one request line, then
 # frames "KIND LENGTH\n" + LENGTH bytes (meta, data, ok, err).
 #
-# Where the socket is: Linux, the abstract name @pysample.<uid>.<pid>; with
+# Where the socket is: Linux, the abstract name @pysample.<uid>.<pidns>.<pid>
+# (its PID namespace's inode and its pid in that namespace, so that the pid
+# 1s of two containers of one pod never share a name); with
 # PYSAMPLE_CONTROL_DIR (ours, or the target's own environment, which the
-# same user may read in /proc/PID/environ) <dir>/pysample.<uid>.<pid>.sock;
+# same user may read in /proc/PID/environ) <dir>/pysample.<uid>.<pidns>.<pid>.sock;
 # macOS, /tmp unless that variable says otherwise.
+#
+# Who answers is checked, not assumed: anyone can bind a name first, so
+# after connect the kernel is asked who listens (SO_PEERCRED), and only
+# the process named (its pid as our PID namespace sees it, and its uid) is
+# talked to.
 #
 # SPDX-License-Identifier: MIT
 
 import errno
 import os
+import re
 import socket
+import struct
 import sys
 import time
 
@@ -32,6 +41,33 @@ def add_pid_option(parser, required=False, help=None):
                              "PYSAMPLE_CONTROL_DIR (default: read from its environment)")
 
 
+def add_session_options(parser):
+    """--mode, --native and --async for a command that only has --pid
+    (dump, top): what the session samples (record has its own)."""
+    parser.add_argument("--mode", choices=("wall", "cpu"),
+                        help="wall (every thread) or cpu (only threads on a CPU) for this session "
+                             "(default: the process's PYSAMPLE_MODE)")
+    parser.add_argument("--async", dest="async_tasks", action="store_true",
+                        help="asyncio tasks (a --pid process must have PYSAMPLE_ASYNC=1)")
+    parser.add_argument("--native", nargs="?", const="1", choices=("1", "all"),
+                        help="native frames too (a --pid process must have PYSAMPLE_NATIVE)")
+
+
+def session_keys(args):
+    """The request's keys for --mode, --native and --async as given (a key
+    left out: the process's own setting)."""
+    keys = {}
+    mode = getattr(args, "mode", None)
+    if mode is not None:
+        keys["cpu"] = 1 if mode == "cpu" else 0
+    native = getattr(args, "native", None)
+    if native:
+        keys["native"] = 2 if native == "all" else 1
+    if getattr(args, "async_tasks", False):
+        keys["async"] = 1
+    return keys
+
+
 def _target_environ(pid):
     try:
         with open("/proc/%d/environ" % pid, "rb") as f:
@@ -46,11 +82,40 @@ def _target_environ(pid):
     return env
 
 
+def _status(pid):
+    """/proc/PID/status as a dict (readable by anyone), {} if gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+    except OSError:
+        return {}
+
+
 def _target_uid(pid):
+    """The target's effective uid, as this process's user namespace shows it."""
+    uid = _status(pid).get("Uid", "").split()
+    if len(uid) >= 2:
+        return int(uid[1])
     try:
         return os.stat("/proc/%d" % pid).st_uid
     except OSError:
         return os.geteuid()
+
+
+def _own_pid(pid):
+    """The target's pid in its own PID namespace (NSpid's last), which is
+    the pid in its socket's name."""
+    nspid = _status(pid).get("NSpid", "").split()
+    return int(nspid[-1]) if nspid else pid
+
+
+def _ns(pid, kind):
+    """The identity (inode) of the target's namespace of that kind, or None
+    where it cannot be read (another user's process, not dumpable)."""
+    try:
+        return os.stat("/proc/%d/ns/%s" % (pid, kind)).st_ino
+    except OSError:
+        return None
 
 
 def _exists(pid):
@@ -63,26 +128,121 @@ def _exists(pid):
     return True
 
 
-def address(pid, control_dir=None):
-    """(address for connect(), the name as the user sees it)."""
+def _directory(pid, control_dir):
     env = _target_environ(pid)
     directory = control_dir or env.get("PYSAMPLE_CONTROL_DIR") or os.environ.get("PYSAMPLE_CONTROL_DIR")
     if not directory and sys.platform == "darwin":
         directory = "/tmp"
-    name = "pysample.%d.%d" % (_target_uid(pid), pid)
+    return directory
+
+
+_NAME_RE = re.compile(r"^pysample\.(\d+)\.(\d+)\.(\d+)(\.sock)?$")
+
+
+def _listed_names(directory):
+    """The control names that exist: the directory's files, or the
+    abstract names of this network namespace (/proc/net/unix)."""
     if directory:
-        path = os.path.join(directory, name + ".sock")
-        return path, path
-    return "\0" + name, "@" + name
+        try:
+            return os.listdir(directory)
+        except OSError:
+            return []
+    names = []
+    try:
+        with open("/proc/net/unix") as f:
+            for line in f:
+                path = line.split()[-1] if len(line.split()) >= 8 else ""
+                if path.startswith("@pysample."):
+                    names.append(path[1:])
+    except OSError:
+        pass
+    return names
+
+
+def addresses(pid, control_dir=None):
+    """[(address for connect(), the name as the user sees it)]: the name the
+    target would listen on, pysample.<uid>.<pidns>.<pid> (ctlsock.h), and,
+    where its uid or namespace cannot be known from here (another user
+    namespace, an unreadable /proc/PID/ns), the existing names with its
+    pid.  Which of them is the target is told by the kernel after connect
+    (Connection._verify), never by the name."""
+    directory = _directory(pid, control_dir)
+    own = _own_pid(pid)
+    ns = 0 if sys.platform == "darwin" else _ns(pid, "pid")
+    names = []
+    if ns is not None:
+        names.append("pysample.%d.%d.%d" % (_target_uid(pid), ns, own))
+    for name in _listed_names(directory):
+        m = _NAME_RE.match(name)
+        if m and int(m.group(3)) == own and (ns is None or int(m.group(2)) == ns) \
+                and bool(m.group(4)) == bool(directory):
+            base = name[:-5] if m.group(4) else name
+            if base not in names:
+                names.append(base)
+    if directory:
+        return [(os.path.join(directory, n + ".sock"),) * 2 for n in names]
+    return [("\0" + n, "@" + n) for n in names]
+
+
+def _maps_say(pid):
+    """'loaded', 'not loaded', or None (unreadable): libpysample in the
+    target's /proc/PID/maps."""
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            return "loaded" if "libpysample" in f.read() else "not loaded"
+    except OSError:
+        return None
+
+
+def _elsewhere(pid, control_dir):
+    """True if the target's abstract name lives in another network
+    namespace than ours (which abstract names are scoped to)."""
+    net, own_net = _ns(pid, "net"), _ns(os.getpid(), "net")
+    return net is not None and own_net is not None and net != own_net and not _directory(pid, control_dir)
 
 
 def _not_armed(pid, shown):
+    """Why nothing answers, and what to do: from the target's maps, its
+    user, its network namespace and its environment."""
+    me, uid = os.geteuid(), _target_uid(pid)
+    loaded = _maps_say(pid)
+    where = "process %d does not answer on %s" % (pid, shown)
+    if loaded is None and uid != me:
+        return ToolError("%s: it runs as uid %d and you are uid %d, who may not read it: run pysample "
+                         "as uid %d (e.g. `setpriv --reuid %d --regid %d --clear-groups pysample ...`)"
+                         % (where, uid, me, uid, uid, uid, uid))
+    if loaded == "not loaded":
+        return ToolError("%s: the library is not loaded in it (its /proc/%d/maps has no libpysample): "
+                         "start it with LD_PRELOAD=<path to libpysample.so> PYSAMPLE_ARM=1 "
+                         "(docs/kubernetes.md)" % (where, pid))
+    if _elsewhere(pid, None):
+        return ToolError("%s: it is in another network namespace (another pod or container), where its "
+                         "control socket lives: run pysample there (`kubectl exec`, or `nsenter --target "
+                         "%d --net --pid --mount`)" % (where, pid))
     env = _target_environ(pid)
-    hint = ""
     if env and env.get("PYSAMPLE_ARM", "") in ("", "0", "no", "false"):
-        hint = " (its environment has no PYSAMPLE_ARM=1)"
-    return ToolError("process %d does not answer on %s%s: start it with libpysample preloaded and "
-                     "PYSAMPLE_ARM=1 (docs/kubernetes.md)" % (pid, shown, hint))
+        return ToolError("%s: libpysample is loaded in it but not armed (its environment has no "
+                         "PYSAMPLE_ARM=1): start it with PYSAMPLE_ARM=1 (docs/kubernetes.md)" % (where,))
+    if loaded == "loaded":
+        return ToolError("%s: libpysample is loaded in it but does not listen (not armed, or it said why "
+                         "on its stderr): start it with PYSAMPLE_ARM=1 (docs/kubernetes.md)" % (where,))
+    return ToolError("%s: start it with libpysample preloaded and PYSAMPLE_ARM=1 (docs/kubernetes.md)"
+                     % (where,))
+
+
+def _peer(sock):
+    """(pid, uid) of the process that listens, as the kernel tells them,
+    translated into our namespaces: pid 0 if our PID namespace cannot see
+    it.  None where the system does not say."""
+    if sys.platform.startswith("linux"):
+        pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                             struct.calcsize("3i")))
+        return pid, uid
+    if sys.platform == "darwin":
+        LOCAL_PEERPID = 2
+        pid = struct.unpack("i", sock.getsockopt(0, LOCAL_PEERPID, 4))[0]
+        return pid, _target_uid(pid) if pid > 0 else -1
+    return None
 
 
 class Reply(object):
@@ -110,26 +270,64 @@ class Connection(object):
         if not _exists(pid):
             raise ToolError("no process %d" % pid)
         self.pid = pid
-        addr, self.shown = address(pid, control_dir)
+        self.on_started = None  # called with the text of a "started" frame
         # A process that was just started listens a moment later: one whose
         # environment asks for arming gets a few seconds to do so.
         armed = _target_environ(pid).get("PYSAMPLE_ARM", "") not in ("", "0", "no", "false")
+        if _maps_say(pid) == "not loaded" or _elsewhere(pid, control_dir):
+            armed = False  # nothing to wait for: say why at once
         give_up = time.monotonic() + (5.0 if armed else 0.0)
-        while True:
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.sock.settimeout(timeout)
-            try:
-                self.sock.connect(addr)
+        self.sock = None
+        while self.sock is None:
+            found = addresses(pid, control_dir)
+            impostor = None
+            for addr, shown in found:
+                self.shown = shown
+                sock = self._connect(addr, shown, timeout)
+                if sock is None:
+                    continue
+                why = self._verify(sock, shown)
+                if why is None:
+                    self.sock = sock
+                    break
+                sock.close()
+                impostor = why
+            if self.sock is not None:
                 break
-            except OSError as e:
-                self.sock.close()
-                if e.errno not in (errno.ECONNREFUSED, errno.ENOENT):
-                    raise ToolError("cannot connect to process %d (%s): %s"
-                                    % (pid, self.shown, e.strerror or e))
-                if time.monotonic() >= give_up or not _exists(pid):
-                    raise _not_armed(pid, self.shown)
-                time.sleep(0.05)
+            if impostor is not None:
+                raise ToolError(impostor)
+            if time.monotonic() >= give_up or not _exists(pid):
+                raise _not_armed(pid, found[0][1] if found else "its control socket")
+            time.sleep(0.05)
         self._buf = b""
+
+    def _connect(self, addr, shown, timeout):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(addr)
+            return sock
+        except OSError as e:
+            sock.close()
+            if e.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+                raise ToolError("cannot connect to process %d (%s): %s" % (self.pid, shown, e.strerror or e))
+            return None
+
+    def _verify(self, sock, shown):
+        """None if the process listening is the one named; else what to
+        say.  The kernel gives the listener's pid as our PID namespace
+        sees it (0: one we cannot see), which must be the target's: a
+        name proves nothing, anyone may bind it first."""
+        peer = _peer(sock)
+        if peer is None:
+            return None
+        pid, uid = peer
+        if pid == self.pid:
+            return None  # its uid is the process's to judge (it may have changed since)
+        who = ("a process in another PID namespace, which this one cannot see" if pid == 0
+               else "process %d (uid %d)" % (pid, uid))
+        return ("%s is held by %s, not by process %d: refusing to talk to it (was process %d started "
+                "with PYSAMPLE_ARM=1? its stderr says if it could not listen)" % (shown, who, self.pid, self.pid))
 
     def close(self):
         self.sock.close()
@@ -139,7 +337,7 @@ class Connection(object):
         try:
             self.sock.sendall((" ".join(words) + "\n").encode("ascii"))
         except (BrokenPipeError, ConnectionResetError):
-            raise self.closed_without_answer()
+            pass  # refused at once: its err frame, if any, is there to read
 
     def _fill(self, n):
         while len(self._buf) < n:
@@ -174,8 +372,8 @@ class Connection(object):
 
     def closed_without_answer(self):
         return ToolError("process %d closed the connection without an answer: it accepts only its own "
-                         "user (uid %d; you are uid %d), or it is exiting"
-                         % (self.pid, _target_uid(self.pid), os.geteuid()))
+                         "user (uid %d; you are uid %d: run pysample as uid %d), or it is exiting"
+                         % (self.pid, _target_uid(self.pid), os.geteuid(), _target_uid(self.pid)))
 
     def reply(self):
         """Reads frames up to ok/err: a Reply, or ToolError for err."""
@@ -193,6 +391,9 @@ class Connection(object):
                 r.meta = parse_meta(payload)
             elif kind == "data":
                 r.data = payload
+            elif kind == "started":
+                if self.on_started is not None:
+                    self.on_started(payload.decode("utf-8", "replace"))
             elif kind == "ok":
                 r.text = payload.decode("utf-8", "replace")
                 return r
@@ -200,13 +401,19 @@ class Connection(object):
                 raise ToolError("process %d: %s" % (self.pid, payload.decode("utf-8", "replace")))
 
 
+    def request(self, verb, on_started=None, **keys):
+        """Sends one request and reads its answer; closes the connection.
+        on_started: called once a session has begun (record)."""
+        self.on_started = on_started
+        try:
+            self.send(verb, **keys)
+            return self.reply()
+        finally:
+            self.close()
+
+
 def request(pid, verb, control_dir=None, timeout=None, **keys):
-    conn = Connection(pid, control_dir, timeout)
-    try:
-        conn.send(verb, **keys)
-        return conn.reply()
-    finally:
-        conn.close()
+    return Connection(pid, control_dir, timeout).request(verb, **keys)
 
 
 def describe_quality(meta):

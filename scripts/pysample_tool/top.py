@@ -29,7 +29,8 @@ DESCRIPTION = ("Prints the functions (qualname and file, all lines together) wit
                "PYSAMPLE_ARM=1), refreshed every second until Ctrl-C, headed by what the samples are worth. "
                "With -- COMMAND: runs COMMAND with the library preloaded and armed and shows its live "
                "table until it exits (its output goes to a file, named at the end); exits with its status.")
-USAGE = ("%(prog)s FILE [-n N]\n       %(prog)s --pid PID [-n N] [--rate HZ] [--duration S]\n"
+USAGE = ("%(prog)s FILE [-n N]\n       %(prog)s --pid PID [-n N] [--rate HZ] [--duration S] [--mode wall|cpu] "
+         "[--native] [--async]\n"
          "       %(prog)s [-n N] [--rate HZ] [--gil] [--idle] -- COMMAND [ARG...]")
 
 
@@ -52,6 +53,7 @@ def add_options(parser):
     # `-- COMMAND` only (cli splits it off): a FILE may be followed by options.
     parser.set_defaults(cmd=[], command_argv=None)
     parser.takes_command = True
+    remote.add_session_options(parser)
 
 
 def run(args):
@@ -140,7 +142,7 @@ def run_live(args):
     tty = sys.stdout.isatty()
     end = time.monotonic() + args.duration if args.duration else None
     try:
-        conn.send("top", rate=args.rate, interval=1000)
+        conn.send("top", rate=args.rate, interval=1000, **remote.session_keys(args))
         meta = {}
         frames = 0
         while end is None or time.monotonic() < end:
@@ -200,6 +202,10 @@ def run_command(args):
         env["PYSAMPLE_GIL"] = "1"
     if args.idle:
         env["PYSAMPLE_MODE"] = "wall"
+    if args.native:  # what the session's --native and --async need from the start
+        env["PYSAMPLE_NATIVE"] = args.native
+    if args.async_tasks:
+        env["PYSAMPLE_ASYNC"] = "1"
     log = tempfile.NamedTemporaryFile(prefix="pysample-top-", suffix=".log", delete=False)
     try:
         child = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)

@@ -35,25 +35,36 @@ static int nonblock_cloexec(int fd)
     return 0;
 }
 
-int ps_ctlsock_listen(const char *dir, char *shown, size_t shownlen, char *file, size_t filelen,
-                      char *why, size_t whylen)
+unsigned long long ps_ctlsock_pidns(void)
+{
+    return 0;  /* no PID namespaces */
+}
+
+int ps_ctlsock_listen(const char *dir, const char *base, char *shown, size_t shownlen, char *file,
+                      size_t filelen, char *why, size_t whylen)
 {
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
     if (dir[0] == '\0')
         dir = ps_ctlsock_default_dir();
-    int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/pysample.%u.%ld.sock", dir,
-                     (unsigned)geteuid(), (long)getpid());
+    int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/%s.sock", dir, base);
     file[0] = '\0';
     if (n < 0 || (size_t)n >= sizeof a.sun_path) {
         snprintf(why, whylen, "the socket path in %s is too long", dir);
         return -ENAMETOOLONG;
     }
     snprintf(shown, shownlen, "%s", a.sun_path);
+    /* Removed only if it is a socket of our uid (linux/ctlsock.c says why). */
     struct stat st;
-    if (lstat(a.sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
+    if (lstat(a.sun_path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
+            snprintf(why, whylen, "%s exists and is not a socket of uid %u: not touching it", a.sun_path,
+                     (unsigned)geteuid());
+            return -EEXIST;
+        }
         unlink(a.sun_path);
+    }
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     if (fd < 0) {
         int e = errno;
@@ -61,7 +72,7 @@ int ps_ctlsock_listen(const char *dir, char *shown, size_t shownlen, char *file,
         return -e;
     }
     int rc = nonblock_cloexec(fd);
-    if (rc != 0 || bind(fd, (struct sockaddr *)&a, (socklen_t)sizeof a) != 0 || listen(fd, 8) != 0) {
+    if (rc != 0 || bind(fd, (struct sockaddr *)&a, (socklen_t)sizeof a) != 0 || listen(fd, 16) != 0) {
         int e = rc != 0 ? -rc : errno;
         snprintf(why, whylen, "cannot listen on %s: %s", shown, strerror(e));
         close(fd);
@@ -70,6 +81,31 @@ int ps_ctlsock_listen(const char *dir, char *shown, size_t shownlen, char *file,
     snprintf(file, filelen, "%s", a.sun_path);
     chmod(file, 0600);
     return fd;
+}
+
+int ps_ctlsock_bound_to(int fd, const char *shown)
+{
+    struct sockaddr_un got;
+    socklen_t glen = (socklen_t)sizeof got;
+    memset(&got, 0, sizeof got);
+    return getsockname(fd, (struct sockaddr *)&got, &glen) == 0 && got.sun_family == AF_UNIX &&
+           strncmp(got.sun_path, shown, sizeof got.sun_path) == 0;
+}
+
+int ps_ctlsock_same_userns(long pid)
+{
+    (void)pid;
+    return 1;  /* no user namespaces */
+}
+
+long ps_ctlsock_overflow_uid(void)
+{
+    return -1;
+}
+
+int ps_ctlsock_dumpable(void)
+{
+    return 1;  /* the uid check (control.c) is the rule here */
 }
 
 int ps_ctlsock_accept(int lfd, long *uid, long *pid)

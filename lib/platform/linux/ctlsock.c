@@ -1,7 +1,7 @@
 /*
  * linux/ctlsock.c - the control socket on Linux (ctlsock.h): abstract
  * names by default, SO_PEERCRED for the peer, ppoll for nanosecond
- * deadlines.
+ * deadlines, /proc for the namespaces and the overflow uid.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +9,9 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -24,35 +26,68 @@ const char *ps_ctlsock_default_dir(void)
     return "";
 }
 
-int ps_ctlsock_listen(const char *dir, char *shown, size_t shownlen, char *file, size_t filelen,
-                      char *why, size_t whylen)
+unsigned long long ps_ctlsock_pidns(void)
 {
-    struct sockaddr_un a;
-    memset(&a, 0, sizeof a);
-    a.sun_family = AF_UNIX;
-    unsigned uid = (unsigned)geteuid();
-    long pid = (long)getpid();
-    socklen_t alen;
-    file[0] = '\0';
-    if (dir[0] == '\0') {
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+}
+
+/* The address of shown ("@name" abstract, else a path) and its length. */
+static int address(const char *shown, struct sockaddr_un *a, socklen_t *alen)
+{
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    size_t n = strlen(shown);
+    if (n == 0 || n >= sizeof a->sun_path)
+        return -ENAMETOOLONG;
+    memcpy(a->sun_path, shown, n);
+    if (shown[0] == '@') {
         /* sun_path[0] == 0: the abstract namespace; the name is the bytes
          * that follow, exactly alen of them (no terminating NUL). */
-        int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "pysample.%u.%ld", uid, pid);
-        alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-        snprintf(shown, shownlen, "@%s", a.sun_path + 1);
+        a->sun_path[0] = '\0';
+        *alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
     } else {
-        int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/pysample.%u.%ld.sock", dir, uid, pid);
-        if (n < 0 || (size_t)n >= sizeof a.sun_path) {
-            snprintf(why, whylen, "the socket path in %s is too long", dir);
-            return -ENAMETOOLONG;
+        *alen = (socklen_t)sizeof *a;
+    }
+    return 0;
+}
+
+/* The file of our name, if there is one: removed if it is a socket of our
+ * uid; anything else (another user's file, a symlink planted to make us
+ * unlink or chmod something else) is left alone and refused. */
+static int clear_own_name(const char *path, char *why, size_t whylen)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
+        snprintf(why, whylen, "%s exists and is not a socket of uid %u: not touching it", path,
+                 (unsigned)geteuid());
+        return -EEXIST;
+    }
+    unlink(path);
+    return 0;
+}
+
+int ps_ctlsock_listen(const char *dir, const char *base, char *shown, size_t shownlen, char *file,
+                      size_t filelen, char *why, size_t whylen)
+{
+    file[0] = '\0';
+    int n = dir[0] ? snprintf(shown, shownlen, "%s/%s.sock", dir, base)
+                   : snprintf(shown, shownlen, "@%s", base);
+    struct sockaddr_un a;
+    socklen_t alen;
+    if (n < 0 || (size_t)n >= shownlen || address(shown, &a, &alen) != 0) {
+        snprintf(why, whylen, "the socket path in %s is too long", dir);
+        return -ENAMETOOLONG;
+    }
+    if (dir[0] != '\0') {
+        int rc = clear_own_name(shown, why, whylen);
+        if (rc != 0) {
+            if (rc != -EEXIST)
+                snprintf(why, whylen, "cannot use %s: %s", shown, strerror(-rc));
+            return rc;
         }
-        alen = (socklen_t)sizeof a;
-        snprintf(shown, shownlen, "%s", a.sun_path);
-        snprintf(file, filelen, "%s", a.sun_path);
-        /* Our pid's name: whatever is there is not a live process's. */
-        struct stat st;
-        if (lstat(a.sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
-            unlink(a.sun_path);
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -60,18 +95,35 @@ int ps_ctlsock_listen(const char *dir, char *shown, size_t shownlen, char *file,
         snprintf(why, whylen, "cannot create the control socket: %s", strerror(e));
         return -e;
     }
-    if (bind(fd, (struct sockaddr *)&a, alen) != 0 || listen(fd, 8) != 0) {
+    if (bind(fd, (struct sockaddr *)&a, alen) != 0 || listen(fd, 16) != 0) {
         int e = errno;
-        snprintf(why, whylen, "cannot listen on %s: %s", shown, strerror(e));
+        snprintf(why, whylen, "cannot listen on %s: %s%s", shown, strerror(e),
+                 e == EADDRINUSE ? " (another process holds this process's name)" : "");
         close(fd);
-        file[0] = '\0';
         return -e;
     }
-    /* The uid check on every connection is the protection; the mode only
-     * keeps others from even trying. */
-    if (file[0] != '\0')
+    if (dir[0]) {
+        snprintf(file, filelen, "%s", shown);
+        /* The mode keeps others from even connecting (not umask: it is
+         * the whole process's, and the program's threads create files);
+         * the checks on every connection (control.c) are the protection. */
         chmod(file, 0600);
+    }
     return fd;
+}
+
+int ps_ctlsock_bound_to(int fd, const char *shown)
+{
+    struct sockaddr_un want, got;
+    socklen_t wlen, glen = (socklen_t)sizeof got;
+    if (address(shown, &want, &wlen) != 0)
+        return 0;
+    memset(&got, 0, sizeof got);
+    if (getsockname(fd, (struct sockaddr *)&got, &glen) != 0 || got.sun_family != AF_UNIX)
+        return 0;
+    if (shown[0] == '@')
+        return glen == wlen && memcmp(got.sun_path, want.sun_path, wlen - offsetof(struct sockaddr_un, sun_path)) == 0;
+    return strncmp(got.sun_path, want.sun_path, sizeof got.sun_path) == 0;
 }
 
 int ps_ctlsock_accept(int lfd, long *uid, long *pid)
@@ -89,6 +141,49 @@ int ps_ctlsock_accept(int lfd, long *uid, long *pid)
     *uid = (long)cr.uid;
     *pid = (long)cr.pid;
     return fd;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int ps_ctlsock_same_userns(long pid)
+{
+    if (pid <= 0)
+        return 0;  /* not in our PID namespace: nothing to compare */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/ns/user", pid);
+    return same_file(path, "/proc/self/ns/user");
+}
+
+long ps_ctlsock_overflow_uid(void)
+{
+    static long cached = -2;
+    if (cached != -2)
+        return cached;
+    long v = 65534;  /* the kernel's default, if /proc does not say */
+    int fd = open("/proc/sys/kernel/overflowuid", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[32];
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n > 0) {
+            buf[n] = '\0';
+            char *end;
+            long x = strtol(buf, &end, 10);
+            if (end != buf && x >= 0)
+                v = x;
+        }
+    }
+    cached = v;
+    return v;
+}
+
+int ps_ctlsock_dumpable(void)
+{
+    return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0;
 }
 
 long ps_ctlsock_send(int fd, const void *buf, size_t len)

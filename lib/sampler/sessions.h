@@ -1,0 +1,21 @@
+/*
+ * sessions.h - armed mode's commands (`pysample record|dump|top|start|
+ * stop|status --pid`) and the sessions that borrow the sampler, run on the
+ * sampler thread between its waits (sampler.c): the control server
+ * (control.h) queues the requests, this drains them.
+ */
+#ifndef PS_SESSIONS_H
+#define PS_SESSIONS_H
+
+#include <stdint.h>
+
+/* Answers the queued commands and the session's moments that are due. */
+void ps_sessions_serve(void);
+
+/* The session's next moment (monotonic ns; UINT64_MAX: none). */
+uint64_t ps_sessions_deadline(void);
+
+/* fork() child: the parent's session is not ours. */
+void ps_sessions_child_after_fork(void);
+
+#endif
