@@ -279,6 +279,8 @@ def test_fork_warning_still_given_for_real_threads(ctx):
 
 # ---- multiprocessing --------------------------------------------------------
 
+@harness.not_emulated("qemu-user starts a thread of its own in the child, which the library "
+                      "rightly waits for (platform/linux/threads.c, ps_program_threads_gone)")
 def test_fork_from_thread_child_ends(ctx):
     """Issue 25: a child forked by a thread other than the main thread ends
     when that thread returns, as without the library; our sampler thread
@@ -296,6 +298,8 @@ def test_fork_from_thread_child_ends(ctx):
     check_has(ctx, profiles[pid_file(info["child"])], ["fork_thread_child_work"], [])
 
 
+@harness.not_emulated("qemu-user starts a thread of its own in the child, which the library "
+                      "rightly waits for (platform/linux/threads.c, ps_program_threads_gone)")
 def test_fork_from_thread_child_ends_armed(ctx):
     """The same, armed and idle (PYSAMPLE_ARM, no output file), where the
     sampler thread sleeps until something wakes it: a program thread that
