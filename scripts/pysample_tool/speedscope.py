@@ -13,21 +13,34 @@ from .quality import typed
 SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 
 
-def to_speedscope(profile, rate=None, quality=None):
-    frames = []
-    frame_index = {}
+class FrameTable(object):
+    """speedscope's shared frame list: each distinct frame once, by index."""
 
-    def index_of(frame):
-        i = frame_index.get(frame)
+    def __init__(self):
+        self.frames = []
+        self._index = {}
+
+    def index_of(self, frame):
+        i = self._index.get(frame)
         if i is None:
-            i = frame_index[frame] = len(frames)
+            i = self._index[frame] = len(self.frames)
             entry = {"name": frame.name}
             if frame.file is not None:
                 entry["file"] = frame.file
             if frame.line is not None:
                 entry["line"] = frame.line
-            frames.append(entry)
+            self.frames.append(entry)
         return i
+
+    def add_marker(self, name):
+        """A frame of ours (a marker) that no profile line names."""
+        self.frames.append({"name": name})
+        return len(self.frames) - 1
+
+
+def to_speedscope(profile, rate=None, quality=None):
+    table = FrameTable()
+    frames, index_of = table.frames, table.index_of
 
     per_thread = collections.OrderedDict()
     for thread, _ in profile.threads():

@@ -13,7 +13,7 @@ import os
 from .collapsed import parse_collapsed
 from .common import VERSION, ToolError, printable
 from .quality import typed
-from .speedscope import SPEEDSCOPE_SCHEMA
+from .speedscope import SPEEDSCOPE_SCHEMA, FrameTable
 
 SUFFIX = ".timeline"
 MAGIC = b"# pysample timeline 1\n"
@@ -113,19 +113,8 @@ def to_speedscope_timeline(tl, name=None, quality=None):
     cpu mode, or had no Python frame) is an empty sample, as is the time
     before a thread's first sample.  Samples past the timeline's bound
     show as one FULL_MARKER sample per thread, to the end."""
-    frames, frame_index = [], {}
-
-    def index_of(frame):
-        i = frame_index.get(frame)
-        if i is None:
-            i = frame_index[frame] = len(frames)
-            entry = {"name": frame.name}
-            if frame.file is not None:
-                entry["file"] = frame.file
-            if frame.line is not None:
-                entry["line"] = frame.line
-            frames.append(entry)
-        return i
+    table = FrameTable()
+    frames, index_of = table.frames, table.index_of
 
     rate = tl.header.get("rate_hz") or 100
     nominal = 1e6 / rate
@@ -154,8 +143,7 @@ def to_speedscope_timeline(tl, name=None, quality=None):
             cursor = t + round(span)
         if cut is not None and end > cursor:
             if full is None:
-                full = len(frames)
-                frames.append({"name": FULL_MARKER})
+                full = table.add_marker(FULL_MARKER)
             samples.append([full])
             weights.append(end - cursor)
             cursor = end
