@@ -106,16 +106,21 @@ static int is_no(const char *s)
  * armed") and def is kept.  An empty value means def, quietly, only where
  * empty_is_def (an empty PYSAMPLE_LINES has always been reported).
  */
+/* 1 or 0 for a yes or no word, -1 for anything else. */
+static int parse_bool(const char *s)
+{
+    return is_yes(s) ? 1 : is_no(s) ? 0 : -1;
+}
+
 static int get_bool(ps_env_get get, void *ctx, void (*warn)(void *, const char *),
                     const char *name, int def, int empty_is_def, const char *otherwise)
 {
     const char *s = get(name, ctx);
     if (s == NULL || (empty_is_def && *s == '\0'))
         return def;
-    if (is_yes(s))
-        return 1;
-    if (is_no(s))
-        return 0;
+    int b = parse_bool(s);
+    if (b >= 0)
+        return b;
     warnf(warn, ctx, "%s='%.64s' is neither 1/yes/true/on nor 0/no/false/off; %s", name, s,
           otherwise);
     return def;
@@ -149,21 +154,118 @@ static int get_file_mode(ps_env_get get, void *ctx, void (*warn)(void *, const c
     return (int)m;
 }
 
-void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
-                     void (*warn)(void *ctx, const char *msg))
+typedef void (*warn_fn)(void *ctx, const char *msg);
+
+/* PYSAMPLE_OUTPUT: too long a template leaves profiling off. */
+static void get_output(struct ps_config *c, ps_env_get get, void *ctx, warn_fn warn)
 {
-    const char *s;
+    const char *s = get("PYSAMPLE_OUTPUT", ctx);
+    if (s == NULL || *s == '\0')
+        return;
+    if (strlen(s) >= sizeof c->output)
+        warnf(warn, ctx, "%s is longer than %s bytes%s; profiling is off", "PYSAMPLE_OUTPUT",
+              "4095", "");
+    else
+        strcpy(c->output, s);
+}
 
-    memset(c, 0, sizeof *c);
-    s = get("PYSAMPLE_OUTPUT", ctx);
-    if (s != NULL && *s != '\0') {
-        if (strlen(s) >= sizeof c->output)
-            warnf(warn, ctx, "%s is longer than %s bytes%s; profiling is off",
-                  "PYSAMPLE_OUTPUT", "4095", "");
-        else
-            strcpy(c->output, s);
+static enum ps_mode get_mode(ps_env_get get, void *ctx, warn_fn warn)
+{
+    const char *s = get("PYSAMPLE_MODE", ctx);
+    if (s == NULL || is(s, "wall"))
+        return PS_MODE_WALL;
+    if (is(s, "cpu"))
+        return PS_MODE_CPU;
+    warnf(warn, ctx, "%s='%.64s' is not 'wall' or 'cpu'%s; using wall", "PYSAMPLE_MODE", s, "");
+    return PS_MODE_WALL;
+}
+
+/* PYSAMPLE_NATIVE (docs/native.md): a yes/no word, or all; off unless
+ * asked for. */
+static enum ps_native_mode get_native(ps_env_get get, void *ctx, warn_fn warn)
+{
+    const char *s = get("PYSAMPLE_NATIVE", ctx);
+    if (s == NULL || s[0] == '\0')
+        return PS_NATIVE_OFF;
+    if (is(s, "all"))
+        return PS_NATIVE_ALL;
+    int b = parse_bool(s);
+    if (b >= 0)
+        return b ? PS_NATIVE_ON : PS_NATIVE_OFF;
+    warnf(warn, ctx, "%s='%.64s' is not 0, 1 or all%s; using 0", "PYSAMPLE_NATIVE", s, "");
+    return PS_NATIVE_OFF;
+}
+
+/* The socket's directory.  A socket path holds at most 107 bytes
+ * (sun_path), and the name we add is up to 40: a longer directory could
+ * never work, so it is refused here, once, in words. */
+static void get_control_dir(struct ps_config *c, ps_env_get get, void *ctx, warn_fn warn)
+{
+    const char *s = get("PYSAMPLE_CONTROL_DIR", ctx);
+    if (s == NULL || *s == '\0')
+        return;
+    if (s[0] != '/' || strlen(s) > 64)
+        warnf(warn, ctx, "%s='%.64s' is not %s", "PYSAMPLE_CONTROL_DIR", s,
+              "an absolute directory path of at most 64 bytes; using the abstract socket name");
+    else
+        strcpy(c->control_dir, s);
+}
+
+static double get_cpu_budget(ps_env_get get, void *ctx, warn_fn warn)
+{
+    double budget = 0;
+    const char *s = get("PYSAMPLE_CPU_BUDGET", ctx);
+    if (s != NULL && *s != '\0' && ps_budget_parse(s, &budget) != 0) {
+        warnf(warn, ctx, "%s='%.64s' is not %s", "PYSAMPLE_CPU_BUDGET", s,
+              "a share of one core from 0.01% to 100%, such as 1%; no budget");
+        return 0;
     }
+    return budget;
+}
 
+/* Opt-in only, and only the two signals no runtime or C library uses for
+ * itself: a program that has a handler of its own for it must not set
+ * this.  0: none. */
+static int get_write_signal(ps_env_get get, void *ctx, warn_fn warn)
+{
+    const char *s = get("PYSAMPLE_SIGNAL", ctx);
+    if (s == NULL || *s == '\0')
+        return 0;
+    const char *n = strncasecmp(s, "SIG", 3) == 0 ? s + 3 : s;
+    if (is(n, "USR1"))
+        return SIGUSR1;
+    if (is(n, "USR2"))
+        return SIGUSR2;
+    warnf(warn, ctx, "%s='%.64s' is not %s", "PYSAMPLE_SIGNAL", s,
+          "USR1 or USR2; no signal writes the profile");
+    return 0;
+}
+
+/* Not a user setting (test/bench/ reads it): an unusable path is ignored
+ * without a word. */
+static void get_stats_path(struct ps_config *c, ps_env_get get, void *ctx)
+{
+    const char *s = get("PYSAMPLE_STATS", ctx);
+    if (s != NULL && strlen(s) < sizeof c->stats_path)
+        strcpy(c->stats_path, s);
+}
+
+/* PYSAMPLE_FORMAT is the tool's: the library writes collapsed stacks. */
+static void check_format(ps_env_get get, void *ctx, warn_fn warn)
+{
+    const char *s = get("PYSAMPLE_FORMAT", ctx);
+    if (s != NULL && !is(s, "collapsed"))
+        warnf(warn, ctx, "%s='%.64s' is not supported by the library (only 'collapsed')%s; "
+              "writing collapsed stacks (convert them with 'pysample convert')",
+              "PYSAMPLE_FORMAT", s, "");
+}
+
+/* Fills c in the order the variables have always been read, which is the
+ * order of their messages. */
+void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx, warn_fn warn)
+{
+    memset(c, 0, sizeof *c);
+    get_output(c, get, ctx, warn);
     c->rate_hz = get_int(get, ctx, warn, "PYSAMPLE_RATE", 1, PS_MAX_RATE, PS_DEFAULT_RATE,
                          "a whole number of samples per second from 1 to 100000");
     c->max_depth = get_int(get, ctx, warn, "PYSAMPLE_MAX_DEPTH", 1, PS_LIMIT_MAX_DEPTH,
@@ -173,93 +275,25 @@ void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx,
                                   "a number of seconds from 0 (only at exit) to 86400");
     c->max_stacks = get_int(get, ctx, warn, "PYSAMPLE_MAX_STACKS", 100, 10000000,
                             PS_DEFAULT_MAX_STACKS, "a count from 100 to 10000000");
-
-    c->mode = PS_MODE_WALL;
-    s = get("PYSAMPLE_MODE", ctx);
-    if (s != NULL) {
-        if (is(s, "wall"))
-            c->mode = PS_MODE_WALL;
-        else if (is(s, "cpu"))
-            c->mode = PS_MODE_CPU;
-        else
-            warnf(warn, ctx, "%s='%.64s' is not 'wall' or 'cpu'%s; using wall",
-                  "PYSAMPLE_MODE", s, "");
-    }
-
+    c->mode = get_mode(get, ctx, warn);
     c->lines = get_bool(get, ctx, warn, "PYSAMPLE_LINES", 1, 0, "using 1");
     c->async_tasks = get_bool(get, ctx, warn, "PYSAMPLE_ASYNC", 0, 1, "using 0");
     c->gil_only = get_bool(get, ctx, warn, "PYSAMPLE_GIL", 0, 1, "using 0");
-
-    /* Native frames (docs/native.md): off unless asked for. */
-    c->native = 0;
-    s = get("PYSAMPLE_NATIVE", ctx);
-    if (s != NULL && s[0] != '\0') {
-        if (is_yes(s))
-            c->native = 1;
-        else if (is(s, "all"))
-            c->native = 2;
-        else if (!is_no(s))
-            warnf(warn, ctx, "%s='%.64s' is not 0, 1 or all%s; using 0", "PYSAMPLE_NATIVE", s,
-                  "");
-    }
-
+    c->native = get_native(get, ctx, warn);
     c->file_mode = get_file_mode(get, ctx, warn);
-
     c->arm = get_bool(get, ctx, warn, "PYSAMPLE_ARM", 0, 1, "not armed");
-
-    /* The socket's directory.  A socket path holds at most 107 bytes
-     * (sun_path), and the name we add is up to 40: a longer directory
-     * could never work, so it is refused here, once, in words. */
-    s = get("PYSAMPLE_CONTROL_DIR", ctx);
-    if (s != NULL && *s != '\0') {
-        if (s[0] != '/' || strlen(s) > 64)
-            warnf(warn, ctx, "%s='%.64s' is not %s", "PYSAMPLE_CONTROL_DIR", s,
-                  "an absolute directory path of at most 64 bytes; using the abstract socket name");
-        else
-            strcpy(c->control_dir, s);
-    }
-
-    s = get("PYSAMPLE_CPU_BUDGET", ctx);
-    if (s != NULL && *s != '\0' && ps_budget_parse(s, &c->cpu_budget) != 0) {
-        c->cpu_budget = 0;
-        warnf(warn, ctx, "%s='%.64s' is not %s", "PYSAMPLE_CPU_BUDGET", s,
-              "a share of one core from 0.01% to 100%, such as 1%; no budget");
-    }
+    get_control_dir(c, get, ctx, warn);
+    c->cpu_budget = get_cpu_budget(get, ctx, warn);
     c->max_threads_per_tick = get_int(get, ctx, warn, "PYSAMPLE_MAX_THREADS_PER_TICK", 0, 1000000, 0,
                                       "a thread count from 1 to 1000000, or 0 for all");
-
     c->quality_sidecar = get_bool(get, ctx, warn, "PYSAMPLE_QUALITY", 0, 1, "using 0");
     c->verbose = get_bool(get, ctx, warn, "PYSAMPLE_VERBOSE", 0, 1, "using 0");
     c->timeline = get_bool(get, ctx, warn, "PYSAMPLE_TIMELINE", 0, 1, "no timeline");
     c->timeline_max = get_int(get, ctx, warn, "PYSAMPLE_TIMELINE_MAX", 1, 100000000,
                               PS_DEFAULT_TIMELINE_MAX, "a record count from 1 to 100000000");
-
-    /* Opt-in only, and only the two signals no runtime or C library uses
-     * for itself: a program that has a handler of its own for it must
-     * not set this. */
-    s = get("PYSAMPLE_SIGNAL", ctx);
-    if (s != NULL && *s != '\0') {
-        const char *n = strncasecmp(s, "SIG", 3) == 0 ? s + 3 : s;
-        if (is(n, "USR1"))
-            c->write_signal = SIGUSR1;
-        else if (is(n, "USR2"))
-            c->write_signal = SIGUSR2;
-        else
-            warnf(warn, ctx, "%s='%.64s' is not %s", "PYSAMPLE_SIGNAL", s,
-                  "USR1 or USR2; no signal writes the profile");
-    }
-
-    /* Not a user setting (test/bench/ reads it): an unusable path is
-     * ignored without a word. */
-    s = get("PYSAMPLE_STATS", ctx);
-    if (s != NULL && strlen(s) < sizeof c->stats_path)
-        strcpy(c->stats_path, s);
-
-    s = get("PYSAMPLE_FORMAT", ctx);
-    if (s != NULL && !is(s, "collapsed"))
-        warnf(warn, ctx, "%s='%.64s' is not supported by the library (only 'collapsed')%s; "
-              "writing collapsed stacks (convert them with 'pysample convert')",
-              "PYSAMPLE_FORMAT", s, "");
+    c->write_signal = get_write_signal(get, ctx, warn);
+    get_stats_path(c, get, ctx);
+    check_format(get, ctx, warn);
 }
 
 int ps_template_has_pid(const char *tmpl)

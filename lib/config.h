@@ -8,6 +8,11 @@
 
 enum ps_mode { PS_MODE_WALL = 0, PS_MODE_CPU };
 
+/* PYSAMPLE_NATIVE (native.h, docs/native.md): on leaves out the C frames
+ * of thread and interpreter start-up and those of the interpreter between
+ * two Python frames; all keeps every one. */
+enum ps_native_mode { PS_NATIVE_OFF = 0, PS_NATIVE_ON, PS_NATIVE_ALL };
+
 #define PS_DEFAULT_RATE 100
 #define PS_MAX_RATE 100000
 #define PS_DEFAULT_MAX_DEPTH 4096
@@ -24,7 +29,7 @@ struct ps_config {
     int lines;            /* 0: aggregate per function */
     int gil_only;         /* PYSAMPLE_GIL: only the thread holding the GIL (tick.c) */
     int async_tasks;      /* PYSAMPLE_ASYNC: attribute samples to asyncio tasks (tasks.h) */
-    int native;           /* PYSAMPLE_NATIVE: 0 off, 1 on, 2 all (native.h) */
+    enum ps_native_mode native; /* PYSAMPLE_NATIVE (native.h) */
     int max_depth;
     int flush_interval_s; /* 0: only at exit */
     int max_stacks;

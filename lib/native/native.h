@@ -27,11 +27,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "native/arch.h"
 
 struct ps_symtab;
-
-enum ps_native_mode { PS_NATIVE_OFF = 0, PS_NATIVE_ON, PS_NATIVE_ALL };
 
 /* Native frames kept per sample (innermost ones: the leaf is what counts). */
 #define PS_NATIVE_MAX 512

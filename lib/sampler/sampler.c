@@ -520,7 +520,7 @@ const char *ps_sampler_use_options(int cpu, int native, int async_tasks)
         return "this process was started without PYSAMPLE_ASYNC: asyncio tasks need it from the "
                "start (start it with PYSAMPLE_ASYNC=1), or leave out --async";
     sampler.cfg.mode = cpu < 0 ? sampler.own.mode : cpu ? PS_MODE_CPU : PS_MODE_WALL;
-    sampler.cfg.native = native < 0 ? sampler.own.native : native;
+    sampler.cfg.native = native < 0 ? sampler.own.native : (enum ps_native_mode)native;
     sampler.cfg.async_tasks = async_tasks < 0 ? sampler.own.async_tasks : async_tasks;
     return NULL;
 }

@@ -87,6 +87,7 @@ int main(void)
 
     /* Each invalid value: one message naming it, and its default. */
     static const struct { const char *kv; const char *name; } bad[] = {
+        { "PYSAMPLE_NATIVE=maybe", "PYSAMPLE_NATIVE='maybe'" },
         { "PYSAMPLE_RATE=abc", "PYSAMPLE_RATE='abc'" },
         { "PYSAMPLE_RATE=0", "PYSAMPLE_RATE='0'" },
         { "PYSAMPLE_RATE=100001", "PYSAMPLE_RATE='100001'" },
@@ -121,9 +122,23 @@ int main(void)
     CHECK_EQ_INT(c.mode, PS_MODE_CPU);
     CHECK_EQ_INT(c.async_tasks, 1);
     CHECK_EQ_INT(c.lines, 0);
-    CHECK_EQ_INT(c.native, 2);
+    CHECK_EQ_INT(c.native, PS_NATIVE_ALL);
     CHECK_EQ_INT(c.write_signal, SIGUSR2);
     CHECK_EQ_INT(c.gil_only, 1);
+
+    /* PYSAMPLE_NATIVE takes every yes/no word, or all. */
+    const struct { const char *kv; enum ps_native_mode want; } natives[] = {
+        { "PYSAMPLE_NATIVE=yes", PS_NATIVE_ON }, { "PYSAMPLE_NATIVE=ON", PS_NATIVE_ON },
+        { "PYSAMPLE_NATIVE=1", PS_NATIVE_ON }, { "PYSAMPLE_NATIVE=false", PS_NATIVE_OFF },
+        { "PYSAMPLE_NATIVE=Off", PS_NATIVE_OFF }, { "PYSAMPLE_NATIVE=", PS_NATIVE_OFF },
+        { "PYSAMPLE_NATIVE=all", PS_NATIVE_ALL },
+    };
+    for (size_t i = 0; i < sizeof natives / sizeof natives[0]; i++) {
+        struct env n = { { natives[i].kv, NULL }, 0, "" };
+        parse(&n, &c);
+        CHECK_EQ_INT(n.warnings, 0);
+        CHECK_EQ_INT(c.native, natives[i].want);
+    }
 
     /* A refusal says what is wrong with the value: a yes/no variable lists
      * every word it takes; a mode without owner-read is a mode, refused
