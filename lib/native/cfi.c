@@ -268,137 +268,180 @@ static void restore_rule(struct ps_cfi_row *row, const struct ps_cfi_row *initia
                  initial ? initial->arg[reg] : 0);
 }
 
+/* The call-frame instructions being run: the row they build up to the
+ * target address, and the states remember_state saved. */
+struct cfa_run {
+    const struct cie *ci;
+    struct cur c;
+    uintptr_t loc, target;
+    struct ps_cfi_row *row;
+    const struct ps_cfi_row *initial;   /* the CIE's row, for restore; NULL in the CIE */
+    struct ps_cfi_row stack[PS_CFI_STATES];
+    int depth;
+};
+
+/* What one instruction leaves: go on, the row for the target is complete
+ * (the location moved past it), or the instructions cannot be followed. */
+enum step { STEP_ON, STEP_DONE, STEP_FAIL };
+
+static enum step advance(struct cfa_run *r, uint64_t delta)
+{
+    r->loc += delta * r->ci->code_align;
+    return r->loc > r->target ? STEP_DONE : STEP_ON;
+}
+
+/* set_loc and advance_loc1/2/4 (0x01-0x04). */
+static enum step op_location(struct cfa_run *r, uint8_t op)
+{
+    if (op == 0x01) {
+        r->loc = (uintptr_t)rd_enc(&r->c, r->ci->fde_enc, 0);
+        return r->loc > r->target ? STEP_DONE : STEP_ON;
+    }
+    return advance(r, rd_u(&r->c, op == 0x02 ? 1 : op == 0x03 ? 2 : 4));
+}
+
+/* The rules of the CFA: def_cfa and its variants. */
+static enum step op_cfa(struct cfa_run *r, uint8_t op)
+{
+    struct ps_cfi_row *row = r->row;
+    switch (op) {
+    case 0x0c:                      /* def_cfa */
+        row->cfa_reg = (int)rd_uleb(&r->c);
+        row->cfa_off = (int64_t)rd_uleb(&r->c);
+        row->cfa_unknown = 0;
+        return STEP_ON;
+    case 0x0d:                      /* def_cfa_register */
+        row->cfa_reg = (int)rd_uleb(&r->c);
+        row->cfa_unknown = 0;
+        return STEP_ON;
+    case 0x0e:                      /* def_cfa_offset */
+        row->cfa_off = (int64_t)rd_uleb(&r->c);
+        return STEP_ON;
+    case 0x0f: {                    /* def_cfa_expression */
+        uint64_t n = rd_uleb(&r->c);
+        if (n > (uint64_t)(r->c.end - r->c.p))
+            return STEP_FAIL;
+        row->cfa_expr = r->c.p;
+        row->cfa_expr_len = n;
+        r->c.p += n;
+        row->cfa_unknown = 1;
+        return STEP_ON;
+    }
+    case 0x12:                      /* def_cfa_sf */
+        row->cfa_reg = (int)rd_uleb(&r->c);
+        row->cfa_off = rd_sleb(&r->c) * r->ci->data_align;
+        row->cfa_unknown = 0;
+        return STEP_ON;
+    default:                        /* 0x13: def_cfa_offset_sf */
+        row->cfa_off = rd_sleb(&r->c) * r->ci->data_align;
+        return STEP_ON;
+    }
+}
+
+/* The extended forms of a register's rule: offsets, register, expression. */
+static enum step op_register(struct cfa_run *r, uint8_t op)
+{
+    uint64_t reg = rd_uleb(&r->c);
+    switch (op) {
+    case 0x09: {                    /* register */
+        uint64_t r2 = rd_uleb(&r->c);
+        set_rule(r->row, reg, r2 < PS_REG_N ? PS_CFI_REG : PS_CFI_UNKNOWN, (int64_t)r2);
+        return STEP_ON;
+    }
+    case 0x10:                      /* expression */
+    case 0x16: {                    /* val_expression */
+        uint64_t n = rd_uleb(&r->c);
+        if (n > (uint64_t)(r->c.end - r->c.p))
+            return STEP_FAIL;
+        r->c.p += n;
+        set_rule(r->row, reg, PS_CFI_UNKNOWN, 0);
+        return STEP_ON;
+    }
+    default: {                      /* offset_extended(_sf), val_offset(_sf),
+                                     * GNU_negative_offset_extended */
+        int64_t f = op == 0x11 || op == 0x15 ? rd_sleb(&r->c) : (int64_t)rd_uleb(&r->c);
+        set_rule(r->row, reg, op == 0x14 || op == 0x15 ? PS_CFI_VAL_OFFSET : PS_CFI_OFFSET,
+                 (op == 0x2f ? -f : f) * r->ci->data_align);
+        return STEP_ON;
+    }
+    }
+}
+
+/* One instruction whose opcode is not in the high two bits. */
+static enum step op_extended(struct cfa_run *r, uint8_t op)
+{
+    switch (op) {
+    case 0x00:                      /* nop */
+        return STEP_ON;
+    case 0x01: case 0x02: case 0x03: case 0x04:
+        return op_location(r, op);
+    case 0x05: case 0x09: case 0x10: case 0x11: case 0x14: case 0x15: case 0x16: case 0x2f:
+        return op_register(r, op);
+    case 0x06:                      /* restore_extended */
+        restore_rule(r->row, r->initial, rd_uleb(&r->c));
+        return STEP_ON;
+    case 0x07:                      /* undefined */
+        set_rule(r->row, rd_uleb(&r->c), PS_CFI_UNDEF, 0);
+        return STEP_ON;
+    case 0x08:                      /* same_value */
+        set_rule(r->row, rd_uleb(&r->c), PS_CFI_SAME, 0);
+        return STEP_ON;
+    case 0x0a:                      /* remember_state */
+        if (r->depth == PS_CFI_STATES)
+            return STEP_FAIL;
+        r->stack[r->depth++] = *r->row;
+        return STEP_ON;
+    case 0x0b:                      /* restore_state: the whole row, CFA too */
+        if (r->depth == 0)
+            return STEP_FAIL;
+        *r->row = r->stack[--r->depth];
+        return STEP_ON;
+    case 0x0c: case 0x0d: case 0x0e: case 0x0f: case 0x12: case 0x13:
+        return op_cfa(r, op);
+    case 0x2e:                      /* GNU_args_size */
+        (void)rd_uleb(&r->c);
+        return STEP_ON;
+    case 0x2d:                      /* AARCH64_negate_ra_state (native/arch.h) */
+        return PS_ARCH_NEGATE_RA_STATE ? STEP_ON : STEP_FAIL;
+    default:
+        return STEP_FAIL;           /* an opcode we do not know: stop */
+    }
+}
+
+/* One instruction: the three with their operand in the opcode's low six
+ * bits, else the extended ones. */
+static enum step step(struct cfa_run *r)
+{
+    uint8_t op = *r->c.p++;
+    uint8_t hi = op & 0xc0, lo = op & 0x3f;
+    if (hi == 0x40)                 /* advance_loc */
+        return advance(r, lo);
+    if (hi == 0x80) {               /* offset */
+        set_rule(r->row, lo, PS_CFI_OFFSET, (int64_t)rd_uleb(&r->c) * r->ci->data_align);
+        return STEP_ON;
+    }
+    if (hi == 0xc0) {               /* restore */
+        restore_rule(r->row, r->initial, lo);
+        return STEP_ON;
+    }
+    return op_extended(r, op);
+}
+
 /* Runs CFA instructions [p, end) while the location is <= target. */
 static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, uintptr_t loc,
                    uintptr_t target, struct ps_cfi_row *row, const struct ps_cfi_row *initial,
                    uintptr_t rec_addr, const uint8_t *rec_start)
 {
-    struct ps_cfi_row stack[PS_CFI_STATES];
-    int depth = 0;
-    struct cur c = { p, end, rec_addr, rec_start, 0 };
-
-    while (c.p < c.end && !c.bad) {
-        uint8_t op = *c.p++;
-        uint8_t hi = op & 0xc0, lo = op & 0x3f;
-        uint64_t reg, delta;
-        if (hi == 0x40) {               /* advance_loc */
-            loc += lo * ci->code_align;
-            if (loc > target)
-                return 0;
-            continue;
-        }
-        if (hi == 0x80) {               /* offset */
-            set_rule(row, lo, PS_CFI_OFFSET, (int64_t)rd_uleb(&c) * ci->data_align);
-            continue;
-        }
-        if (hi == 0xc0) {               /* restore */
-            restore_rule(row, initial, lo);
-            continue;
-        }
-        switch (op) {
-        case 0x00:                      /* nop */
-            break;
-        case 0x01:                      /* set_loc */
-            loc = (uintptr_t)rd_enc(&c, ci->fde_enc, 0);
-            if (loc > target)
-                return 0;
-            break;
-        case 0x02: delta = rd_u(&c, 1); goto advance;
-        case 0x03: delta = rd_u(&c, 2); goto advance;
-        case 0x04: delta = rd_u(&c, 4);
-        advance:
-            loc += delta * ci->code_align;
-            if (loc > target)
-                return 0;
-            break;
-        case 0x05:                      /* offset_extended */
-        case 0x11:                      /* offset_extended_sf */
-        case 0x14:                      /* val_offset */
-        case 0x15:                      /* val_offset_sf */
-        case 0x2f: {                    /* GNU_negative_offset_extended */
-            reg = rd_uleb(&c);
-            int64_t f = op == 0x11 || op == 0x15 ? rd_sleb(&c) : (int64_t)rd_uleb(&c);
-            set_rule(row, reg, op == 0x14 || op == 0x15 ? PS_CFI_VAL_OFFSET : PS_CFI_OFFSET,
-                     (op == 0x2f ? -f : f) * ci->data_align);
-            break;
-        }
-        case 0x06:                      /* restore_extended */
-            restore_rule(row, initial, rd_uleb(&c));
-            break;
-        case 0x07:                      /* undefined */
-            set_rule(row, rd_uleb(&c), PS_CFI_UNDEF, 0);
-            break;
-        case 0x08:                      /* same_value */
-            set_rule(row, rd_uleb(&c), PS_CFI_SAME, 0);
-            break;
-        case 0x09: {                    /* register */
-            reg = rd_uleb(&c);
-            uint64_t r2 = rd_uleb(&c);
-            set_rule(row, reg, r2 < PS_REG_N ? PS_CFI_REG : PS_CFI_UNKNOWN, (int64_t)r2);
-            break;
-        }
-        case 0x0a:                      /* remember_state */
-            if (depth == PS_CFI_STATES)
-                return -1;
-            stack[depth++] = *row;
-            break;
-        case 0x0b:                      /* restore_state: keeps the CFA? no: all */
-            if (depth == 0)
-                return -1;
-            *row = stack[--depth];
-            break;
-        case 0x0c:                      /* def_cfa */
-            row->cfa_reg = (int)rd_uleb(&c);
-            row->cfa_off = (int64_t)rd_uleb(&c);
-            row->cfa_unknown = 0;
-            break;
-        case 0x0d:                      /* def_cfa_register */
-            row->cfa_reg = (int)rd_uleb(&c);
-            row->cfa_unknown = 0;
-            break;
-        case 0x0e:                      /* def_cfa_offset */
-            row->cfa_off = (int64_t)rd_uleb(&c);
-            break;
-        case 0x0f: {                    /* def_cfa_expression */
-            uint64_t n = rd_uleb(&c);
-            if (n > (uint64_t)(c.end - c.p))
-                return -1;
-            row->cfa_expr = c.p;
-            row->cfa_expr_len = n;
-            c.p += n;
-            row->cfa_unknown = 1;
-            break;
-        }
-        case 0x10:                      /* expression */
-        case 0x16: {                    /* val_expression */
-            reg = rd_uleb(&c);
-            uint64_t n = rd_uleb(&c);
-            if (n > (uint64_t)(c.end - c.p))
-                return -1;
-            c.p += n;
-            set_rule(row, reg, PS_CFI_UNKNOWN, 0);
-            break;
-        }
-        case 0x12:                      /* def_cfa_sf */
-            row->cfa_reg = (int)rd_uleb(&c);
-            row->cfa_off = rd_sleb(&c) * ci->data_align;
-            row->cfa_unknown = 0;
-            break;
-        case 0x13:                      /* def_cfa_offset_sf */
-            row->cfa_off = rd_sleb(&c) * ci->data_align;
-            break;
-        case 0x2e:                      /* GNU_args_size */
-            (void)rd_uleb(&c);
-            break;
-        case 0x2d:                      /* AARCH64_negate_ra_state (native/arch.h) */
-            if (!PS_ARCH_NEGATE_RA_STATE)
-                return -1;
-            break;
-        default:
-            return -1;                  /* an opcode we do not know: stop */
-        }
+    struct cfa_run r = { .ci = ci, .c = { p, end, rec_addr, rec_start, 0 }, .loc = loc,
+                         .target = target, .row = row, .initial = initial, .depth = 0 };
+    while (r.c.p < r.c.end && !r.c.bad) {
+        enum step st = step(&r);
+        if (st == STEP_DONE)
+            return 0;
+        if (st == STEP_FAIL)
+            return -1;
     }
-    return c.bad ? -1 : 0;
+    return r.c.bad ? -1 : 0;
 }
 
 /*
