@@ -46,7 +46,7 @@ int ps_sigaction_carried_flags(void);
 /*
  * Installs our handler for SIGTERM, SIGHUP, SIGQUIT and SIGINT wherever their
  * disposition is the default, while the program keeps seeing the default
- * (lib/platform/linux/interpose.c explains how).  The handler calls write_first(sig)
+ * (lib/platform/linux/fatal.c explains how).  The handler calls write_first(sig)
  * (lifecycle.c: get the profile written, bounded), then dies of the signal
  * as the default action would.  Not on macOS yet (docs/macos.md).
  */

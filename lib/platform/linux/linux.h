@@ -1,7 +1,8 @@
 /*
  * linux/linux.h - what the files of lib/platform/linux/ share: the C library's own
- * definitions of the functions interpose.c stands in front of (libc.c), and
- * the one reader of small /proc files (threads.c).
+ * definitions of the functions interpose.c stands in front of (libc.c),
+ * what it asks of our fatal-signal handling (fatal.c), and the one reader
+ * of small /proc files (threads.c).
  */
 #ifndef PS_LINUX_H
 #define PS_LINUX_H
@@ -30,5 +31,20 @@ int ps_real_raise(int sig);
  * stdio locks.
  */
 ssize_t ps_linux_read_small(const char *path, char *buf, size_t len);
+
+/*
+ * Fatal signals at default disposition (fatal.c), for the stand-ins:
+ *   ps_fatal_signal_managed   1 if sig is one we took over (SIGTERM,
+ *                             SIGHUP, SIGQUIT, SIGINT) and taking over is on
+ *   ps_fatal_sigaction        sigaction() of such a signal as the program
+ *                             should see it: 0, -1 (errno set), or -2 when
+ *                             sig is not managed (the caller goes on)
+ *   ps_fatal_signal_kills_us  1 if sending sig to ourselves would kill the
+ *                             process as things stand (our handler or the
+ *                             plain default installed)
+ */
+int ps_fatal_signal_managed(int sig);
+int ps_fatal_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+int ps_fatal_signal_kills_us(int sig);
 
 #endif
