@@ -17,47 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "profile/escape.h"
 #include "profile/render.h"
 #include "util/arena.h"
-
-/* ---- escaping ---------------------------------------------------------- */
-
-static int needs_escape(unsigned char c)
-{
-    return c == '%' || c == ';' || c < 0x20 || c == 0x7f;
-}
-
-size_t ps_escape(const char *s, char *out, size_t outlen)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t o = 0;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (needs_escape(c)) {
-            if (o + 3 >= outlen)
-                break;
-            out[o++] = '%';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        } else {
-            if (o + 1 >= outlen)
-                break;
-            out[o++] = (char)c;
-        }
-    }
-    if (outlen)
-        out[o] = '\0';
-    return o;
-}
-
-/* Length of s escaped. */
-static size_t escaped_len(const char *s)
-{
-    size_t n = 0;
-    for (; *s; s++)
-        n += needs_escape((unsigned char)*s) ? 3 : 1;
-    return n;
-}
 
 /* ---- sorted lines ------------------------------------------------------ */
 
@@ -237,9 +199,9 @@ static size_t frame_len(const struct ps_symtab *syms, uint64_t f)
 {
     struct ps_sym sym;
     ps_sym_get(syms, ps_frame_sym(f), &sym);
-    size_t n = escaped_len(sym.name);
+    size_t n = ps_escaped_len(sym.name);
     if (sym.file != NULL)
-        n += 3 + escaped_len(sym.file) + 12;  /* " (", ")", ":-2147483648" */
+        n += 3 + ps_escaped_len(sym.file) + 12;  /* " (", ")", ":-2147483648" */
     return n;
 }
 
@@ -369,7 +331,7 @@ static int render_labels(struct render *r)
     if (r->lt.off == NULL || r->lt.len == NULL)
         return -1;
     for (size_t i = 0; i < n; i++)
-        size += escaped_len(ps_sym_label_text(r->syms, (uint32_t)i));
+        size += ps_escaped_len(ps_sym_label_text(r->syms, (uint32_t)i));
     r->lt.buf = ps_arena_alloc(r->keep, size + 1);
     if (r->lt.buf == NULL)
         return -1;

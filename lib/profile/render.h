@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "profile/escape.h"
 #include "profile/stacktab.h"
 #include "profile/symtab.h"
 
@@ -44,10 +45,5 @@ uint32_t ps_rendered_line(const struct ps_rendered *rd, uint32_t stack_id);
 /* The text's length is at most this. */
 size_t ps_rendered_size(const struct ps_rendered *rd);
 void ps_rendered_free(struct ps_rendered *rd);
-
-/* Escapes s into out for the output format ('%', ';' and control
- * characters as %XX), never splitting an escape; out is always
- * terminated.  Returns the bytes written. */
-size_t ps_escape(const char *s, char *out, size_t outlen);
 
 #endif
