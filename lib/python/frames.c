@@ -22,103 +22,11 @@
 #include <string.h>
 
 #include "python/frames.h"
+#include "python/walkplan.h"
 #include "memory/memread.h"
 #include "platform/platform.h"
 
-int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts, uintptr_t *frame)
-{
-    const struct ps_layout *L = &py->L;
-    if (L->ts_cframe == PS_NOFIELD) {
-        *frame = ps_ptr_at(ts, L->ts_frame);
-        return 0;
-    }
-    /* 3.11/3.12: tstate->cframe->current_frame */
-    uintptr_t cf = ps_ptr_at(ts, L->ts_cframe);
-    if (cf == 0) {
-        *frame = 0;
-        return 0;
-    }
-    return ps_read_ptr(cf + L->cf_current_frame, frame);
-}
-
-/*
- * The walk's plan: what the walk and resolve() use of the layout, taken
- * once per walk.  The layout's "no such field" cases are decided here, not
- * per frame: a flag, or an offset and bound that make the per-frame test
- * come out as it would have (no owner field: byte 0 against a bound no
- * int8 reaches).  The plan lives on the walk's stack and its address is
- * only passed down, so the compiler keeps its fields where it likes; the
- * layout itself sits behind a pointer that every store to out[] may alias
- * (-fno-strict-aliasing), so each L->x was loaded and tested again on
- * every frame.  What is checked per frame is unchanged.
- */
-struct walk_plan {
-    const struct ps_python *py;
-    struct ps_codecache *cc;
-    struct ps_symtab *syms;
-    int lines;
-    uint32_t fr_read, co_read;     /* bytes copied per frame / code object */
-    uint32_t fr_back, fr_code, fr_pos, fr_owner, ob_type;
-    uint32_t fr_is_entry;          /* PS_NOFIELD but on 3.11 */
-    int first_native;              /* owner >= this: not a Python frame (128: never) */
-    uintptr_t code_tag_mask, code_type;
-    uint32_t co_stacksize, co_nlocalsplus, co_code_adaptive;
-    uint64_t specials_words;       /* FRAME_SPECIALS_SIZE in words */
-    uint8_t objects;               /* 3.9/3.10: frame objects, refcount checks */
-    uint8_t interp;                /* 3.11+: data-stack frames */
-    uint8_t has_words;             /* a frame's size is known (3.11+) */
-    uint8_t rootless_torn;         /* 3.12+: a Python frame with no previous is torn */
-    uint8_t none_is_entry;         /* 3.13+: an executable that is not code is an entry frame */
-    uint8_t wide_ok;               /* span reads (3.11+, not on a suspended copy) */
-    uint8_t pos_kind;              /* enum ps_pos_kind */
-    uint8_t tlbc;                  /* 3.14t: thread-local bytecode copies */
-};
-
-/* Whether a field of width bytes at off lies within a snapshot of n bytes
- * (an absent field, PS_NOFIELD, does not). */
-static int within(uint32_t off, uint32_t width, uint32_t n)
-{
-    return off != PS_NOFIELD && (uint64_t)off + width <= n;
-}
-
-/* 0, or PS_WALK_UNREADABLE for a layout the walk cannot use (sizes beyond
- * its buffers; a frame without its link, code or position, or one of the
- * fields read per frame outside the bytes copied). */
-static int plan_init(struct walk_plan *p, const struct ps_python *py, struct ps_codecache *cc,
-                     struct ps_symtab *syms, int lines)
-{
-    const struct ps_layout *L = &py->L;
-    uint32_t pos_width = L->pos_kind == PS_POS_INSTR_PTR ? 8 : 4;
-    if (L->fr_read > 512 || L->co_read > 1024 || !within(L->fr_back, 8, L->fr_read) ||
-        !within(L->fr_code, 8, L->fr_read) || !within(L->fr_pos, pos_width, L->fr_read) ||
-        !within(L->ob_type, 8, L->co_read) ||
-        (L->fr_owner != PS_NOFIELD && !within(L->fr_owner, 1, L->fr_read)) ||
-        (L->fr_is_entry != PS_NOFIELD && !within(L->fr_is_entry, 1, L->fr_read)))
-        return PS_WALK_UNREADABLE;
-    int interp = L->frame_kind == PS_FRAMES_INTERP, owner = L->fr_owner != PS_NOFIELD;
-    /* frame_words() below: all four are needed for a frame's size. */
-    int has_words = L->co_stacksize != PS_NOFIELD && L->co_nlocalsplus != PS_NOFIELD &&
-                    L->fr_specials != PS_NOFIELD && owner;
-    *p = (struct walk_plan){
-        .py = py, .cc = cc, .syms = syms, .lines = lines,
-        .fr_read = L->fr_read, .co_read = L->co_read, .fr_back = L->fr_back,
-        .fr_code = L->fr_code, .fr_pos = L->fr_pos, .ob_type = L->ob_type,
-        .fr_is_entry = L->fr_is_entry, .code_tag_mask = L->code_tag_mask,
-        .code_type = py->code_type,
-        /* No owner field (3.9/3.10): byte 0 against a bound no int8 reaches. */
-        .fr_owner = owner ? L->fr_owner : 0, .first_native = owner ? L->owner_first_native : 128,
-        .co_stacksize = L->co_stacksize, .co_nlocalsplus = L->co_nlocalsplus,
-        .specials_words = has_words ? L->fr_specials / 8u : 0, .has_words = (uint8_t)has_words,
-        .co_code_adaptive = L->co_code_adaptive,
-        .objects = L->frame_kind == PS_FRAMES_OBJECT, .interp = (uint8_t)interp,
-        .rootless_torn = interp && L->minor >= 12, .none_is_entry = interp && L->minor >= 13,
-        .wide_ok = interp && !ps_plat_walk_reads_copy, .pos_kind = (uint8_t)L->pos_kind,
-        .tlbc = L->fr_tlbc_index != PS_NOFIELD && L->co_tlbc != PS_NOFIELD,
-    };
-    return 0;
-}
-
-/* A pointer field the plan guarantees present (plan_init), within the
+/* A pointer field the plan guarantees present (ps_walk_plan_init), within the
  * fr_read bytes copied: no "no such field" test per frame. */
 static inline uintptr_t word_at(const uint8_t *snap, uint32_t off)
 {
@@ -543,7 +451,7 @@ walk_frames(const struct ps_python *py, struct ps_codecache *cc, struct ps_symta
     sp.last = 0;
     wc.reads = 0;
     wc.used = 0;
-    int rc = plan_init(&plan, py, cc, syms, lines);
+    int rc = ps_walk_plan_init(&plan, py, cc, syms, lines);
     if (rc != 0)
         return rc;
     const struct walk_plan *p = &plan;
@@ -579,7 +487,7 @@ walk_frames(const struct ps_python *py, struct ps_codecache *cc, struct ps_symta
             return r;
         /* A frame on the data stack (owner 0) must be where its callee
          * (the last data-stack frame walked) was allocated.  (words != 0
-         * only where the owner field exists: plan_init.) */
+         * only where the owner field exists: ps_walk_plan_init.) */
         if (words != 0 && fr[p->fr_owner] == 0) {
             if (above != 0 && !data_stack_linked(above, frame, words))
                 return PS_WALK_INCONSISTENT;
@@ -662,7 +570,7 @@ int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_
     uintptr_t boot = 0;
     uint64_t words;
 
-    int rc = plan_init(&plan, py, cc, syms, lines);
+    int rc = ps_walk_plan_init(&plan, py, cc, syms, lines);
     if (rc != 0)
         return rc;
     if (!ps_frame_addr_ok(frame) || ps_read(fr, frame, plan.fr_read) != 0)

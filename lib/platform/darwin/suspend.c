@@ -28,7 +28,7 @@
  * hold, or we wait for it forever: no malloc, no printf, no dyld (a lazy
  * symbol bind), no pthread call that locks.  What runs there is this file,
  * ps_read() (atomics), read.c (memcpy and the mach_vm_read_overwrite trap,
- * whose MIG reply port is per-thread), frames.c's ps_thread_top_frame (pure
+ * whose MIG reply port is per-thread), walkplan.c's ps_thread_top_frame (pure
  * code) and thread_resume; with native stacks also thread_get_state,
  * native.c's frame-0 rule, unwind.c and machosyms.c's lookups (tables built
  * before the tick).  The symbols they use are bound before the first

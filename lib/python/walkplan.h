@@ -1,0 +1,52 @@
+/*
+ * walkplan.h - what frames.c's walk takes of the layout, once per walk
+ * (walkplan.c), and where a thread's walk starts.  Internal to the walk:
+ * frames.h is its public face.
+ */
+#ifndef PS_WALKPLAN_H
+#define PS_WALKPLAN_H
+
+#include <stdint.h>
+
+#include "python/frames.h"
+
+/*
+ * The walk's plan: what the walk and resolve() use of the layout, taken
+ * once per walk.  The layout's "no such field" cases are decided here, not
+ * per frame: a flag, or an offset and bound that make the per-frame test
+ * come out as it would have (no owner field: byte 0 against a bound no
+ * int8 reaches).  The plan lives on the walk's stack and its address is
+ * only passed down, so the compiler keeps its fields where it likes; the
+ * layout itself sits behind a pointer that every store to out[] may alias
+ * (-fno-strict-aliasing), so each L->x was loaded and tested again on
+ * every frame.  What is checked per frame is unchanged.
+ */
+struct walk_plan {
+    const struct ps_python *py;
+    struct ps_codecache *cc;
+    struct ps_symtab *syms;
+    int lines;
+    uint32_t fr_read, co_read;     /* bytes copied per frame / code object */
+    uint32_t fr_back, fr_code, fr_pos, fr_owner, ob_type;
+    uint32_t fr_is_entry;          /* PS_NOFIELD but on 3.11 */
+    int first_native;              /* owner >= this: not a Python frame (128: never) */
+    uintptr_t code_tag_mask, code_type;
+    uint32_t co_stacksize, co_nlocalsplus, co_code_adaptive;
+    uint64_t specials_words;       /* FRAME_SPECIALS_SIZE in words */
+    uint8_t objects;               /* 3.9/3.10: frame objects, refcount checks */
+    uint8_t interp;                /* 3.11+: data-stack frames */
+    uint8_t has_words;             /* a frame's size is known (3.11+) */
+    uint8_t rootless_torn;         /* 3.12+: a Python frame with no previous is torn */
+    uint8_t none_is_entry;         /* 3.13+: an executable that is not code is an entry frame */
+    uint8_t wide_ok;               /* span reads (3.11+, not on a suspended copy) */
+    uint8_t pos_kind;              /* enum ps_pos_kind */
+    uint8_t tlbc;                  /* 3.14t: thread-local bytecode copies */
+};
+
+/* Fills *p.  0, or PS_WALK_UNREADABLE for a layout the walk cannot use
+ * (sizes beyond its buffers; a frame without its link, code or position,
+ * or one of the fields read per frame outside the bytes copied). */
+int ps_walk_plan_init(struct walk_plan *p, const struct ps_python *py, struct ps_codecache *cc,
+                      struct ps_symtab *syms, int lines);
+
+#endif
