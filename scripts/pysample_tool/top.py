@@ -47,6 +47,8 @@ def add_options(parser):
                         help="with COMMAND: only threads holding the GIL (PYSAMPLE_GIL=1)")
     parser.add_argument("-i", "--idle", action="store_true",
                         help="with COMMAND: idle threads too (PYSAMPLE_MODE=wall, the default)")
+    parser.add_argument("--delay", type=_delay, default=1.0, metavar="S",
+                        help="live: seconds between two tables, 0.1..60 (default: 1, as py-spy's --delay)")
     parser.add_argument("--nonblocking", action="store_true", help=argparse.SUPPRESS)   # py-spy's; always so
     parser.add_argument("--python", metavar="PY", help="with COMMAND: interpreter for a COMMAND that starts "
                                                        "with a .py file (default: %s)" % (sys.executable or "python3"))
@@ -54,6 +56,17 @@ def add_options(parser):
     parser.set_defaults(cmd=[], command_argv=None)
     parser.takes_command = True
     remote.add_session_options(parser)
+
+
+def _delay(text):
+    """--delay: seconds, within what the control protocol takes (100 ms to 60 s)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a number of seconds, not %r" % text)
+    if not 0.1 <= value <= 60:
+        raise argparse.ArgumentTypeError("must be between 0.1 and 60 seconds, not %s" % text)
+    return value
 
 
 def run(args):
@@ -142,7 +155,8 @@ def run_live(args):
     tty = sys.stdout.isatty()
     end = time.monotonic() + args.duration if args.duration else None
     try:
-        conn.send("top", rate=args.rate, interval=1000, **remote.session_keys(args))
+        conn.send("top", rate=args.rate, interval=int(round(args.delay * 1000)),
+                  **remote.session_keys(args))
         meta = {}
         frames = 0
         while end is None or time.monotonic() < end:

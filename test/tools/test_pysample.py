@@ -1967,6 +1967,11 @@ class RealRecordTests(TempDirTestCase):
         with open(m.group(1)) as f:
             self.assertEqual(f.read(), "hello from the program\n")
         os.unlink(m.group(1))
+        # --delay (py-spy's): a table every 0.2 s instead of every second.
+        code, out, err = pysample("top", "--delay", "0.2", "-n", "1", "--", PYTHON, program, cwd=self.tmp,
+                                  env=clean_env(PYSAMPLE_LIB=self.library))
+        self.assertEqual(code, 3, err)
+        self.assertGreaterEqual(out.decode().count("pysample top: process"), 4, out.decode())
 
     def test_forked_children_get_their_own_profiles(self):
         program = self.write("forks.py", FORKS)
