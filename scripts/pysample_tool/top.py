@@ -208,7 +208,8 @@ def run_command(args):
     from .record import command_to_run, library_or_fail, preload_environment
     args.quiet = True
     command = command_to_run(args)
-    env = preload_environment(library_or_fail())
+    library = library_or_fail()
+    env = preload_environment(library)
     for name in ("PYSAMPLE_OUTPUT", "PYSAMPLE_CONTROL_DIR"):
         env.pop(name, None)
     env["PYSAMPLE_ARM"] = "1"
@@ -230,6 +231,7 @@ def run_command(args):
                         status=126 if e.errno == errno.EACCES else 127)
     log.close()
     args.pid, args.launched, args.control_dir = child.pid, True, None
+    _wait_for_exec(child, library)
     try:
         run_live(args)
     except ToolError as e:
@@ -246,3 +248,22 @@ def run_command(args):
     else:
         os.unlink(log.name)
     return 128 - returncode if returncode < 0 else returncode
+
+
+def _wait_for_exec(child, library, limit=5.0):
+    """Until the child runs the command with the library loaded: before its
+    exec /proc/PID/environ is still ours, without PYSAMPLE_ARM, and before
+    the loader maps the library /proc/PID/maps has none; either way the
+    connection would say at once that it is not armed, not wait for it."""
+    give_up = time.monotonic() + limit
+    name = os.path.basename(library).encode()
+    while child.poll() is None and time.monotonic() < give_up:
+        try:
+            with open("/proc/%d/environ" % child.pid, "rb") as f:
+                execd = b"\0PYSAMPLE_ARM=1\0" in b"\0" + f.read()
+            with open("/proc/%d/maps" % child.pid, "rb") as f:
+                if execd and name in f.read():
+                    return
+        except OSError:
+            return          # not Linux, or gone: nothing to wait for
+        time.sleep(0.01)

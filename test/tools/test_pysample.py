@@ -1943,23 +1943,31 @@ class RealRecordTests(TempDirTestCase):
     def test_top_runs_a_command_and_shows_its_live_table(self):
         """`pysample top -- python3 app.py`, as with py-spy: a live table of
         the command, its output kept in a file, its exit status."""
+        # Armed, the program samples only once top has connected: it runs
+        # until the session has ticked 150 times (a table is 100), however
+        # late top connects on a loaded machine.
         program = os.path.join(self.tmp, "app.py")
         with open(program, "w") as f:
-            f.write("import sys\n"
+            f.write("import sys, time\n"
                     "sys.path.insert(0, %r)\n"
                     "import sampled\n"
                     "def hot_function():\n"
                     "    sum(range(1000))\n"
                     "print('hello from the program')\n"
-                    "until = sampled.Until(seconds=2.5, ticks=200)\n"
-                    "while until.more():\n"
+                    "first, give_up = None, time.time() + 60\n"
+                    "while time.time() < give_up:\n"
                     "    hot_function()\n"
+                    "    st = sampled.status()\n"
+                    "    if st is not None and st.running:\n"
+                    "        first = st.ticks if first is None else first\n"
+                    "        if st.ticks - first >= 150:\n"
+                    "            break\n"
                     "sys.exit(3)\n" % os.path.join(SOURCE_ROOT, "test", "integration", "programs"))
         code, out, err = pysample("top", "-n", "5", "--", PYTHON, program, cwd=self.tmp,
                                   env=clean_env(PYSAMPLE_LIB=self.library))
         self.assertEqual(code, 3, err)
         text = out.decode()
-        self.assertRegex(text, r"pysample top: process \d+, Python ")
+        self.assertRegex(text, r"pysample top: process \d+, Python ", err)
         self.assertRegex(text, r"\d+\s+\S+%\s+\d+\s+\S+%\s+hot_function \(" + re.escape(program) + r"\)")
         self.assertNotIn("hello from the program", text, "the table is not scrolled away")
         m = re.search(r"pysample: the output of `.*` is in (\S+)\n", err)
@@ -1971,7 +1979,7 @@ class RealRecordTests(TempDirTestCase):
         code, out, err = pysample("top", "--delay", "0.2", "-n", "1", "--", PYTHON, program, cwd=self.tmp,
                                   env=clean_env(PYSAMPLE_LIB=self.library))
         self.assertEqual(code, 3, err)
-        self.assertGreaterEqual(out.decode().count("pysample top: process"), 4, out.decode())
+        self.assertGreaterEqual(out.decode().count("pysample top: process"), 4, out.decode() + err)
 
     def test_forked_children_get_their_own_profiles(self):
         program = self.write("forks.py", FORKS)
