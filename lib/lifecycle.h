@@ -15,7 +15,7 @@
 #include <signal.h>
 #include <stdio.h>
 
-#include "python/python.h"
+#include "python/runtime.h"
 #include "util/section.h"
 
 /*

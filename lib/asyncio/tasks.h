@@ -21,7 +21,7 @@
 
 #include "asyncio/asyncio_layout.h"
 #include "python/codecache.h"
-#include "python/python.h"
+#include "python/runtime.h"
 #include "profile/stacktab.h"
 #include "profile/symtab.h"
 

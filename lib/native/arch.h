@@ -5,7 +5,7 @@
  * the stack becomes a plain address.  Everything the unwinder does
  * differently per architecture is a value here; the code is the same.
  * The platform side (registers from a context, the signal frame) is
- * lib/platform/linux/regs_<arch>.c and lib/platform/darwin/native.c.
+ * lib/platform/linux/regs_<arch>.c and lib/platform/darwin/regs.c.
  */
 #ifndef PS_NATIVE_ARCH_H
 #define PS_NATIVE_ARCH_H

@@ -7,12 +7,12 @@
  *   capture   the thread's registers (platform: lib/platform/linux/regs.c): a thread
  *             blocked in a system call from /proc, a running one from a
  *             signal whose handler holds it still until released; macOS
- *             (lib/platform/darwin/native.c): thread_get_state of the thread
+ *             (lib/platform/darwin/regs.c): thread_get_state of the thread
  *             suspended until its Python frames are copied (suspend.c);
  *   unwind    the register set into return addresses (unwind.c: DWARF CFI
  *             from the in-memory .eh_frame_hdr (cfi.c), frame pointers where there
  *             is no CFI), every load through ps_read();
- *   merge     the native frames with the Python walk (native.c): each
+ *   merge     the native frames with the Python walk (merge.c): each
  *             evaluation-loop frame stands for the Python frames it runs.
  *
  * The loaded objects and their symbols (lib/platform/linux/elfsyms.c,
@@ -52,7 +52,7 @@ struct ps_regs {
  * arm64 leaves, the system-call stubs of macOS's libsystem_kernel; any
  * function in its prologue or epilogue) is not in the frame-pointer chain,
  * which then starts at its caller's record and would skip that caller.  A
- * capture that can tell (lib/platform/darwin/native.c: arm64 lr, x86_64 [sp]) sets
+ * capture that can tell (lib/platform/darwin/regs.c: arm64 lr, x86_64 [sp]) sets
  * PS_REGS_LEAF_RET in valid and leaf_ret to the interrupted function's
  * return address: the unwind takes it as frame 1 and goes on from the same
  * registers (fp still points at that caller's record).  Nothing else sets
@@ -192,7 +192,7 @@ struct ps_unwind_counts {
 void ps_unwind_counts(struct ps_unwind_counts *c);
 void ps_unwind_counts_reset(void);
 
-/* --- merging (native.c) --------------------------------------------------- */
+/* --- merging (merge.c) ---------------------------------------------------- */
 
 /* One Python frame of the walk (innermost first) and whether it is the
  * first frame its evaluation-loop call ran (the outermost of its group). */

@@ -144,7 +144,7 @@ static int clear_locked(void)
     ps_timeline_restart(&profile.p.tl, ps_now_ns(), real_now_ns());
     /* A symbol table that met its limit (a program making functions or
      * threads without end) is rebuilt now that no stack refers to it, so
-     * the next profile names them again; the code cache and native.c's
+     * the next profile names them again; the code cache and merge.c's
      * names per address go with it, as their entries hold its ids.  The sampler keeps none across ticks
      * except the reserved markers, whose ids every table shares. */
     if (ps_symtab_refused(&profile.p.syms)) {

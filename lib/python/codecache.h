@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "python/linetable.h"
-#include "python/python.h"
+#include "python/runtime.h"
 #include "profile/symtab.h"
 
 /*

@@ -503,7 +503,7 @@ walk_frames(const struct ps_python *py, struct ps_codecache *cc, struct ps_symta
             }
             if (addrs != NULL)
                 addrs[n] = frame;
-            /* Native stacks (native.c): which frame each evaluation-loop
+            /* Native stacks (merge.c): which frame each evaluation-loop
              * call began with.  3.9/3.10 run each frame in a call of its
              * own; 3.11 flags it (is_entry). */
             if (entry != NULL)

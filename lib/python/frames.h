@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "python/codecache.h"
-#include "python/python.h"
+#include "python/runtime.h"
 #include "profile/symtab.h"
 
 /* Errors a walk reports (the sampler counts them). */

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "python/python.h"
+#include "python/runtime.h"
 
 /* tstate->state of a thread running Python code (pycore_pystate.h:
  * _Py_THREAD_DETACHED 0, _Py_THREAD_ATTACHED 1, _Py_THREAD_SUSPENDED 2). */

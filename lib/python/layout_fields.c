@@ -32,7 +32,7 @@ const struct ps_field_desc ps_fields[PS_F_COUNT] = {
     [PS_F_FR_POS] = F(fr_pos, PS_S_FRAME, 8, 1, "frame.instr_ptr"),
     [PS_F_FR_OWNER] = F(fr_owner, PS_S_FRAME, 1, 1, "frame.owner"),
     [PS_F_FR_TLBC_INDEX] = F(fr_tlbc_index, PS_S_FRAME, 4, 1, "frame.tlbc_index"),
-    /* 3.11: the first frame of its evaluation-loop call (native.c) */
+    /* 3.11: the first frame of its evaluation-loop call (merge.c) */
     [PS_F_FR_IS_ENTRY] = F(fr_is_entry, PS_S_FRAME, 1, 1, "frame.is_entry"),
     /* the type is read from the code object's snapshot */
     [PS_F_OB_TYPE] = F(ob_type, PS_S_OBJECT, 8, 1, "object.ob_type"),

@@ -62,7 +62,7 @@ static const uint32_t offsets[PS_F_COUNT][NVERSIONS] = {
     [PS_F_FR_OWNER] =         {  NO,   NO,   69,   70 },
     [PS_F_FR_TLBC_INDEX] =    {  NO,   NO,   NO,   NO },
     /* 3.11: bool is_entry after prev_instr and the int stacktop; 3.12+
-     * mark a call's start with a shim frame instead (native.c) */
+     * mark a call's start with a shim frame instead (merge.c) */
     [PS_F_FR_IS_ENTRY] =      {  NO,   NO,   68,   NO },
     /* PyObject */
     [PS_F_OB_TYPE] =          {   8,    8,    8,    8 },

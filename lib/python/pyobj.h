@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "python/python.h"
+#include "python/runtime.h"
 
 /* A plausible object address. */
 static inline int ps_obj_ok(uintptr_t p)

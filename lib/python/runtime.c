@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "memory/memread.h"
-#include "python/python.h"
+#include "python/runtime.h"
 
 int ps_python_present(void)
 {

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "python/python.h"
+#include "python/runtime.h"
 
 /*
  * 1 if a code object named name (co_qualname on 3.11+, co_name before) in

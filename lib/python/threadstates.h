@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "python/python.h"
+#include "python/runtime.h"
 
 /* Bounds that end a list a torn read has turned into a cycle. */
 #define PS_MAX_INTERPS 256

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "python/python.h"
+#include "python/runtime.h"
 
 struct ps_stats {
     uint64_t ticks;

@@ -242,7 +242,7 @@ void ps_stats_write(const char *path_pattern, int rate_hz, int native, int file_
     n += m;
     /* The native counts are extra: without room for them the rest is
      * still written (as before they existed).  Then how the native
-     * samples came out and what unwinding cost (native.c). */
+     * samples came out and what unwinding cost (merge.c). */
     if (native) {
         int before = n;
         if (put_native(buf, sizeof buf, &n) != 0)

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "python/python.h"
+#include "python/runtime.h"
 #include "profile/symtab.h"
 
 struct ps_thread_info;

@@ -160,7 +160,7 @@ static void walk_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, long t
 
 /* The stack's root frames: the interpreter (not the main one), then a
  * marker for a cut stack, so that it is never silent.  Returns the depth. */
-static int root_frames(const struct ps_tick *t, const struct walk *w)
+static int root_frames(const struct ps_tick_ctx *t, const struct walk *w)
 {
     int d = 0;
     if (t->interp_func != PS_ID_NONE)
@@ -173,7 +173,7 @@ static int root_frames(const struct ps_tick *t, const struct walk *w)
 }
 
 /* The native frames, with the Python ones in place of the evaluation
- * loop's (native.c), after rooted[0..d).  Returns the new depth. */
+ * loop's (merge.c), after rooted[0..d).  Returns the new depth. */
 static int native_frames(struct ps_symtab *syms, const struct walk *w, int d)
 {
     for (int i = 0; i < w->n; i++) {
@@ -189,7 +189,7 @@ static int native_frames(struct ps_symtab *syms, const struct walk *w, int d)
 /* The walked frames after rooted[0..d), root first: with the running
  * task's markers (tasks.h) when one of the thread's tasks runs in them,
  * else with native frames, else as walked.  Returns the new depth. */
-static int stack_frames(struct ps_tick *t, unsigned long pth, int tasks_here,
+static int stack_frames(struct ps_tick_ctx *t, unsigned long pth, int tasks_here,
                         const struct walk *w, int d)
 {
     int spliced = -1;
@@ -205,7 +205,7 @@ static int stack_frames(struct ps_tick *t, unsigned long pth, int tasks_here,
     return d;
 }
 
-void ps_sample_thread(struct ps_tick *t, uintptr_t tsp, uint8_t *ts, uint64_t weight)
+void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_t weight)
 {
     long tid;
     uintptr_t pth;

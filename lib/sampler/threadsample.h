@@ -10,7 +10,7 @@
 
 #include "config.h"
 #include "profile/profile.h"
-#include "python/python.h"
+#include "python/runtime.h"
 #include "asyncio/tasks.h"
 
 /* When the tick's asyncio task snapshot is read (tick.c decides when it is
@@ -19,7 +19,7 @@
 enum ps_tasks_snapshot { PS_TASKS_NOT_TAKEN, PS_TASKS_DUE, PS_TASKS_TAKEN };
 
 /* What a tick (tick.c) shares with each thread it samples. */
-struct ps_tick {
+struct ps_tick_ctx {
     struct ps_profile *p;       /* held for the whole tick */
     uint64_t now;
     int all;                    /* every thread, whatever PYSAMPLE_MODE (dump) */
@@ -42,7 +42,7 @@ int ps_threadsample_setup(const struct ps_python *py, const struct ps_config *cf
 
 /* Samples the thread state at tsp, whose snapshot is ts (PS_TS_MAX bytes,
  * read again as the walk needs), counting its stack weight times. */
-void ps_sample_thread(struct ps_tick *t, uintptr_t tsp, uint8_t *ts, uint64_t weight);
+void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_t weight);
 
 /* fork() child: the native capture starts afresh (only the forking thread
  * exists, and it was not held). */

@@ -31,13 +31,15 @@
 #include "python/threadnames.h"
 #include "asyncio/tasks.h"
 
+/* What lasts from one tick to the next: the settings, and the state of
+ * PYSAMPLE_MAX_THREADS_PER_TICK's window. */
 static struct {
     const struct ps_python *py;   /* sampler.c's */
     const struct ps_config *cfg;
     struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
     int gil_only;               /* PYSAMPLE_GIL, where this build has a GIL to read */
     struct ps_subset subset;    /* PYSAMPLE_MAX_THREADS_PER_TICK (weight.h) */
-} tick;
+} ticks;
 
 /* PYSAMPLE_GIL: 1 if this build's GIL holder can be read, else 0 after one
  * line saying why and that every thread is sampled. */
@@ -57,8 +59,8 @@ static int gil_supported(const struct ps_layout *L)
 
 int ps_tick_setup(const struct ps_python *py, const struct ps_config *cfg)
 {
-    tick.py = py;
-    tick.cfg = cfg;
+    ticks.py = py;
+    ticks.cfg = cfg;
     /* Before the first code object is resolved, and whatever the
      * settings, so that no cached entry ever lacks a role: thread names
      * need the bootstrap frame in every walk (threadnames.h), asyncio the
@@ -66,9 +68,9 @@ int ps_tick_setup(const struct ps_python *py, const struct ps_config *cfg)
     ps_code_classify_with(PS_ROLE_THREAD_BOOT, ps_is_thread_bootstrap);
     ps_code_classify_with(PS_ROLE_TASKGROUP_EXIT, ps_is_taskgroup_exit);
     if (cfg->async_tasks)
-        tick.tasks = ps_tasks_new(py);  /* NULL: a note said why */
+        ticks.tasks = ps_tasks_new(py);  /* NULL: a note said why */
     if (cfg->gil_only)
-        tick.gil_only = gil_supported(&py->L);
+        ticks.gil_only = gil_supported(&py->L);
     return 0;
 }
 
@@ -77,7 +79,7 @@ int ps_tick_setup(const struct ps_python *py, const struct ps_config *cfg)
 static int64_t interp_id(uintptr_t interp)
 {
     int64_t id;
-    const struct ps_layout *L = &tick.py->L;
+    const struct ps_layout *L = &ticks.py->L;
     if (L->is_id == PS_NOFIELD || L->is_id == 0 || ps_read(&id, interp + L->is_id, sizeof id) != 0)
         return -1;
     return id;
@@ -103,13 +105,13 @@ static uint32_t interp_frame(struct ps_profile *p, int64_t id)
  * frame, interpstate.h), and whether the asyncio tasks (those of the main
  * interpreter, id 0) are read when its first thread is sampled.  Once per
  * interpreter per tick. */
-static void enter_interp(struct ps_tick *t, uintptr_t interp)
+static void enter_interp(struct ps_tick_ctx *t, uintptr_t interp)
 {
     int64_t id = interp_id(interp);
     t->interp = interp;
     t->interp_func = interp_frame(t->p, id);
-    t->gil_holder = tick.gil_only && !t->all ? ps_gil_holder(tick.py, interp) : 0;
-    t->gc_collector = ps_gc_collector(tick.py, interp);
+    t->gil_holder = ticks.gil_only && !t->all ? ps_gil_holder(ticks.py, interp) : 0;
+    t->gc_collector = ps_gc_collector(ticks.py, interp);
     if (t->tasks_state == PS_TASKS_DUE)
         t->tasks_state = PS_TASKS_NOT_TAKEN;
     if (t->tasks != NULL && t->tasks_state == PS_TASKS_NOT_TAKEN && id == 0) {
@@ -119,7 +121,7 @@ static void enter_interp(struct ps_tick *t, uintptr_t interp)
 }
 
 /* Every thread state, under the profile's lock. */
-static void sample_threads(struct ps_tick *t, struct ps_tstate_iter *it)
+static void sample_threads(struct ps_tick_ctx *t, struct ps_tstate_iter *it)
 {
     uint8_t ts[PS_TS_MAX];
     uintptr_t tsp, interp = 0;
@@ -132,31 +134,31 @@ static void sample_threads(struct ps_tick *t, struct ps_tstate_iter *it)
         /* PYSAMPLE_GIL: one thread per interpreter at most, so the
          * PYSAMPLE_MAX_THREADS_PER_TICK subset has nothing to spare. */
         uint64_t weight;
-        if (tick.gil_only && !t->all)
+        if (ticks.gil_only && !t->all)
             weight = tsp == t->gil_holder;
         else
-            weight = ps_subset_weight(&tick.subset, (unsigned)tick.cfg->max_threads_per_tick,
+            weight = ps_subset_weight(&ticks.subset, (unsigned)ticks.cfg->max_threads_per_tick,
                                       idx, t->all);
         idx++;
         if (weight != 0)
             ps_sample_thread(t, tsp, ts, weight);
     }
-    ps_subset_next(&tick.subset, (unsigned)tick.cfg->max_threads_per_tick, idx, t->all);
+    ps_subset_next(&ticks.subset, (unsigned)ticks.cfg->max_threads_per_tick, idx, t->all);
 }
 
 int ps_tick(int all, uint64_t cpu_period_ns, unsigned run)
 {
     struct ps_tstate_iter it;
-    struct ps_tick t = { .now = ps_now_ns(), .all = all, .cpu_period_ns = cpu_period_ns,
+    struct ps_tick_ctx t = { .now = ps_now_ns(), .all = all, .cpu_period_ns = cpu_period_ns,
                          .run = run, .interp_func = PS_ID_NONE,
-                         .tasks = tick.tasks, .tasks_state = PS_TASKS_NOT_TAKEN };
+                         .tasks = ticks.tasks, .tasks_state = PS_TASKS_NOT_TAKEN };
 
     ps_mem_tick();
     /* Loaded objects for native stacks: here, before the profile's lock,
      * before the batch and before any thread is held (dl_iterate_phdr
      * takes the loader's lock, which a held thread could own, and a thread
      * that holds it may be waiting in sigaction() for our batch to end). */
-    if (tick.cfg->native && ps_objs_refresh(tick.py->runtime))
+    if (ticks.cfg->native && ps_objs_refresh(ticks.py->runtime))
         ps_native_objects_changed();
 
     /* The runtime's fixed reads too go inside the batch: outside it each
@@ -165,11 +167,11 @@ int ps_tick(int all, uint64_t cpu_period_ns, unsigned run)
     t.p = ps_profile_lock();
     ps_timeline_tick(&t.p->tl, t.now);
     int batch = ps_mem_batch_begin();
-    int finalizing = ps_python_finalizing(tick.py);
-    int listed = !finalizing && ps_tstates_begin(&it, tick.py) == 0;
+    int finalizing = ps_python_finalizing(ticks.py);
+    int listed = !finalizing && ps_tstates_begin(&it, ticks.py) == 0;
     if (listed) {
-        if (tick.tasks != NULL)
-            ps_tasks_clear(tick.tasks);
+        if (ticks.tasks != NULL)
+            ps_tasks_clear(ticks.tasks);
         sample_threads(&t, &it);
     }
     ps_mem_batch_end(batch);

@@ -7,7 +7,7 @@
 #define PS_TICK_H
 
 #include "config.h"
-#include "python/python.h"
+#include "python/runtime.h"
 
 /* Keeps py and cfg (sampler.c's, which outlive the sampler) and, with
  * PYSAMPLE_ASYNC, sets up the asyncio tasks' state (a note says why when

@@ -364,9 +364,9 @@ static void run_kind(const char *label, enum ps_frame_kind kind, int scattered)
 
 /* --- native stacks: fake images, registers and frame chains ----------------
  *
- * lib/platform/darwin/native.c (capture, the frame-0 rule), machosyms.c (images and
+ * lib/platform/darwin/regs.c (capture, the frame-0 rule), machosyms.c (images and
  * symbols), suspend.c (the hold shared with the Python copy), unwind.c and
- * native.c (the merge), against:
+ * merge.c (the merge), against:
  *   thread_get_state  the registers the check chose, as ARM_THREAD_STATE64
  *                     or x86_THREAD_STATE64 (PS_DARWIN_ARM64 picks which:
  *                     scripts/cross-macos builds this file both ways);

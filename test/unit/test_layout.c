@@ -13,7 +13,7 @@
 #include "check.h"
 #include "debug_offsets_fixture.h"
 #include "python/layout.h"
-#include "python/python.h"
+#include "python/runtime.h"
 
 
 static void put64(uint8_t *b, size_t pos, uint64_t v)

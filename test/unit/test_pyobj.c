@@ -19,7 +19,7 @@
 #include "python/layout.h"
 #include "memory/memread.h"
 #include "python/pyobj.h"
-#include "python/python.h"
+#include "python/runtime.h"
 
 #include "fake_memory.h"
 

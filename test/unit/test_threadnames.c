@@ -21,7 +21,7 @@
 #include "debug_offsets_fixture.h"
 #include "python/layout.h"
 #include "memory/memread.h"
-#include "python/python.h"
+#include "python/runtime.h"
 #include "python/threadnames.h"
 
 #define HEAPTYPE (1ul << 9)

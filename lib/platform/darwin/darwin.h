@@ -85,9 +85,9 @@ void ps_darwin_copy_off(void);
 /* Copies [addr, addr + n) out of the recording: 0, or -1 if not recorded. */
 int ps_darwin_copy_get(void *dst, uintptr_t addr, size_t n);
 
-/* --- the native hold (native.c, suspend.c) ----------------------------------
+/* --- the native hold (regs.c, suspend.c) ----------------------------------
  *
- * With PYSAMPLE_NATIVE, ps_native_capture (native.c) suspends the thread,
+ * With PYSAMPLE_NATIVE, ps_native_capture (regs.c) suspends the thread,
  * reads its registers with thread_get_state and leaves it suspended: the
  * sampler unwinds it right away, then ps_thread_copy_begin (suspend.c)
  * copies its Python frames within the same suspension and resumes it.  One
@@ -129,7 +129,7 @@ void ps_darwin_hold_forget(void);
  * images, or two functions), -1 if that is not known yet (the image's
  * function starts are read with its symbols, the first time one of its
  * addresses is named).  No allocation, no lock: it runs while a thread is
- * suspended (native.c's frame-0 rule).
+ * suspended (regs.c's frame-0 rule).
  */
 int ps_darwin_same_function(uintptr_t a, uintptr_t b);
 

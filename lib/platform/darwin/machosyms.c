@@ -27,7 +27,7 @@
  * address is named by a symbol only if that symbol starts the address's
  * own function; otherwise library+0x1234, never a neighbour's name.  The
  * same starts answer ps_darwin_same_function for the frame-0 rule
- * (native.c) without allocating.  Every read of an image goes through
+ * (regs.c) without allocating.  Every read of an image goes through
  * ps_read: an image unloaded meanwhile fails cleanly.
  *
  * Memory: at most PS_SYM_BUDGET bytes of symbols over all images (as on

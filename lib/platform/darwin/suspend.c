@@ -17,7 +17,7 @@
  *      stack costs two or three reads instead of twenty.
  *   3. thread_resume().
  * With PYSAMPLE_NATIVE the suspension begins earlier, in ps_native_capture
- * (native.c), which reads the registers; the sampler unwinds the native
+ * (regs.c), which reads the registers; the sampler unwinds the native
  * stack while the thread is still suspended, and step 1 here is skipped:
  * one suspension for both stacks (darwin.h, "the native hold").
  *   4. The ordinary walk (frames.c) runs with replay on, reading the frames
@@ -30,7 +30,7 @@
  * ps_read() (atomics), read.c (memcpy and the mach_vm_read_overwrite trap,
  * whose MIG reply port is per-thread), walkplan.c's ps_thread_top_frame (pure
  * code) and thread_resume; with native stacks also thread_get_state,
- * native.c's frame-0 rule, unwind.c and machosyms.c's lookups (tables built
+ * regs.c's frame-0 rule, unwind.c and machosyms.c's lookups (tables built
  * before the tick).  The symbols they use are bound before the first
  * suspension (probes in ps_plat_read_init and ps_threads_track, and the
  * dylib is linked to bind at load where the linker allows it).

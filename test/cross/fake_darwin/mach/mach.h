@@ -1,6 +1,6 @@
 /*
  * fake_darwin/mach/mach.h - just enough of Mach for test_darwin_copy.c to
- * compile lib/platform/darwin/read.c, suspend.c and native.c on Linux.  The test
+ * compile lib/platform/darwin/read.c, suspend.c and regs.c on Linux.  The test
  * defines the functions (thread_suspend parks a real thread at a safe point;
  * mach_vm_read_overwrite copies with process_vm_readv; thread_get_state
  * hands out the registers the test chose).  The types and constants are

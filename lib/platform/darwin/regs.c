@@ -1,5 +1,5 @@
 /*
- * darwin/native.c - a thread's registers on macOS, for native stacks
+ * darwin/regs.c - a thread's registers on macOS, for native stacks
  * (native.h's platform side; docs/native.md, docs/macos.md).
  *
  * No signal: the thread is suspended.  ps_native_capture suspends it

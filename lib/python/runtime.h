@@ -1,9 +1,9 @@
 /*
- * python.h - the CPython runtime we are sampling: where it is and how it is
+ * runtime.h - the CPython runtime we are sampling: where it is and how it is
  * laid out.  Filled once by ps_python_detect() (runtime.c).
  */
-#ifndef PS_PYTHON_H
-#define PS_PYTHON_H
+#ifndef PS_RUNTIME_H
+#define PS_RUNTIME_H
 
 #include <stddef.h>
 #include <stdint.h>

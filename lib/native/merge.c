@@ -1,5 +1,5 @@
 /*
- * native.c - one stack out of a native unwind and a Python walk.
+ * merge.c - one stack out of a native unwind and a Python walk.
  *
  * The rule (py-spy's): each call of the evaluation loop
  * (_PyEval_EvalFrameDefault, by symbol, ".cold" parts included) on the
