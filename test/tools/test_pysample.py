@@ -473,8 +473,10 @@ double exported_entry(long n) { return hidden_spin(n) + 1.0; }
                 err = self.record_native(library, so)
                 summary = self.table(err.split("top functions by self samples:\n")[1].encode())
                 self.assertIn(want, summary)
-                self.assertEqual([name for name in summary if "libdynsym.so" in name or "libmdi.so" in name
-                                  or "libpreceded.so" in name], [want], summary)
+                # (exported_entry, hidden_spin's caller, the library names itself)
+                self.assertEqual([name for name in summary if ("libdynsym.so" in name or "libmdi.so" in name
+                                                               or "libpreceded.so" in name)
+                                  and not name.startswith("exported_entry (")], [want], summary)
                 with open(os.path.join(self.tmp, "prof.txt")) as f:
                     self.assertIn(os.path.basename(so) + "+0x", f.read(), "the file keeps the addresses")
 
