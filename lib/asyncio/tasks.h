@@ -68,7 +68,7 @@ int ps_tasks_splice_running(struct ps_tasks *T, struct ps_symtab *syms,
  * that is not running and awaits no other task, with the chain of tasks
  * awaiting it.  prefix[0..d0) (the interpreter frame, if any) roots each
  * stack; buf has room for max frames.  Each stack counts weight samples
- * (the thread's weight this tick: sampler.c's PYSAMPLE_MAX_THREADS_PER_TICK).
+ * (the thread's weight this tick: PYSAMPLE_MAX_THREADS_PER_TICK, weight.h).
  * Returns the number of samples added, before the weight.
  */
 int ps_tasks_emit_waiting(struct ps_tasks *T, struct ps_symtab *syms, struct ps_stacktab *tab,
