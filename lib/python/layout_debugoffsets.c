@@ -373,15 +373,17 @@ static void gil_layout(const uint8_t *dbg, int v, uint32_t is_size, struct ps_la
 /*
  * The [gc] frame (interpstate.c): 'collecting' inside the gc state, from
  * the block, and for free-threaded builds tstate->state, which the block
- * does not give: it follows _status (3.13: _status, _whence, state; 3.14
- * and 3.15: _status, holds_gil, _whence, state), taken with offsetof()
- * against the 3.13.0 and 3.13.5 headers (GIL and free-threaded) and read
- * from the 3.14 and 3.15 headers.  It holds only where the block puts
+ * does not give: it follows _status (3.13: _status, _whence, state; 3.14:
+ * _status, holds_gil, _whence, state; 3.15: _status, holds_gil,
+ * gil_requested, _whence, state), taken with offsetof() against the
+ * 3.13.0 and 3.13.5 headers (GIL and free-threaded) and against the
+ * installed headers of 3.14.7 and 3.15.0rc1 builds (GIL, free-threaded and
+ * debug alike: 44 and 48).  It holds only where the block puts
  * _status where those headers do (32).  Values that do not fit leave the
  * field unknown (PS_NOFIELD) rather than the layout refused: only the
  * [gc] frame needs them.
  */
-static const uint32_t ts_state_after_status[NVERSIONS] = { 8, 12, 12 };
+static const uint32_t ts_state_after_status[NVERSIONS] = { 8, 12, 16 };
 
 static void gc_layout(const uint8_t *dbg, int v, uint32_t ts_size, struct ps_layout *l)
 {
