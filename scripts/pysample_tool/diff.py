@@ -19,7 +19,7 @@ import sys
 from . import options
 from .collapsed import KIND_MARKER, KIND_PY, parse_collapsed
 from .common import PROG, ToolError, percent, printable, thousands, write_output
-from .flamegraph import Node, classify, render_tree
+from .flamegraph import Node, classify, grow_tree, render_tree
 from .top import NO_FRAMES, function_key
 
 NAME = "diff"
@@ -179,34 +179,23 @@ def build_function_tree(profile, per_thread):
     """A flame graph tree of a profile whose frames are functions (lines
     merged), under one box per thread name with per_thread, else directly
     under the root."""
-    root = Node("all", "root", "all", "all", "all", None)
-    for thread, frames, count in profile.stacks:
-        root.count += count
-        node = root
-        path = list(frames)
-        if per_thread:
-            path.insert(0, thread)
-        for item in path:
-            if item is thread:
-                key = ("thread", thread_key(thread))
-            else:
-                key = function_key(item)
-            child = node.children.get(key)
-            if child is None:
-                if item is thread:
-                    label = "thread %s" % key[1] if thread.name is not None else key[1]
-                    child = Node(key, "thread", label, label, label, None)
-                elif item.kind == KIND_MARKER:
-                    child = Node(key, KIND_MARKER, item.name, item.name, item.name, None)
-                else:
-                    label = "%s (%s)" % (item.name, item.file)
-                    short = "%s (%s)" % (item.name, os.path.basename(item.file) or item.file)
-                    child = Node(key, item.kind, label, short, item.name, item)
-                node.children[key] = child
-            child.count += count
-            node = child
-        node.self_count += count
-    return root
+    def path_of(thread, frames):
+        return ([thread] if per_thread else []) + list(frames)
+
+    def key_of(thread, item):
+        return ("thread", thread_key(thread)) if item is thread else function_key(item)
+
+    def node_of(thread, item, key):
+        if item is thread:
+            label = "thread %s" % key[1] if thread.name is not None else key[1]
+            return Node(key, "thread", label, label, label, None)
+        if item.kind == KIND_MARKER:
+            return Node(key, KIND_MARKER, item.name, item.name, item.name, None)
+        label = "%s (%s)" % (item.name, item.file)
+        short = "%s (%s)" % (item.name, os.path.basename(item.file) or item.file)
+        return Node(key, item.kind, label, short, item.name, item)
+
+    return grow_tree(profile, path_of, key_of, node_of)
 
 
 class Compared(object):

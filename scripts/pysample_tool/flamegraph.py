@@ -61,32 +61,41 @@ class Node(object):
         self.children = {}
 
 
-def build_tree(profile):
+def grow_tree(profile, path_of, key_of, node_of):
+    """The tree of a profile's stacks under a root box: path_of(thread,
+    frames) lists a stack's items from the root, key_of(thread, item) says
+    which items share a box, node_of(thread, item, key) makes the box of
+    the first one.  Each box counts the samples through it and those that
+    end in it (self)."""
     root = Node("all", "root", "all", "all", "all", None)
     for thread, frames, count in profile.stacks:
         root.count += count
         node = root
-        path = [("thread", thread)] + [(f.kind, f) for f in frames]
-        for kind, item in path:
-            if kind == "thread":
-                key = ("thread", thread)
-            else:
-                key = (item.kind, item.name, item.file, item.line)
+        for item in path_of(thread, frames):
+            key = key_of(thread, item)
             child = node.children.get(key)
             if child is None:
-                if kind == "thread":
-                    label = thread.label
-                    short = "thread %s" % thread.tid_text
-                    child = Node(key, "thread", label, label, short, None)
-                elif item.kind == KIND_MARKER:
-                    child = Node(key, KIND_MARKER, item.name, item.name, item.name, None)
-                else:
-                    child = Node(key, KIND_PY, item.label, item.short_label, item.name, item)
-                node.children[key] = child
+                child = node.children[key] = node_of(thread, item, key)
             child.count += count
             node = child
         node.self_count += count
     return root
+
+
+def build_tree(profile):
+    def key_of(thread, item):
+        if item is thread:
+            return ("thread", thread)
+        return (item.kind, item.name, item.file, item.line)
+
+    def node_of(thread, item, key):
+        if item is thread:
+            return Node(key, "thread", thread.label, thread.label, "thread %s" % thread.tid_text, None)
+        if item.kind == KIND_MARKER:
+            return Node(key, KIND_MARKER, item.name, item.name, item.name, None)
+        return Node(key, KIND_PY, item.label, item.short_label, item.name, item)
+
+    return grow_tree(profile, lambda thread, frames: [thread] + list(frames), key_of, node_of)
 
 
 def _sort_key(node):
