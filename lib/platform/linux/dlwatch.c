@@ -28,8 +28,11 @@
  * an object with its own search path, a '$' in the name, a caller outside
  * the main namespace) is jumped through unwatched: the object is noticed
  * at the next watched dlopen(), which scans everything loaded since the
- * last scan.  (Not at fork(): a fork handler may not start the sampler,
- * whose set-up registers fork handlers, under glibc's lock of them.)
+ * last scan.  musl's dlopen() searches as the main program would, whoever
+ * calls it, and has no namespaces (no dlmopen): there, only a '$' in the
+ * name goes through unwatched.  (Not at fork(): a fork handler may not
+ * start the sampler, whose set-up registers fork handlers, under glibc's
+ * lock of them.)
  * On architectures without the stub (not x86_64 or aarch64) the stand-in
  * is plain C and every call is treated as caller-dependent: nothing
  * changes, and a late libpython is only noticed if a later, watchable
@@ -60,19 +63,31 @@
 #define PS_EXPORT __attribute__((visibility("default")))
 #define PS_HIDDEN __attribute__((visibility("hidden")))
 
+/* glibc has link-map namespaces (dlmopen) and resolves a bare name against
+ * the calling object; musl has one namespace, and its dlopen() searches as
+ * the main program would, whoever calls it (see "Who the caller is"). */
+#if defined(__GLIBC__)
+#define PS_DL_NAMESPACES 1
+#else
+#define PS_DL_NAMESPACES 0
+#endif
+
 typedef void *(*dlopen_fn)(const char *, int);
-typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
 
 /* Called by the assembly stubs below (hence no other prototypes). */
 PS_HIDDEN void ps_dl_resolve(void);
 PS_HIDDEN int ps_dl_watch_ok(const char *file, const void *caller);
 PS_HIDDEN void *ps_dl_watched_dlopen(const char *file, int mode);
-PS_HIDDEN void *ps_dl_watched_dlmopen(Lmid_t ns, const char *file, int mode);
 
 /* Read by the assembly stubs below: keep the names and types. */
 PS_HIDDEN dlopen_fn ps_dl_real_dlopen;
-PS_HIDDEN dlmopen_fn ps_dl_real_dlmopen;
 PS_HIDDEN _Atomic int ps_dl_armed;
+
+#if PS_DL_NAMESPACES
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
+PS_HIDDEN void *ps_dl_watched_dlmopen(Lmid_t ns, const char *file, int mode);
+PS_HIDDEN dlmopen_fn ps_dl_real_dlmopen;
+#endif
 
 static struct {
     _Atomic unsigned long long seen_adds;  /* dlpi_adds at the last scan */
@@ -90,8 +105,10 @@ PS_HIDDEN void ps_dl_resolve(void)
 {
     if (ps_dl_real_dlopen == NULL)
         ps_dl_real_dlopen = (dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
+#if PS_DL_NAMESPACES
     if (ps_dl_real_dlmopen == NULL)
         ps_dl_real_dlmopen = (dlmopen_fn)dlsym(RTLD_NEXT, "dlmopen");
+#endif
 }
 
 /* ---- symbol lookup in one loaded object ---------------------------------- */
@@ -345,6 +362,7 @@ static int caller_matters(const char *file, const void *caller)
         return 1;
     if (strchr(file, '/') != NULL)
         return 0;
+#if PS_DL_NAMESPACES
     Dl_info info;
     struct link_map *lm = NULL;
     if (dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) == 0 || lm == NULL)
@@ -355,6 +373,7 @@ static int caller_matters(const char *file, const void *caller)
     for (const ElfW(Dyn) *d = lm->l_ld; d != NULL && d->d_tag != DT_NULL; d++)
         if (d->d_tag == DT_RUNPATH || d->d_tag == DT_RPATH)
             return 1;
+#endif
     return 0;
 }
 
@@ -377,6 +396,7 @@ PS_HIDDEN void *ps_dl_watched_dlopen(const char *file, int mode)
     return h;
 }
 
+#if PS_DL_NAMESPACES
 PS_HIDDEN void *ps_dl_watched_dlmopen(Lmid_t ns, const char *file, int mode)
 {
     void *h = ps_dl_real_dlmopen(ns, file, mode);
@@ -384,6 +404,7 @@ PS_HIDDEN void *ps_dl_watched_dlmopen(Lmid_t ns, const char *file, int mode)
         scan();
     return h;
 }
+#endif
 
 #if defined(__x86_64__)
 /*
@@ -413,7 +434,10 @@ __asm__(
     "    je 2f\n"
     "    jmp ps_dl_watched_dlopen\n"
     "2:  jmp *ps_dl_real_dlopen(%rip)\n"
-    ".size dlopen, .-dlopen\n"
+    ".size dlopen, .-dlopen\n");
+#if PS_DL_NAMESPACES
+__asm__(
+    ".text\n"
     ".globl dlmopen\n"
     ".type dlmopen,@function\n"
     "dlmopen:\n"
@@ -434,6 +458,7 @@ __asm__(
     "    jmp ps_dl_watched_dlmopen\n"
     "2:  jmp *ps_dl_real_dlmopen(%rip)\n"
     ".size dlmopen, .-dlmopen\n");
+#endif
 #elif defined(__aarch64__)
 /* The same for aarch64: the return address is x30, which the fast paths
  * leave alone; x16/x17 are the scratch registers the ABI gives veneers. */
@@ -462,7 +487,10 @@ __asm__(
     "2:  adrp x16, ps_dl_real_dlopen\n"
     "    ldr x16, [x16, :lo12:ps_dl_real_dlopen]\n"
     "    br x16\n"
-    ".size dlopen, .-dlopen\n"
+    ".size dlopen, .-dlopen\n");
+#if PS_DL_NAMESPACES
+__asm__(
+    ".text\n"
     ".globl dlmopen\n"
     ".type dlmopen,%function\n"
     "dlmopen:\n"
@@ -488,6 +516,7 @@ __asm__(
     "    ldr x16, [x16, :lo12:ps_dl_real_dlmopen]\n"
     "    br x16\n"
     ".size dlmopen, .-dlmopen\n");
+#endif
 #else
 /* No stub for this architecture: the call goes through unwatched and the
  * caller is lost only when the watch is on (see the top of the file). */
