@@ -467,13 +467,17 @@ def host_component(hostname):
 
 
 def expand_template(template, pid, hostname, start):
-    """Expands %p %h %t %% the way the library expands PYSAMPLE_OUTPUT."""
+    """Expands %p %h %t %% the way the library expands PYSAMPLE_OUTPUT,
+    which refuses any other %-placeholder (and a lone % at the end): so
+    does this, with the library's words."""
     host = host_component(hostname)
+    known = {"p": str(pid), "h": host, "t": str(start), "%": "%"}
 
     def sub(m):
-        c = m.group(1)
-        return {"p": str(pid), "h": host, "t": str(start), "%": "%"}.get(c, m.group(0))
-    return re.sub(r"%(.)", sub, template)
+        if m.group(1) not in known:
+            raise ToolError("-o '%s' has an unknown %%-placeholder (known: %%p %%h %%t %%%%)" % template)
+        return known[m.group(1)]
+    return re.sub(r"%(.?)", sub, template)
 
 
 def _insert_before_ext(path, text):

@@ -1535,6 +1535,21 @@ class RecordTests(TempDirTestCase):
         with open(os.path.join(self.tmp, "profile.out"), "rb") as f:
             ET.fromstring(f.read())
 
+    def test_unknown_placeholder_in_output_is_refused(self):
+        """-o takes the placeholders PYSAMPLE_OUTPUT takes, and refuses any
+        other as the library does, before the command runs: a %x kept as
+        it is would name a file the user did not ask for."""
+        for template in ("prof.%x.txt", "prof.%"):
+            code, out, err = self.record("-o", template, "--", PYTHON, "-c", "open('started', 'w')")
+            self.assertEqual(code, 2, err)
+            self.assertEqual(err, "pysample: -o '%s' has an unknown %%-placeholder (known: %%p %%h %%t %%%%)\n"
+                             % template)
+            self.assertFalse(os.path.exists(os.path.join(self.tmp, "started")), "the command is not run")
+        code, out, err = self.record("-o", "prof.%p.%%.txt", "--", PYTHON, "-c", "pass")
+        self.assertEqual(code, 0, err)
+        self.assertTrue(any(re.match(r"^prof\.\d+\.%\.txt$", f) for f in os.listdir(self.tmp)),
+                        os.listdir(self.tmp))
+
     def test_py_spy_short_flags_and_names(self):
         code, out, err = self.record("-r", "250", "-n", "-g", "--nolineno", "-t", "--nonblocking",
                                      "-f", "raw", "-o", "prof", "--", PYTHON, "-c", "pass")
