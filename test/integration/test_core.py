@@ -737,9 +737,12 @@ def test_timeline_bounded(ctx):
               "nothing dropped past the bound", header)
     ctx.check(records[-1][0] <= header["first_dropped_us"] <= header["end_us"],
               "the kept records are not the earliest", records[-1], header)
-    # 6 phases of 40 ticks: the 100 kept cover the first two or three.
+    # 6 phases of at least 40 ticks: the 100 kept begin with the first
+    # phase A.  How far past it they reach depends on the machine (start-up
+    # of a debug build, a phase running on until the sampler is asked: 82
+    # samples of the first phase A were seen with 3.11-dbg under load).
     seq = phase_sequence(stacks, records)
-    ctx.check(seq.count("a") >= 20 and "b" in seq, "the earliest samples are not phases a, b", seq)
+    ctx.check(seq.startswith("a" * 20), "the earliest samples are not the first phase A", seq)
 
 
 def test_timeline_after_reset(ctx):
