@@ -35,4 +35,19 @@ static uintptr_t alloc(size_t n)
 static void put_ptr(uintptr_t at, uintptr_t v) { memcpy((void *)at, &v, sizeof v); }
 static void put_i64(uintptr_t at, int64_t v) { memcpy((void *)at, &v, sizeof v); }
 
+#ifdef PS_LAYOUT_H
+/* The fields of a compact ASCII str at o, an object of at least
+ * L->str_ascii_data + strlen(s) + 1 bytes whose type the caller sets. */
+static inline void fill_ascii_str(const struct ps_layout *L, uintptr_t o, const char *s)
+{
+    size_t n = strlen(s);
+    put_i64(o + L->str_length, (int64_t)n);
+    uint32_t state = (1u << L->st_kind_shift) | (1u << L->st_compact_bit) | (1u << L->st_ascii_bit);
+    if (L->st_ready_bit != 0xff)
+        state |= 1u << L->st_ready_bit;
+    memcpy((void *)(o + L->str_state), &state, sizeof state);
+    memcpy((void *)(o + L->str_ascii_data), s, n + 1);
+}
+#endif
+
 #endif

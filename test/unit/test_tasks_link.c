@@ -53,12 +53,7 @@ static uintptr_t new_str(const char *s)
     const struct ps_layout *L = &PY->L;
     size_t n = strlen(s);
     uintptr_t o = new_obj(PY->str_type, L->str_ascii_data + n + 1);
-    put_i64(o + L->str_length, (int64_t)n);
-    uint32_t state = (1u << L->st_kind_shift) | (1u << L->st_compact_bit) | (1u << L->st_ascii_bit);
-    if (L->st_ready_bit != 0xff)
-        state |= 1u << L->st_ready_bit;
-    memcpy((void *)(o + L->str_state), &state, sizeof state);
-    memcpy((void *)(o + L->str_ascii_data), s, n + 1);
+    fill_ascii_str(L, o, s);
     return o;
 }
 
