@@ -37,6 +37,7 @@
 #include "control/control.h"
 #include "platform/dlwatch.h"
 #include "lifecycle.h"
+#include "settings.h"
 #include "memory/memread.h"
 #include "util/message.h"
 #include "profile/output.h"
@@ -63,7 +64,6 @@ static struct {
     int forked;                   /* this process is a fork() child ... */
     uint64_t fork_position;       /* ... and this was ps_python_position() then */
     struct ps_python py;
-    struct ps_config cfg;
     char python_path[512];        /* the libpython loaded late, for messages */
 } life = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -123,7 +123,7 @@ static int setup_locked(ps_sym_lookup lookup, void *ctx)
         rc = det == PS_DETECT_UNSUPPORTED ? -ENOTSUP : -ENOENT;
     } else {
         ps_threads_track();
-        if (ps_sampler_setup(&life.py, &life.cfg) != 0) {
+        if (ps_sampler_setup(&life.py) != 0) {
             ps_say("out of memory; profiling is off");
             rc = -ENOMEM;
         }
@@ -175,7 +175,7 @@ static void write_quality(const char *path)
     struct ps_quality q;
     memset(&q, 0, sizeof q);
     q.how = "PYSAMPLE_OUTPUT";
-    q.mode = life.cfg.mode == PS_MODE_CPU ? "cpu" : "wall";
+    q.mode = ps_settings_process()->mode == PS_MODE_CPU ? "cpu" : "wall";
     q.hexversion = life.py.L.hexversion;
     q.free_threaded = life.py.L.free_threaded;
     q.requested_hz = now.requested_hz;
@@ -184,7 +184,7 @@ static void write_quality(const char *path)
     size_t n = ps_quality_json(&q, (long)getpid(), json, sizeof json);
     int w = snprintf(side, sizeof side, "%s.quality.json", path);
     if (n > 0 && w > 0 && (size_t)w < sizeof side)
-        ps_write_atomic(side, json, n, life.cfg.file_mode);
+        ps_write_atomic(side, json, n, ps_settings_process()->file_mode);
 }
 
 static void take_write_signal(int sig)
@@ -229,27 +229,27 @@ static int start_auto(ps_sym_lookup lookup, void *ctx)
     }
     char why[512];
     ps_interpose_init();
-    ps_config_parse(&life.cfg, ps_env_initial, NULL, env_warn);
-    int output = life.cfg.output[0] != '\0';
-    if (!output && !life.cfg.arm) {
+    ps_config_parse(ps_settings_edit(), ps_env_initial, NULL, env_warn);
+    const struct ps_config *cfg = ps_settings_process();
+    int output = cfg->output[0] != '\0';
+    if (!output && !cfg->arm) {
         rc = -EINVAL;
         goto out;
     }
     if (output) {
-        if (ps_output_init(life.cfg.output, life.cfg.file_mode, output_note, why, sizeof why) != 0) {
+        if (ps_output_init(cfg->output, cfg->file_mode, output_note, why, sizeof why) != 0) {
             ps_say("%s; profiling is off", why);
             rc = -EINVAL;
             goto out;
         }
-        ps_writer_setup(life.cfg.output);
-        if (life.cfg.quality_sidecar)
+        ps_writer_setup(cfg->output);
+        if (cfg->quality_sidecar)
             ps_writer_after_write(write_quality);
     }
     rc = setup_locked(lookup, ctx);
     if (rc != 0)
         goto out;
-    if (life.cfg.arm && ps_control_setup(&life.cfg, life.py.L.hexversion,
-                                         life.py.L.free_threaded) == 0)
+    if (cfg->arm && ps_control_setup(cfg, life.py.L.hexversion, life.py.L.free_threaded) == 0)
         life.armed = 1;
     if (!life.atexit) {
         atexit(at_exit);
@@ -258,8 +258,8 @@ static int start_auto(ps_sym_lookup lookup, void *ctx)
     if (output) {
         atomic_store(&life.state, PS_LIFE_PROFILING);
         ps_fatal_signals_take_over(on_fatal_signal);
-        if (life.cfg.write_signal)
-            take_write_signal(life.cfg.write_signal);
+        if (cfg->write_signal)
+            take_write_signal(cfg->write_signal);
         rc = ps_sampler_start(0);
     } else if (life.armed) {
         rc = ps_sampler_start_thread();
@@ -299,9 +299,9 @@ int ps_lifecycle_start_sampling(int rate_hz)
     ps_section_enter(&sec, &life.lock);
     if (state() == PS_LIFE_OFF) {
         ps_interpose_init();
-        if (life.cfg.rate_hz == 0)
-            ps_config_parse(&life.cfg, ps_env_initial, NULL, env_warn);
-        life.cfg.arm = 0;  /* armed only from the start (start_auto) */
+        if (ps_settings_process()->rate_hz == 0)
+            ps_config_parse(ps_settings_edit(), ps_env_initial, NULL, env_warn);
+        ps_settings_edit()->arm = 0;  /* armed only from the start (start_auto) */
     }
     int rc = setup_locked(NULL, NULL);
     if (rc == 0)
@@ -428,7 +428,7 @@ static void say_low_rate(void)
     if (st.sampled_ns < 1000000000ull || st.ticks < 10 || st.requested_hz <= 0)
         return;
     double achieved = (double)st.ticks * 1e9 / (double)st.sampled_ns;
-    if (achieved >= (life.cfg.verbose ? 0.9 : 0.5) * st.requested_hz)
+    if (achieved >= (ps_settings_process()->verbose ? 0.9 : 0.5) * st.requested_hz)
         return;
     ps_say("the profile of process %ld was sampled %.1f times a second, not the %d requested "
            "(%s); %llu ticks were skipped", (long)getpid(), achieved, st.requested_hz,

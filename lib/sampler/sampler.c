@@ -48,14 +48,13 @@
 #include "sampler/threadinfo.h"
 #include "sampler/threadsample.h"
 #include "sampler/tick.h"
+#include "settings.h"
 #include "profile/writer.h"
 
 static struct {
-    /* The interpreter and the settings, for the sampler's life: tick.c
-     * and threadsample.c read them through the pointers given at set-up. */
+    /* The interpreter, for the sampler's life: tick.c and threadsample.c
+     * read it through the pointer given at set-up. */
     struct ps_python py;
-    struct ps_config cfg;
-    struct ps_config own;       /* cfg as set up: what a session's options leave */
     int setup_done;
 
     pthread_mutex_t join_lock;  /* one thread joins the sampler thread */
@@ -94,30 +93,30 @@ static void native_init(void)
     char why[256];
     if (ps_native_platform_init(why, sizeof why) != 0) {
         ps_say("PYSAMPLE_NATIVE: %s; sampling Python frames only", why);
-        sampler.cfg.native = 0;
+        ps_settings_no_native();
     }
 }
 
 static void thread_ending(void);
 
-int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg)
+int ps_sampler_setup(const struct ps_python *py)
 {
+    ps_settings_freeze();
+    const struct ps_config *cfg = ps_settings();
     sampler.py = *py;
-    sampler.cfg = *cfg;
     sampler.control = cfg->arm;
     atomic_store(&sampler.rate_hz, cfg->rate_hz);
     atomic_store(&sampler.requested_hz, cfg->rate_hz);
     wake_init();
     if (ps_profile_setup((size_t)cfg->max_stacks) != 0 ||
-        ps_threadsample_setup(&sampler.py, &sampler.cfg) != 0 ||
-        ps_tick_setup(&sampler.py, &sampler.cfg) != 0)
+        ps_threadsample_setup(&sampler.py) != 0 ||
+        ps_tick_setup(&sampler.py) != 0)
         return -1;
     if (cfg->timeline)
         ps_profile_setup_timeline((size_t)cfg->timeline_max, cfg->rate_hz);
     if (cfg->native)
         native_init();
     ps_threads_on_end(thread_ending);
-    sampler.own = sampler.cfg;
     sampler.setup_done = 1;
     return 0;
 }
@@ -251,7 +250,7 @@ static void flush_if_due(uint64_t now)
         return;
     if (ps_writer_serve())
         atomic_store(&sampler.stop, 1);
-    sampler.next_flush = now + (uint64_t)sampler.cfg.flush_interval_s * 1000000000ull;
+    sampler.next_flush = now + (uint64_t)ps_settings()->flush_interval_s * 1000000000ull;
 }
 
 /*
@@ -281,13 +280,13 @@ static void exit_if_orphaned(uint64_t now)
     sampler.next_orphan_check = now + 100000000ull;
     if (!ps_program_threads_gone())
         return;
-    if (sampler.cfg.output[0]) {
+    if (ps_settings()->output[0]) {
         ps_writer_ask(PS_WRITE_FINAL);
         ps_writer_serve();
     }
-    if (sampler.cfg.stats_path[0])
-        ps_stats_write(sampler.cfg.stats_path, atomic_load(&sampler.rate_hz), sampler.cfg.native,
-                       sampler.cfg.file_mode);
+    if (ps_settings()->stats_path[0])
+        ps_stats_write(ps_settings()->stats_path, atomic_load(&sampler.rate_hz), ps_settings()->native,
+                       ps_settings()->file_mode);
     exit(0);
 }
 
@@ -300,11 +299,11 @@ static uint64_t timed_tick(struct schedule *sc, uint64_t *woke)
     *woke = ps_now_ns();
     uint64_t late = ps_schedule_woke(&sc->grid, *woke);
     count_skipped(sc, skipped);
-    if (sampler.cfg.stats_path[0])
+    if (ps_settings()->stats_path[0])
         ps_stats_late(late);
     tick(0);
     uint64_t now = ps_now_ns();
-    if (sampler.cfg.stats_path[0])
+    if (ps_settings()->stats_path[0])
         ps_stats_tick_took(now - *woke);
     return now;
 }
@@ -319,7 +318,7 @@ static void sample_for_a_while(void)
     uint64_t began = ps_now_ns();
     ps_stats_run_begin(began);
     sampler.run++;
-    double share = sampler.cfg.cpu_budget;
+    double share = ps_settings()->cpu_budget;
     if (share > 0) {
         int want = atomic_load(&sampler.requested_hz);
         ps_budget_start(&sampler.budget, share, want, began, ps_self_cpu_ns());
@@ -397,7 +396,7 @@ static void wait_for_interpreter(void)
  */
 static void idle_a_while(void)
 {
-    int forever = armed() && sampler.cfg.output[0] == '\0' &&
+    int forever = armed() && ps_settings()->output[0] == '\0' &&
                   ps_now_ns() >= sampler.orphan_watch_until;
     wait_until(forever ? UINT64_MAX : ps_now_ns() + 100000000ull);
     serve_writes();
@@ -416,8 +415,8 @@ static void *sampler_main(void *arg)
     /* Only the first start sets the schedule: the thread is stopped and
      * started again around every os.fork() on 3.12+ (lifecycle.c), and a
      * server forking more often than the interval must still flush. */
-    if (sampler.cfg.flush_interval_s > 0 && sampler.cfg.output[0] && sampler.next_flush == 0)
-        sampler.next_flush = ps_now_ns() + (uint64_t)sampler.cfg.flush_interval_s * 1000000000ull;
+    if (ps_settings()->flush_interval_s > 0 && ps_settings()->output[0] && sampler.next_flush == 0)
+        sampler.next_flush = ps_now_ns() + (uint64_t)ps_settings()->flush_interval_s * 1000000000ull;
 
     while (!atomic_load(&sampler.stop)) {
         if (!atomic_load(&sampler.active) || atomic_load(&sampler.finished))
@@ -425,9 +424,9 @@ static void *sampler_main(void *arg)
         else
             sample_for_a_while();
     }
-    if (sampler.cfg.stats_path[0])
-        ps_stats_write(sampler.cfg.stats_path, atomic_load(&sampler.rate_hz), sampler.cfg.native,
-                       sampler.cfg.file_mode);
+    if (ps_settings()->stats_path[0])
+        ps_stats_write(ps_settings()->stats_path, atomic_load(&sampler.rate_hz), ps_settings()->native,
+                       ps_settings()->file_mode);
     atomic_store(&sampler.ended, 1);
     return NULL;
 }
@@ -500,29 +499,6 @@ void ps_sampler_set_active(int on)
 {
     atomic_store(&sampler.active, on);
     wake_thread();
-}
-
-const struct ps_config *ps_sampler_config(void)
-{
-    return &sampler.cfg;
-}
-
-/* The session's settings: tick.c and threadsample.c read them through
- * their pointer to sampler.cfg, between ticks, on this thread (the only
- * caller).  Native frames need the handler set up at start, asyncio tasks
- * the tick's tables: those can be left off, not switched on. */
-const char *ps_sampler_use_options(int cpu, int native, int async_tasks)
-{
-    if (native > 0 && !sampler.own.native)
-        return "this process was started without PYSAMPLE_NATIVE: native frames need it from the "
-               "start (start it with PYSAMPLE_NATIVE=1), or leave out --native";
-    if (async_tasks > 0 && !sampler.own.async_tasks)
-        return "this process was started without PYSAMPLE_ASYNC: asyncio tasks need it from the "
-               "start (start it with PYSAMPLE_ASYNC=1), or leave out --async";
-    sampler.cfg.mode = cpu < 0 ? sampler.own.mode : cpu ? PS_MODE_CPU : PS_MODE_WALL;
-    sampler.cfg.native = native < 0 ? sampler.own.native : (enum ps_native_mode)native;
-    sampler.cfg.async_tasks = async_tasks < 0 ? sampler.own.async_tasks : async_tasks;
-    return NULL;
 }
 
 void ps_sampler_set_rate(int rate_hz)
@@ -603,7 +579,7 @@ int ps_sampler_running(void)
 
 int ps_sampler_stats_wanted(void)
 {
-    return sampler.cfg.stats_path[0] != '\0';
+    return ps_settings()->stats_path[0] != '\0';
 }
 
 int ps_sampler_rate(void)
@@ -616,7 +592,7 @@ void ps_sampler_stats(struct ps_stats *st)
     ps_stats_read(st);
     st->rate_now_hz = atomic_load(&sampler.rate_hz);
     st->requested_hz = atomic_load(&sampler.requested_hz);
-    st->budget_pct = sampler.cfg.cpu_budget * 100.0;
+    st->budget_pct = ps_settings()->cpu_budget * 100.0;
 }
 
 void ps_sampler_prepare_fork(void)

@@ -30,9 +30,10 @@ struct ps_stats {
                                    * sampled without native frames (linux/regs.c) */
 };
 
-/* Prepares the profile and the thread's buffers for py and cfg.  0 or -1
- * (out of memory). */
-int ps_sampler_setup(const struct ps_python *py, const struct ps_config *cfg);
+/* Prepares the profile and the thread's buffers for py and the process's
+ * settings (settings.h), which ticks follow from now on.  0 or -1 (out of
+ * memory). */
+int ps_sampler_setup(const struct ps_python *py);
 
 /*
  * Starts sampling (and the thread, if it is not there); rate_hz 0 keeps
@@ -56,17 +57,6 @@ void ps_sampler_set_rate(int rate_hz);
 int ps_sampler_sampling(void);
 int ps_sampler_ready(void);
 int ps_sampler_finished(void);
-
-/* The settings ticks follow now (a session's, else the process's). */
-const struct ps_config *ps_sampler_config(void);
-
-/*
- * A session's settings (sessions.c), on the sampler thread: cpu (0 wall,
- * 1 cpu), native (0, 1, 2 = all) and async_tasks, each -1 for the
- * process's own (so (-1, -1, -1) restores them).  NULL, or why they cannot
- * be had (nothing changed then).
- */
-const char *ps_sampler_use_options(int cpu, int native, int async_tasks);
 
 /* One tick of every thread whatever PYSAMPLE_MODE says (`pysample dump`):
  * on the sampler thread only. */

@@ -6,7 +6,7 @@
  *
  * Sessions.  The process has one profile (profile.h).  A session borrows
  * it: record, top and start empty it, switch the sampler's ticks on at the
- * asked rate (and mode, native and asyncio settings, ps_sampler_use_options)
+ * asked rate (and mode, native and asyncio settings, ps_settings_use)
  * and give it back empty when they end; so only one runs at a time and
  * the others are told "busy" (so is everything while the process profiles
  * to PYSAMPLE_OUTPUT or through pysample_start(), whose profile is not
@@ -26,6 +26,7 @@
 #include "sampler/quality.h"
 #include "sampler/sampler.h"
 #include "sampler/sessions.h"
+#include "settings.h"
 
 enum session { SES_NONE = 0, SES_RECORD, SES_TOP, SES_STARTED };
 
@@ -50,7 +51,7 @@ static void quality_now(struct ps_quality *q, const char *how, const struct ps_s
     ps_sampler_stats(&now);
     memset(q, 0, sizeof *q);
     q->how = how;
-    q->mode = ps_sampler_config()->mode == PS_MODE_CPU ? "cpu" : "wall";
+    q->mode = ps_settings()->mode == PS_MODE_CPU ? "cpu" : "wall";
     ps_control_python(&q->hexversion, &q->free_threaded);
     q->requested_hz = rate;
     ps_quality_between(q, base, &now, ps_now_ns() - since);
@@ -110,15 +111,15 @@ static const char *begin_session(enum session v, int conn, const struct ps_ctl_r
     const char *why = cannot_sample();
     if (why != NULL)
         return why;
-    if ((why = ps_sampler_use_options(r->cpu, r->native, r->async_tasks)) != NULL)
+    if ((why = ps_settings_use(r->cpu, r->native, r->async_tasks)) != NULL)
         return why;
     if (ps_profile_reset() != 0) {
-        ps_sampler_use_options(-1, -1, -1);
+        ps_settings_use(-1, -1, -1);
         return "out of memory";
     }
     s.ses = v;
     s.conn = conn;
-    s.rate = r->rate_hz > 0 ? r->rate_hz : ps_sampler_config()->rate_hz;
+    s.rate = r->rate_hz > 0 ? r->rate_hz : ps_settings_process()->rate_hz;
     s.cpu = r->cpu;
     s.native = r->native;
     s.async_tasks = r->async_tasks;
@@ -145,8 +146,8 @@ static void end_session(int send_to)
     }
     s.ses = SES_NONE;
     s.conn = -1;
-    ps_sampler_use_options(-1, -1, -1);
-    ps_sampler_set_rate(ps_sampler_config()->rate_hz);
+    ps_settings_use(-1, -1, -1);
+    ps_sampler_set_rate(ps_settings_process()->rate_hz);
     ps_profile_reset();
     ps_control_note_session(0);
 }
@@ -262,7 +263,7 @@ static void dump(int conn, const struct ps_ctl_request *r)
     if (why == NULL && ps_sampler_sampling())
         why = "busy: this process is already profiled (PYSAMPLE_OUTPUT or pysample_start())";
     if (why == NULL)
-        why = ps_sampler_use_options(-1, r->native, r->async_tasks);
+        why = ps_settings_use(-1, r->native, r->async_tasks);
     if (why != NULL) {
         ps_control_finish(conn, "err", why);
         return;
@@ -280,7 +281,7 @@ static void dump(int conn, const struct ps_ctl_request *r)
         send_rendered(conn, &q, 1);
         ps_profile_reset();
     }
-    ps_sampler_use_options(-1, -1, -1);
+    ps_settings_use(-1, -1, -1);
 }
 
 /* ---- the other commands -------------------------------------------------------- */
@@ -393,7 +394,7 @@ void ps_sessions_serve(void)
 void ps_sessions_child_after_fork(void)
 {
     if (s.ses != SES_NONE)
-        ps_sampler_use_options(-1, -1, -1);
+        ps_settings_use(-1, -1, -1);
     s.ses = SES_NONE;
     s.conn = -1;
 }

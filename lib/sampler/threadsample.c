@@ -24,12 +24,12 @@
 #include "sampler/stats.h"
 #include "sampler/threadinfo.h"
 #include "sampler/threadsample.h"
+#include "settings.h"
 
 #define PS_WALK_TRIES 3
 
 static struct {
     const struct ps_python *py;   /* sampler.c's */
-    const struct ps_config *cfg;
     uint64_t *scratch;          /* max_depth + 1 frames, innermost first */
     uint64_t *rooted;           /* the stack counted: max_depth + PS_NATIVE_MAX + a few */
     int room;                   /* task stacks' room in rooted (tasks.h) */
@@ -40,12 +40,12 @@ static struct {
     uintptr_t pcs[PS_NATIVE_MAX];
 } sample;
 
-int ps_threadsample_setup(const struct ps_python *py, const struct ps_config *cfg)
+int ps_threadsample_setup(const struct ps_python *py)
 {
+    const struct ps_config *cfg = ps_settings();
     size_t depth = (size_t)cfg->max_depth;
     size_t rooted = depth + PS_NATIVE_MAX + 8;
     sample.py = py;
-    sample.cfg = cfg;
     ps_threadinfo_setup();
     /* Task stacks are the thread's, plus a marker and the suspended frames
      * of each awaiting task: room for those too. */
@@ -90,7 +90,7 @@ static void walk_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, long t
     const struct ps_layout *L = &sample.py->L;
     int n = 0, truncated = 0;
     uintptr_t boot = 0;
-    const int native = sample.cfg->native;
+    const int native = ps_settings()->native;
     int cap = PS_CAPTURE_FAILED, npcs = 0, ntrunc = 0, native_ok = 0;
     for (int tries = 0; tries < PS_WALK_TRIES; tries++) {
         uintptr_t frame;
@@ -122,7 +122,7 @@ static void walk_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, long t
         /* macOS: suspend the thread, copy its state and frame chain,
          * resume it; the walk below reads that copy (platform.h).  Linux
          * walks the running thread: nothing happens here. */
-        if (ps_thread_copy_begin(sample.py, tid, tsp, ts, sample.cfg->max_depth) != 0) {
+        if (ps_thread_copy_begin(sample.py, tid, tsp, ts, ps_settings()->max_depth) != 0) {
             if (cap >= 0)
                 ps_native_release();
             break;
@@ -134,13 +134,13 @@ static void walk_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, long t
             continue;
         }
         if (native) {
-            memset(sample.entry, 0, (size_t)sample.cfg->max_depth + 2);
-            n = ps_walk_entries(sample.py, &p->cc, &p->syms, sample.cfg->lines, frame,
+            memset(sample.entry, 0, (size_t)ps_settings()->max_depth + 2);
+            n = ps_walk_entries(sample.py, &p->cc, &p->syms, ps_settings()->lines, frame,
                                 sample.scratch, sample.addrs, sample.entry,
-                                sample.cfg->max_depth, &truncated, &boot);
+                                ps_settings()->max_depth, &truncated, &boot);
         } else {
-            n = ps_walk_ex(sample.py, &p->cc, &p->syms, sample.cfg->lines, frame,
-                           sample.scratch, sample.addrs, sample.cfg->max_depth, &truncated,
+            n = ps_walk_ex(sample.py, &p->cc, &p->syms, ps_settings()->lines, frame,
+                           sample.scratch, sample.addrs, ps_settings()->max_depth, &truncated,
                            &boot);
         }
         if (cap >= 0)
@@ -180,10 +180,10 @@ static int native_frames(struct ps_symtab *syms, const struct walk *w, int d)
         sample.pyframes[i].frame = sample.scratch[i];
         sample.pyframes[i].entry = sample.entry[i];
     }
-    return d + ps_native_merge(syms, (enum ps_native_mode)sample.cfg->native, sample.pyframes,
+    return d + ps_native_merge(syms, (enum ps_native_mode)ps_settings()->native, sample.pyframes,
                                w->n, sample.pcs, w->native_ok ? w->npcs : 0, w->ntrunc,
                                w->cap >= 0 && !w->native_ok ? "[native: unavailable]" : NULL,
-                               sample.rooted + d, sample.cfg->max_depth + PS_NATIVE_MAX + 6 - d);
+                               sample.rooted + d, ps_settings()->max_depth + PS_NATIVE_MAX + 6 - d);
 }
 
 /* The walked frames after rooted[0..d), root first: with the running
@@ -198,7 +198,7 @@ static int stack_frames(struct ps_tick_ctx *t, unsigned long pth, int tasks_here
                                           sample.addrs, w->n, sample.rooted, d, sample.room);
     if (spliced >= 0)
         return spliced;
-    if (sample.cfg->native)
+    if (ps_settings()->native)
         return native_frames(&t->p->syms, w, d);
     for (int i = w->n - 1; i >= 0; i--)
         sample.rooted[d++] = sample.scratch[i];
@@ -215,12 +215,12 @@ void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_
     /* cpu mode: a stack counts the CPU time its thread used since it was
      * last looked at, whatever weight the tick gave (its CPU clock also
      * covers the ticks PYSAMPLE_MAX_THREADS_PER_TICK passed it by). */
-    if (sample.cfg->mode == PS_MODE_CPU && !t->all)
+    if (ps_settings()->mode == PS_MODE_CPU && !t->all)
         weight = ps_threadinfo_cpu_weight(ti, t->cpu_period_ns, t->run);
     if (weight == 0)
         return;  /* idle since the previous look, or less than a period */
     if (t->tasks_state == PS_TASKS_DUE) {
-        ps_tasks_tick(t->tasks, &t->p->cc, &t->p->syms, sample.cfg->lines, t->tasks_interp,
+        ps_tasks_tick(t->tasks, &t->p->cc, &t->p->syms, ps_settings()->lines, t->tasks_interp,
                       t->now);
         t->tasks_state = PS_TASKS_TAKEN;
     }
@@ -253,7 +253,7 @@ void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_
      * waits, as if it were a thread of its own.  Its stack keeps the
      * interpreter frame but not the truncation marker, which was this
      * walk's. */
-    if (tasks_here && sample.cfg->mode == PS_MODE_WALL) {
+    if (tasks_here && ps_settings()->mode == PS_MODE_WALL) {
         int k = ps_tasks_emit_waiting(t->tasks, &t->p->syms, &t->p->tab, pth, label,
                                       sample.rooted, w.truncated ? d_root - 1 : d_root,
                                       sample.room, weight);
@@ -264,7 +264,7 @@ void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_
 void ps_threadsample_child_after_fork(void)
 {
     ps_threadinfo_child_after_fork();
-    if (sample.cfg != NULL && sample.cfg->native) {
+    if (sample.py != NULL && ps_settings()->native) {
         ps_native_after_fork();
         ps_native_stats_reset();
     }

@@ -35,10 +35,9 @@ struct ps_tick_ctx {
     uintptr_t tasks_interp;     /* the main interpreter: whose tasks are read */
 };
 
-/* Buffers for walks of py as cfg says (cfg->native as it ends up after
- * the platform's set-up).  Both must outlive the sampler: they are
- * sampler.c's.  0, or -1 (out of memory). */
-int ps_threadsample_setup(const struct ps_python *py, const struct ps_config *cfg);
+/* Buffers for walks of py as the settings say (settings.h).  py must
+ * outlive the sampler: it is sampler.c's.  0, or -1 (out of memory). */
+int ps_threadsample_setup(const struct ps_python *py);
 
 /* Samples the thread state at tsp, whose snapshot is ts (PS_TS_MAX bytes,
  * read again as the walk needs), counting its stack weight times. */

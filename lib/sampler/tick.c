@@ -30,12 +30,12 @@
 #include "python/interpstate.h"
 #include "python/threadnames.h"
 #include "asyncio/tasks.h"
+#include "settings.h"
 
-/* What lasts from one tick to the next: the settings, and the state of
+/* What lasts from one tick to the next: the interpreter, and the state of
  * PYSAMPLE_MAX_THREADS_PER_TICK's window. */
 static struct {
     const struct ps_python *py;   /* sampler.c's */
-    const struct ps_config *cfg;
     struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
     int gil_only;               /* PYSAMPLE_GIL, where this build has a GIL to read */
     struct ps_subset subset;    /* PYSAMPLE_MAX_THREADS_PER_TICK (weight.h) */
@@ -57,10 +57,10 @@ static int gil_supported(const struct ps_layout *L)
     return 0;
 }
 
-int ps_tick_setup(const struct ps_python *py, const struct ps_config *cfg)
+int ps_tick_setup(const struct ps_python *py)
 {
+    const struct ps_config *cfg = ps_settings();
     ticks.py = py;
-    ticks.cfg = cfg;
     /* Before the first code object is resolved, and whatever the
      * settings, so that no cached entry ever lacks a role: thread names
      * need the bootstrap frame in every walk (threadnames.h), asyncio the
@@ -137,13 +137,13 @@ static void sample_threads(struct ps_tick_ctx *t, struct ps_tstate_iter *it)
         if (ticks.gil_only && !t->all)
             weight = tsp == t->gil_holder;
         else
-            weight = ps_subset_weight(&ticks.subset, (unsigned)ticks.cfg->max_threads_per_tick,
+            weight = ps_subset_weight(&ticks.subset, (unsigned)ps_settings()->max_threads_per_tick,
                                       idx, t->all);
         idx++;
         if (weight != 0)
             ps_sample_thread(t, tsp, ts, weight);
     }
-    ps_subset_next(&ticks.subset, (unsigned)ticks.cfg->max_threads_per_tick, idx, t->all);
+    ps_subset_next(&ticks.subset, (unsigned)ps_settings()->max_threads_per_tick, idx, t->all);
 }
 
 int ps_tick(int all, uint64_t cpu_period_ns, unsigned run)
@@ -158,7 +158,7 @@ int ps_tick(int all, uint64_t cpu_period_ns, unsigned run)
      * before the batch and before any thread is held (dl_iterate_phdr
      * takes the loader's lock, which a held thread could own, and a thread
      * that holds it may be waiting in sigaction() for our batch to end). */
-    if (ticks.cfg->native && ps_objs_refresh(ticks.py->runtime))
+    if (ps_settings()->native && ps_objs_refresh(ticks.py->runtime))
         ps_native_objects_changed();
 
     /* The runtime's fixed reads too go inside the batch: outside it each

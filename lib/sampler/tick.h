@@ -9,10 +9,10 @@
 #include "config.h"
 #include "python/runtime.h"
 
-/* Keeps py and cfg (sampler.c's, which outlive the sampler) and, with
+/* Keeps py (sampler.c's, which outlives the sampler) and, with
  * PYSAMPLE_ASYNC, sets up the asyncio tasks' state (a note says why when
  * this interpreter's tasks cannot be attributed).  0, or -1. */
-int ps_tick_setup(const struct ps_python *py, const struct ps_config *cfg);
+int ps_tick_setup(const struct ps_python *py);
 
 /* One tick, on the calling thread (the sampler thread).  all: every
  * thread, whatever PYSAMPLE_MODE and PYSAMPLE_MAX_THREADS_PER_TICK say
