@@ -1,16 +1,15 @@
 /*
  * native/arch.h - what the unwinder (unwind.c, cfi.c) needs of the CPU:
- * its DWARF register numbers, the slots of struct ps_regs, how many saved
- * registers one cached rule holds, and how a return address read from
- * the stack becomes a plain address.  Everything the unwinder does
+ * its DWARF register numbers, the slots of struct ps_regs and how many
+ * saved registers one cached rule holds.  Everything the unwinder does
  * differently per architecture is a value here; the code is the same.
- * The platform side (registers from a context, the signal frame) is
- * lib/platform/linux/regs_<arch>.c and lib/platform/darwin/regs.c.
+ * What also differs per operating system (registers from a context, the
+ * signal frame, how a signed return address is stripped) is the
+ * platform's: platform/stacks.h, lib/platform/linux/regs_<arch>.c and
+ * lib/platform/darwin/regs.c.
  */
 #ifndef PS_NATIVE_ARCH_H
 #define PS_NATIVE_ARCH_H
-
-#include <stdint.h>
 
 /*
  * PS_REG_N      slots of ps_regs.r[]: the DWARF registers we track, and pc
@@ -24,7 +23,8 @@
  *               save at most 7 on x86-64; aarch64 code saves x19-x30: 12)
  * PS_ARCH_NEGATE_RA_STATE  1 where DW_CFA 0x2d is aarch64's
  *               negate_ra_state (the return address is signed from here
- *               on: ps_ret_addr strips it anyway), not SPARC's window_save
+ *               on: ps_ret_addr, platform/stacks.h, strips it anyway),
+ *               not SPARC's window_save
  */
 #if defined(__x86_64__)
 #define PS_REG_N 17
@@ -54,28 +54,5 @@
 #define PS_ARCH_RULE_SAVED 1
 #define PS_ARCH_NEGATE_RA_STATE 0
 #endif
-
-/*
- * A return address read from a frame record or a saved register, as a
- * plain address.  arm64 code built with pointer authentication
- * (-mbranch-protection, Apple's arm64e system libraries) signs the return
- * address before saving it: the signature sits in the bits above the
- * virtual address size.  On Linux, xpaclri (a hint: a no-op on CPUs
- * without pointer authentication, which then never sign) strips exactly
- * what this process's configuration put there; macOS arm64 user addresses
- * are 47 bits.  Elsewhere: unchanged.
- */
-static inline uint64_t ps_ret_addr(uint64_t a)
-{
-#if defined(__APPLE__) && defined(__aarch64__)
-    return a & ((1ull << 47) - 1);
-#elif defined(__aarch64__)
-    register uint64_t lr __asm__("x30") = a;
-    __asm__("hint #7" : "+r"(lr));   /* xpaclri */
-    return lr;
-#else
-    return a;
-#endif
-}
 
 #endif

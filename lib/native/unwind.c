@@ -294,17 +294,16 @@ static int apply(const struct urule *ru, uint64_t cfa, struct ps_regs *rs, int e
     return 1;
 }
 
-#if defined(__linux__)
 /*
  * Through a signal handler's frame: pc is the trampoline the handler
- * returns to (x86-64: the C library's __restore_rt, whose CIE is marked
- * 'S'; aarch64: the vDSO's, marked the same, or an emulator's, known by
- * its code: ps_is_sigreturn), where the stack pointer locates the
- * registers the kernel saved for the interrupted context (the kernel's
- * signal frame layout, an ABI: lib/platform/linux/regs_<arch>.c reads it).
- * The walk goes on from the interrupted pc, which is exact, not a return
- * address; that context may be on another stack (sigaltstack), so the
- * step need not move up.  2, or -cause.
+ * returns to (x86-64 Linux: the C library's __restore_rt, whose CIE is
+ * marked 'S'; aarch64 Linux: the vDSO's, marked the same, or an
+ * emulator's, known by its code: ps_is_sigreturn), where the stack
+ * pointer locates the registers the kernel saved for the interrupted
+ * context (the kernel's signal frame layout, an ABI: the platform reads
+ * it, platform/stacks.h).  The walk goes on from the interrupted pc,
+ * which is exact, not a return address; that context may be on another
+ * stack (sigaltstack), so the step need not move up.  2, or -cause.
  */
 static int sigframe_step(struct ps_regs *rs)
 {
@@ -313,7 +312,6 @@ static int sigframe_step(struct ps_regs *rs)
     BUMP(counts[C_SIGNAL]);
     return 2;
 }
-#endif
 
 /* One CFI step (frame pointers where there is no CFI): 1, 0 at the root,
  * 2 into an interrupted context (exact pc, maybe another stack), or
@@ -329,10 +327,8 @@ static int cfi_step(struct ps_regs *rs, int first)
         BUMP(counts[C_HITS]);
     } else {
         int keep = find_rule(at, rs, &fresh, &cfa);
-#if defined(__linux__)
         if (keep == -PS_STOP_NO_OBJECT && ps_is_sigreturn(pc))
             return sigframe_step(rs);
-#endif
         if (keep < 0)
             return keep;
         BUMP(counts[C_MISSES]);
@@ -348,10 +344,8 @@ static int cfi_step(struct ps_regs *rs, int first)
         BUMP(counts[C_NOCFI]);
         return fp_step(rs, 0);
     case K_STOP:
-#if defined(__linux__)
         if (ru->stop == PS_STOP_SIGNAL)
             return sigframe_step(rs);
-#endif
         return -ru->stop;
     default:
         if (ru->fp)
@@ -367,18 +361,6 @@ static void forget_rules(void)
 }
 
 #endif /* PS_ARCH_CFI */
-
-/* A pc in no object that is a signal trampoline all the same (an
- * emulator's page of its own: ps_is_sigreturn). */
-static int sigreturn_at(uint64_t pc)
-{
-#if defined(__linux__)
-    return ps_is_sigreturn(pc);
-#else
-    (void)pc;
-    return 0;
-#endif
-}
 
 static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
 {
@@ -434,8 +416,10 @@ static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
             *stop = PS_STOP_BAD_FRAME;
             return n;
         }
+        /* ... a pc in no object may still be a signal trampoline (an
+         * emulator's page of its own: ps_is_sigreturn). */
         if (ps_objs_find((uintptr_t)rs.r[PS_REG_PC] - !exact) == NULL &&
-            !sigreturn_at(rs.r[PS_REG_PC])) {
+            !ps_is_sigreturn(rs.r[PS_REG_PC])) {
             *stop = PS_STOP_NO_OBJECT;
             return n;
         }

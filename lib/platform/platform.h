@@ -1,7 +1,9 @@
 /*
  * platform.h - the small interface between the Python-specific core and the
- * operating system.  lib/platform/linux/ and lib/platform/darwin/ implement it; nothing else
- * in lib/ contains OS-specific code.
+ * operating system.  lib/platform/linux/ and lib/platform/darwin/ implement
+ * it and its siblings (stacks.h: native stacks; ctlsock.h: the control
+ * socket; dlwatch.h: a libpython loaded late); nothing else in lib/ tests
+ * which OS it is built for.
  */
 #ifndef PS_PLATFORM_H
 #define PS_PLATFORM_H

@@ -155,22 +155,6 @@ void ps_darwin_thread_gone(long tid) { (void)tid; }
 void ps_darwin_threads_after_fork(void) {}
 long ps_gettid(void) { return 1; }
 
-/* unwind.c, built here on Linux, has its Linux-only step through a signal
- * handler's frame, which lib/platform/linux/regs_<arch>.c serves in the
- * library; the fake images have no signal frames to cross, so this is never
- * reached. */
-int ps_sigframe_regs(uint64_t sp, struct ps_regs *rs)
-{
-    (void)sp;
-    rs->valid = 0;
-    return -1;
-}
-int ps_is_sigreturn(uint64_t pc)
-{
-    (void)pc;
-    return 0;
-}
-
 /* The platform's monotonic clock (lib/platform/darwin/threads.c in the
  * library), which unwind.c times its walks with. */
 uint64_t ps_now_ns(void)

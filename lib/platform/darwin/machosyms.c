@@ -1,7 +1,7 @@
 /*
  * darwin/machosyms.c - the loaded images and their function symbols on
  * macOS, for the native unwinder (which addresses are code) and for names:
- * the counterpart of lib/platform/linux/elfsyms.c (native.h's interface).
+ * the counterpart of lib/platform/linux/elfsyms.c (platform/stacks.h).
  *
  * The list is dyld's: _dyld_image_count, _dyld_get_image_header,
  * _dyld_get_image_vmaddr_slide and _dyld_get_image_name.  They take dyld's
@@ -47,7 +47,7 @@
 
 #include "util/bsearch.h"
 #include "memory/memread.h"
-#include "native/native.h"
+#include "platform/stacks.h"
 #include "platform/darwin/darwin.h"
 
 #define PS_SYM_BUDGET (256u << 20)

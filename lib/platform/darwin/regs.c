@@ -1,6 +1,6 @@
 /*
  * darwin/regs.c - a thread's registers on macOS, for native stacks
- * (native.h's platform side; docs/native.md, docs/macos.md).
+ * (platform/stacks.h; docs/native.md, docs/macos.md).
  *
  * No signal: the thread is suspended.  ps_native_capture suspends it
  * (suspend.c's hold: thread_suspend, returning once the thread is off the
@@ -20,7 +20,7 @@
  * the tick.  thread_get_state is called once at start-up, so that its lazy
  * binding (a trip into dyld) is done before any thread is suspended.
  *
- * The frame-0 rule (native.h's contract) is here: frame 0 is the
+ * The frame-0 rule (platform/stacks.h's contract) is here: frame 0 is the
  * interrupted pc; whether the function running there has pushed its frame
  * record decides whether its caller is in the frame-pointer chain (see
  * leaf_caller below).
@@ -33,7 +33,7 @@
 #include <string.h>
 
 #include "memory/memread.h"
-#include "native/native.h"
+#include "platform/stacks.h"
 #include "platform/platform.h"
 #include "platform/darwin/darwin.h"
 
@@ -41,10 +41,11 @@ static struct {
     _Atomic uint64_t held, failed, gone;
 } counts;
 
-/* A code address as a plain address: lr may carry a pointer-authentication
- * signature (arm64e system code signs it in place before saving it), in the
- * bits above the 47-bit user address space. */
-static uint64_t plain(uint64_t a)
+/* A code address as a plain address (platform/stacks.h): lr and saved
+ * return addresses may carry a pointer-authentication signature (arm64e
+ * system code signs them in place before saving them), in the bits above
+ * the 47-bit user address space. */
+uint64_t ps_ret_addr(uint64_t a)
 {
 #if PS_DARWIN_ARM64
     return a & ((1ull << 47) - 1);
@@ -69,8 +70,8 @@ static int get_state(mach_port_t port, struct raw *r)
         return -1;
     /* The accessors: the fields are opaque (and, in arm64e code, signed)
      * in some SDK configurations. */
-    r->pc = plain((uint64_t)__darwin_arm_thread_state64_get_pc(st));
-    r->lr = plain((uint64_t)__darwin_arm_thread_state64_get_lr(st));
+    r->pc = ps_ret_addr((uint64_t)__darwin_arm_thread_state64_get_pc(st));
+    r->lr = ps_ret_addr((uint64_t)__darwin_arm_thread_state64_get_lr(st));
     r->sp = (uint64_t)__darwin_arm_thread_state64_get_sp(st);
     r->fp = (uint64_t)__darwin_arm_thread_state64_get_fp(st);
 #else
@@ -141,7 +142,7 @@ static uint64_t leaf_caller(const struct raw *r)
     if (ps_read(&ret, (uintptr_t)r->sp, sizeof ret) != 0)
         return 0;
 #endif
-    ret = plain(ret);
+    ret = ps_ret_addr(ret);
     if (ret < 4 || ret == r->pc)
         return 0;
     uint64_t rec[2];
@@ -202,6 +203,27 @@ int ps_native_release(void)
     if (rc != 0)
         atomic_fetch_add(&counts.gone, 1);
     return rc;
+}
+
+/*
+ * Signal frames are not crossed on macOS: threads are unwound by frame
+ * pointers from where thread_get_state found them (Mach-O images have no
+ * .eh_frame_hdr here: machosyms.c), so no CFI marks a trampoline as a
+ * signal frame; and libSystem's _sigtramp lies inside an image, so no
+ * trampoline needs recognising by its code either.  A handler's frames
+ * are followed as far as the frame-pointer chain leads.
+ */
+int ps_is_sigreturn(uint64_t pc)
+{
+    (void)pc;
+    return 0;
+}
+
+int ps_sigframe_regs(uint64_t sp, struct ps_regs *rs)
+{
+    (void)sp;
+    rs->valid = 0;
+    return -1;
 }
 
 int ps_native_sigaction(int sig, const struct sigaction *act, struct sigaction *old)

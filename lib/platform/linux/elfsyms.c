@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "util/bsearch.h"
-#include "native/native.h"
+#include "platform/stacks.h"
 
 #define PS_SYM_BUDGET (256u << 20)
 #define PS_OBJS_MAX 4096

@@ -72,7 +72,7 @@
 #include <unistd.h>
 
 #include "sampler/counters.h"
-#include "native/native.h"
+#include "platform/stacks.h"
 #include "platform/platform.h"
 #include "platform/linux/linux.h"
 #include "platform/linux/regs_arch.h"

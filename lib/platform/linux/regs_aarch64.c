@@ -207,7 +207,7 @@ void ps_regs_from_context(const void *ucontext, struct ps_regs *rs)
 }
 
 /*
- * The signal frame (native.h).  A handler returns to a trampoline that is
+ * The signal frame (platform/stacks.h).  A handler returns to a trampoline that is
  * `mov x8, #139; svc #0` (rt_sigreturn): the vDSO's __kernel_rt_sigreturn
  * on Linux (whose CFI marks it a signal frame), or a page of its own under
  * an emulator (qemu-user), which no loaded object holds; so it is known by
@@ -237,4 +237,17 @@ int ps_sigframe_regs(uint64_t sp, struct ps_regs *rs)
     ps_regs_set(rs, PS_REG_SP, r.sp);
     ps_regs_set(rs, PS_REG_PC, r.pc);
     return 0;
+}
+
+/*
+ * A return address as a plain address (platform/stacks.h).  xpaclri (a
+ * hint: a no-op on CPUs without pointer authentication, which then never
+ * sign) strips exactly what this process's configuration put there,
+ * whatever its virtual address size.
+ */
+uint64_t ps_ret_addr(uint64_t a)
+{
+    register uint64_t lr __asm__("x30") = a;
+    __asm__("hint #7" : "+r"(lr));   /* xpaclri */
+    return lr;
 }

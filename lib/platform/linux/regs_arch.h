@@ -15,14 +15,14 @@
 #include <stdint.h>
 #include <sys/ucontext.h>
 
-#include "native/native.h"
+#include "platform/stacks.h"
 
 /* NULL if native stacks work on this CPU, else why not (one line). */
 const char *ps_arch_native_refused(void);
 
-/* ps_regs_from_context (native.h) and the signal frame crossing
- * (ps_sigframe_regs, ps_is_sigreturn, native.h) are defined by the same
- * file. */
+/* ps_regs_from_context, the signal frame crossing (ps_sigframe_regs,
+ * ps_is_sigreturn) and ps_ret_addr (platform/stacks.h) are defined by the
+ * same file. */
 
 /*
  * The handler's view of the interrupted context: whether it is the return

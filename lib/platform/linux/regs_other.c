@@ -50,3 +50,8 @@ int ps_is_sigreturn(uint64_t pc)
     (void)pc;
     return 0;
 }
+
+uint64_t ps_ret_addr(uint64_t a)
+{
+    return a;
+}

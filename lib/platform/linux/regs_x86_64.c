@@ -141,7 +141,7 @@ void ps_regs_from_context(const void *ucontext, struct ps_regs *rs)
 }
 
 /*
- * The signal frame (native.h): at the C library's return trampoline
+ * The signal frame (platform/stacks.h): at the C library's return trampoline
  * (__restore_rt, which its CFI marks as a signal frame) the stack pointer
  * points at the ucontext_t the kernel saved the interrupted registers in
  * (the rt_sigframe's return address has been popped by the handler's ret).
@@ -161,4 +161,10 @@ int ps_is_sigreturn(uint64_t pc)
 {
     (void)pc;
     return 0;
+}
+
+/* x86-64 has no pointer authentication: a return address is an address. */
+uint64_t ps_ret_addr(uint64_t a)
+{
+    return a;
 }
