@@ -14,7 +14,7 @@
 #include "lifecycle.h"
 #include "profile/output.h"
 #include "profile/profile.h"
-#include "sampler/sampler.h"
+#include "sampler/state.h"
 
 int pysample_start(int rate_hz)
 {

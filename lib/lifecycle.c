@@ -46,6 +46,7 @@
 #include "sampler/quality.h"
 #include "sampler/forkpause.h"
 #include "sampler/sampler.h"
+#include "sampler/state.h"
 #include "python/threadstates.h"
 #include "profile/writer.h"
 

@@ -32,6 +32,7 @@
 #include "profile/writer.h"
 #include "sampler/forkpause.h"
 #include "sampler/sampler.h"
+#include "sampler/state.h"
 #include "util/section.h"
 
 /* How long after fork() CPython's thread count may come. */
@@ -58,7 +59,7 @@ static int pause_sampler(void)
     struct ps_section sec;
     ps_section_enter(&sec, fp.lock);
     int paused = 0;
-    if (!fp.paused && ps_sampler_running() && ps_writer_state() == PS_WRITE_OPEN) {
+    if (!fp.paused && ps_sampler_may_read() && ps_writer_state() == PS_WRITE_OPEN) {
         ps_sampler_stop();
         fp.paused = paused = 1;
     }
@@ -126,7 +127,7 @@ void ps_forkpause_prepare(void)
 
 void ps_forkpause_parent(void)
 {
-    if (!ps_sampler_running())
+    if (!ps_sampler_may_read())
         return;
     fp.thread = pthread_self();
     fp.until_ns = ps_now_ns() + PS_COUNT_WINDOW_NS;

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sampler/sampler.h"
+#include "sampler/state.h"
 
 struct ps_quality {
     const char *how;          /* "armed record", "armed top", "PYSAMPLE_OUTPUT", ... */

@@ -2,7 +2,7 @@
  * schedule.h - when the sampler ticks: deadlines on a fixed grid, which
  * deadline a (possibly late) wake-up serves, and which ones are let go.
  *
- * Pure arithmetic on monotonic nanoseconds the sampler reads (sampler.c):
+ * Pure arithmetic on monotonic nanoseconds the sampler reads (loop.c):
  * no clock, no lock, so test/unit/test_schedule.c drives it with any
  * wake-up times.
  *

@@ -24,7 +24,7 @@
 #include "platform/platform.h"
 #include "profile/profile.h"
 #include "sampler/quality.h"
-#include "sampler/sampler.h"
+#include "sampler/state.h"
 #include "sampler/sessions.h"
 #include "settings.h"
 

@@ -1,7 +1,7 @@
 /*
  * sessions.h - armed mode's commands (`pysample record|dump|top|start|
  * stop|status --pid`) and the sessions that borrow the sampler, run on the
- * sampler thread between its waits (sampler.c): the control server
+ * sampler thread between its waits (loop.c): the control server
  * (control.h) queues the requests, this drains them.
  */
 #ifndef PS_SESSIONS_H

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "sampler/sampler.h"
+#include "sampler/state.h"
 
 enum ps_count {
     PS_COUNT_TICKS,
@@ -45,7 +45,7 @@ void ps_stats_cpu(int64_t ns);
 void ps_stats_late(uint64_t ns);
 void ps_stats_tick_took(uint64_t ns);
 
-/* The counts into st (the rates are the sampler's: sampler.c adds them). */
+/* The counts into st (the rates are the sampler's: state.c adds them). */
 void ps_stats_read(struct ps_stats *st);
 
 /* Writes the PYSAMPLE_STATS file: path_pattern with %p as the pid, in

@@ -15,7 +15,7 @@
  * The trampoline, and a pthread_exit stand-in, also report a thread about
  * to end (ps_threads_on_end): an armed, idle sampler sleeps until woken,
  * and must look whether the program has any thread left (fork from a
- * thread: sampler.c, exit_if_orphaned).  /proc/self/task says the rest.
+ * thread: orphan.c).  /proc/self/task says the rest.
  */
 #include <dlfcn.h>
 #include <errno.h>

@@ -1,0 +1,18 @@
+/*
+ * loop.h - what the sampler thread does from its start to its end: waits
+ * for the interpreter, then samples or idles as asked (state.h), serving
+ * the writer (writer.h) and, armed, the control sessions (sessions.h).
+ */
+#ifndef PS_SAMPLER_LOOP_H
+#define PS_SAMPLER_LOOP_H
+
+#include "python/runtime.h"
+
+/* The thread's work, on the sampler thread, until it is asked to stop:
+ * py is the interpreter whose initialisation it waits for. */
+void ps_sampler_loop(const struct ps_python *py);
+
+/* A fork child: the periodic flush is scheduled anew at its start. */
+void ps_sampler_loop_child_after_fork(void);
+
+#endif

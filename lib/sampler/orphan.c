@@ -1,0 +1,69 @@
+/*
+ * orphan.c - the sampler thread as the last one of its process (orphan.h).
+ *
+ * Looked at every 100 ms at most: one read of /proc/self/stat while the
+ * leader runs (platform.h).  An armed, idle thread that never wakes by
+ * itself is woken when a program thread ends (thread_ending) and then
+ * looks every 100 ms for a second: the thread that told it is still
+ * finishing when it first looks.  The final profile (and PYSAMPLE_STATS)
+ * is written here, before exit(0), so that our atexit handler finds it
+ * done and waits for nobody.
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "control/control.h"
+#include "platform/platform.h"
+#include "profile/writer.h"
+#include "sampler/orphan.h"
+#include "sampler/state.h"
+#include "settings.h"
+
+static struct {
+    _Atomic int thread_ended;   /* a program thread said it is ending */
+    uint64_t next_check;        /* when to look for the program's threads */
+    uint64_t watch_until;       /* armed and idle: look until then, not never */
+} orphan;
+
+/* A program thread is about to end (platform.h): the armed, idle wait
+ * has no deadline, so it is woken to look. */
+static void thread_ending(void)
+{
+    if (atomic_exchange(&orphan.thread_ended, 1) == 0 && ps_sampler_armed())
+        ps_control_wake();
+}
+
+void ps_orphan_setup(void)
+{
+    ps_threads_on_end(thread_ending);
+}
+
+int ps_orphan_news(void)
+{
+    return atomic_load(&orphan.thread_ended);
+}
+
+int ps_orphan_watching(uint64_t now)
+{
+    return now < orphan.watch_until;
+}
+
+void ps_orphan_check(uint64_t now)
+{
+    if (atomic_exchange(&orphan.thread_ended, 0)) {
+        orphan.watch_until = now + 1000000000ull;
+        orphan.next_check = now;
+    }
+    if (now < orphan.next_check)
+        return;
+    orphan.next_check = now + 100000000ull;
+    if (!ps_program_threads_gone())
+        return;
+    if (ps_settings()->output[0]) {
+        ps_writer_ask(PS_WRITE_FINAL);
+        ps_writer_serve();
+    }
+    ps_sampler_write_stats();
+    exit(0);
+}

@@ -1,0 +1,33 @@
+/*
+ * orphan.h - the sampler thread as the last one of its process.
+ *
+ * A child forked by a thread other than the main one has the forking
+ * thread as its only program thread.  When that returns (or calls
+ * pthread_exit), glibc would end the process with exit(0), as the last
+ * thread to end does -- but ours is still there, so the child would stay
+ * for ever as a zombie leader and its parent's waitpid would never return.
+ * So the sampler thread looks, now and then, and does what the last
+ * thread would have done.
+ */
+#ifndef PS_SAMPLER_ORPHAN_H
+#define PS_SAMPLER_ORPHAN_H
+
+#include <stdint.h>
+
+/* Has the platform tell us when a program thread ends (platform.h). */
+void ps_orphan_setup(void);
+
+/* On the sampler thread, at now (monotonic ns): if the program's threads
+ * are all gone, writes the final profile and PYSAMPLE_STATS and calls
+ * exit(0).  Looks every 100 ms at most. */
+void ps_orphan_check(uint64_t now);
+
+/* 1 if a program thread said it is ending since the last check: a wait
+ * without a deadline should end, to look. */
+int ps_orphan_news(void);
+
+/* 1 while the thread should wake by itself to look (for a second after a
+ * program thread ended): an armed, idle wait must not be endless then. */
+int ps_orphan_watching(uint64_t now);
+
+#endif

@@ -1,0 +1,250 @@
+/*
+ * state.c - the sampler thread's state and what it is asked (state.h).
+ *
+ * One atomic holds the state; the requests are atomics of their own,
+ * because they come from any thread (a signal handler among them) and the
+ * thread takes them up at its next wake-up.  Who writes the state is
+ * explained in state.h: at most one writer at a time, so plain stores.
+ *
+ * Waking.  The thread waits on a condition variable with an absolute
+ * deadline instead of sleeping, so that pysample_stop() and the exit path
+ * wake it at once: a plain sleep made every exit wait for the rest of the
+ * current interval (10 ms at the default 100 Hz), which was most of what
+ * profiling added to a short program's run time.  Armed, the wait is
+ * control.c's poll, woken through its pipe.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "control/control.h"
+#include "platform/platform.h"
+#include "sampler/state.h"
+#include "sampler/stats.h"
+#include "sampler/tick.h"
+#include "settings.h"
+
+static struct {
+    _Atomic int state;          /* enum ps_sampler_state */
+    int control;                /* armed: waits are control.c's poll */
+
+    _Atomic int active;         /* asked to sample (armed: only in a session) */
+    _Atomic int stop;           /* asked to leave */
+    _Atomic int write_request;  /* asked to serve the writer */
+    _Atomic int rate_hz;        /* the rate ticks are at now ... */
+    _Atomic int requested_hz;   /* ... and the one asked for (budget.h) */
+    unsigned run;               /* runs of SAMPLING begun (the sampler thread's) */
+
+    pthread_mutex_t wake_lock;  /* with wake: the interruptible wait */
+    pthread_cond_t wake;
+} st;
+
+static void wake_init(void)
+{
+    ps_cond_init(&st.wake);
+    pthread_mutex_init(&st.wake_lock, NULL);
+}
+
+void ps_sampler_state_setup(int rate_hz, int armed)
+{
+    st.control = armed;
+    atomic_store(&st.rate_hz, rate_hz);
+    atomic_store(&st.requested_hz, rate_hz);
+    wake_init();
+}
+
+int ps_sampler_armed(void)
+{
+    return st.control && ps_control_enabled();
+}
+
+/* ---- the state -------------------------------------------------------------- */
+
+enum ps_sampler_state ps_sampler_state(void)
+{
+    return (enum ps_sampler_state)atomic_load(&st.state);
+}
+
+void ps_sampler_enter(enum ps_sampler_state s)
+{
+    atomic_store(&st.state, (int)s);
+}
+
+int ps_sampler_may_read(void)
+{
+    enum ps_sampler_state s = ps_sampler_state();
+    return s == PS_SAMPLER_WAITING || s == PS_SAMPLER_SAMPLING || s == PS_SAMPLER_IDLE;
+}
+
+int ps_sampler_ready(void)
+{
+    enum ps_sampler_state s = ps_sampler_state();
+    return s == PS_SAMPLER_SAMPLING || s == PS_SAMPLER_IDLE || s == PS_SAMPLER_FINISHED;
+}
+
+int ps_sampler_finished(void)
+{
+    return ps_sampler_state() == PS_SAMPLER_FINISHED;
+}
+
+int ps_sampler_alive(void)
+{
+    return ps_sampler_state() != PS_SAMPLER_OFF;
+}
+
+int ps_sampler_sampling(void)
+{
+    return ps_sampler_alive() && atomic_load(&st.active);
+}
+
+/* ---- requests ---------------------------------------------------------------- */
+
+/*
+ * The wake lock is only tried: a signal handler may have interrupted the
+ * thread that holds it (in this very function), and then the sampler
+ * wakes at its next deadline instead (a tick, or 100 ms idle).  The flags
+ * the wait looks at are set before this is called, and the wait reads
+ * them under the lock, so when the lock is busy because the sampler is
+ * about to wait, it sees them first.
+ */
+void ps_sampler_wake(void)
+{
+    if (ps_sampler_armed())
+        ps_control_wake();  /* one write(): async-signal-safe */
+    if (pthread_mutex_trylock(&st.wake_lock) != 0)
+        return;
+    pthread_cond_broadcast(&st.wake);
+    pthread_mutex_unlock(&st.wake_lock);
+}
+
+void ps_sampler_nap(uint64_t deadline)
+{
+    pthread_mutex_lock(&st.wake_lock);
+    while (!atomic_load(&st.stop) && !atomic_load(&st.write_request)) {
+        if (ps_cond_wait_until(&st.wake, &st.wake_lock, deadline) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&st.wake_lock);
+}
+
+void ps_sampler_set_active(int on)
+{
+    atomic_store(&st.active, on);
+    ps_sampler_wake();
+}
+
+int ps_sampler_active(void)
+{
+    return atomic_load(&st.active);
+}
+
+void ps_sampler_ask_stop(void)
+{
+    atomic_store(&st.stop, 1);
+    ps_sampler_wake();
+}
+
+int ps_sampler_stop_asked(void)
+{
+    return atomic_load(&st.stop);
+}
+
+void ps_sampler_clear_stop(void)
+{
+    atomic_store(&st.stop, 0);
+}
+
+void ps_sampler_request_write(void)
+{
+    atomic_store(&st.write_request, 1);
+    ps_sampler_wake();
+}
+
+int ps_sampler_take_write_request(void)
+{
+    return atomic_exchange(&st.write_request, 0);
+}
+
+int ps_sampler_write_requested(void)
+{
+    return atomic_load(&st.write_request);
+}
+
+void ps_sampler_set_rate(int rate_hz)
+{
+    if (rate_hz >= 1 && rate_hz <= PS_MAX_RATE) {
+        atomic_store(&st.requested_hz, rate_hz);
+        atomic_store(&st.rate_hz, rate_hz);
+    }
+}
+
+int ps_sampler_rate(void)
+{
+    return atomic_load(&st.rate_hz);
+}
+
+int ps_sampler_requested_rate(void)
+{
+    return atomic_load(&st.requested_hz);
+}
+
+void ps_sampler_set_rate_now(int rate_hz)
+{
+    atomic_store(&st.rate_hz, rate_hz);
+}
+
+/* ---- ticks ------------------------------------------------------------------- */
+
+/* In cpu mode a sample stands for one period of the requested rate,
+ * whatever the rate ticks are at now (the CPU budget's), so that counts
+ * are CPU time / the period the profile's readers assume
+ * (docs/format.md). */
+void ps_sampler_tick(int all)
+{
+    int hz = atomic_load(&st.requested_hz);
+    uint64_t period = 1000000000ull / (uint64_t)(hz > 0 ? hz : PS_DEFAULT_RATE);
+    if (ps_tick(all, period, st.run) != 0)
+        ps_sampler_enter(PS_SAMPLER_FINISHED);
+}
+
+void ps_sampler_tick_all(void)
+{
+    ps_sampler_tick(1);
+}
+
+void ps_sampler_run_begins(void)
+{
+    st.run++;
+}
+
+/* ---- counts ------------------------------------------------------------------- */
+
+void ps_sampler_stats(struct ps_stats *out)
+{
+    ps_stats_read(out);
+    out->rate_now_hz = atomic_load(&st.rate_hz);
+    out->requested_hz = atomic_load(&st.requested_hz);
+    out->budget_pct = ps_settings()->cpu_budget * 100.0;
+}
+
+int ps_sampler_stats_wanted(void)
+{
+    return ps_settings()->stats_path[0] != '\0';
+}
+
+void ps_sampler_write_stats(void)
+{
+    const struct ps_config *cfg = ps_settings();
+    if (cfg->stats_path[0])
+        ps_stats_write(cfg->stats_path, atomic_load(&st.rate_hz), cfg->native, cfg->file_mode);
+}
+
+void ps_sampler_state_child_after_fork(int idle)
+{
+    wake_init();
+    ps_sampler_enter(PS_SAMPLER_OFF);
+    atomic_store(&st.write_request, 0);
+    if (idle)
+        atomic_store(&st.active, 0);
+}
