@@ -128,76 +128,142 @@ static int put(uint64_t *out, int d, int cap, uint32_t func)
     return d;
 }
 
-int ps_native_merge(struct ps_symtab *t, enum ps_native_mode mode,
-                    const struct ps_pyframe *py, int npy, const uintptr_t *pcs, int npcs,
-                    int stop, const char *no_native_why, uint64_t *out, int cap)
-{
-    int native_truncated = stop != PS_STOP_ROOT;
-    /* Groups of Python frames, innermost first: group g is
-     * py[gstart[g] .. gend[g]]. */
-    int gstart[PS_NATIVE_MAX], gend[PS_NATIVE_MAX], ng = 0;
-    for (int i = 0; i < npy && ng < PS_NATIVE_MAX; i++) {
-        if (i == 0 || py[i - 1].entry)
-            gstart[ng] = i, gend[ng] = i, ng++;
-        else
-            gend[ng - 1] = i;
-    }
-    if (ng > 0)
-        gend[ng - 1] = npy - 1;
+/* Groups of Python frames, innermost first, one per evaluation-loop call:
+ * group g is py[start[g] .. end[g]]. */
+struct groups {
+    int start[PS_NATIVE_MAX], end[PS_NATIVE_MAX];
+    int n;
+};
 
+/* A group ends at each frame marked as its call's first (frames.h:
+ * entry); frames beyond the last group there is room for join it. */
+static void group_python(const struct ps_pyframe *py, int npy, struct groups *g)
+{
+    g->n = 0;
+    for (int i = 0; i < npy && g->n < PS_NATIVE_MAX; i++) {
+        if (i == 0 || py[i - 1].entry)
+            g->start[g->n] = i, g->end[g->n] = i, g->n++;
+        else
+            g->end[g->n - 1] = i;
+    }
+    if (g->n > 0)
+        g->end[g->n - 1] = npy - 1;
+}
+
+/* The native frames, innermost first, named and classified, and where the
+ * evaluation-loop frames among them are (innermost, outermost). */
+struct natives {
     uint8_t kind[PS_NATIVE_MAX];
     uint32_t func[PS_NATIVE_MAX];
-    int evals = 0, inner_eval = -1, outer_eval = -1;
-    for (int i = 0; i < npcs && i < PS_NATIVE_MAX; i++) {
+    int n, evals, inner_eval, outer_eval;
+};
+
+static void classify_native(struct ps_symtab *t, const uintptr_t *pcs, int npcs,
+                            struct natives *nv)
+{
+    nv->n = npcs < PS_NATIVE_MAX ? npcs : PS_NATIVE_MAX;
+    nv->evals = 0;
+    nv->inner_eval = -1;
+    nv->outer_eval = -1;
+    for (int i = 0; i < nv->n; i++) {
         const struct pcent *e = resolve(t, i == 0 ? pcs[i] : pcs[i] - 1);
-        kind[i] = e->kind;
-        func[i] = e->func;
+        nv->kind[i] = e->kind;
+        nv->func[i] = e->func;
         if (e->kind == K_EVAL) {
-            if (inner_eval < 0)
-                inner_eval = i;
-            outer_eval = i;
-            evals++;
+            if (nv->inner_eval < 0)
+                nv->inner_eval = i;
+            nv->outer_eval = i;
+            nv->evals++;
         }
     }
+}
 
+/* Why the two walks are not merged: the marker the Python stack alone
+ * ends in, with *outcome saying which, or NULL if they fit.  More
+ * evaluation-loop frames than Python groups never fit; fewer only when
+ * the unwind stopped early. */
+static const char *merge_refused(const struct ps_native_merge_req *rq, const struct groups *g,
+                                 const struct natives *nv, int *outcome)
+{
+    *outcome = O_UNAVAILABLE;
+    if (rq->no_native_why != NULL)
+        return rq->no_native_why;
+    if (rq->npcs == 0)
+        return "[native: unavailable]";
+    int native_truncated = rq->stop != PS_STOP_ROOT;
+    if (nv->evals > g->n || (!native_truncated && nv->evals != g->n)) {
+        *outcome = O_MISMATCH;
+        return "[native: mismatch]";
+    }
+    return NULL;
+}
+
+/* The Python stack alone, root first, ending in the marker why. */
+static int python_alone(const struct ps_native_merge_req *rq, const char *why)
+{
+    int d = put_py(rq->out, 0, rq->cap, rq->py, 0, rq->npy - 1);
+    return put(rq->out, d, rq->cap, marker(rq->syms, why));
+}
+
+/* Is native frame i shown?  Unless PYSAMPLE_NATIVE=all: not below the
+ * outermost evaluation loop (thread and interpreter start-up), nor the
+ * interpreter's own frames between two Python frames. */
+static int native_shown(const struct ps_native_merge_req *rq, const struct natives *nv, int i)
+{
+    if (rq->mode == PS_NATIVE_ALL || nv->evals == 0)
+        return 1;
+    if (i > nv->outer_eval)
+        return 0;
+    return !(i > nv->inner_eval && nv->kind[i] == K_INTERP);
+}
+
+/* The merged stack, root first: the groups the unwind did not reach (it
+ * stopped early) and its marker, then from the root each native frame
+ * shown, each evaluation-loop frame replaced by its group. */
+static int merged(const struct ps_native_merge_req *rq, const struct groups *g,
+                  const struct natives *nv)
+{
+    uint64_t *out = rq->out;
     int d = 0;
-    const char *why = no_native_why;
-    if (why == NULL && npcs == 0)
-        why = "[native: unavailable]";
-    int outcome = O_UNAVAILABLE;
-    if (why == NULL && (evals > ng || (!native_truncated && evals != ng))) {
-        why = "[native: mismatch]";
-        outcome = O_MISMATCH;
-    }
-    if (why != NULL) {
-        count(&outcomes[outcome]);
-        d = put_py(out, d, cap, py, 0, npy - 1);
-        return put(out, d, cap, marker(t, why));
-    }
-    count(native_truncated ? &truncated_by[stop > 0 && stop < PS_STOP_N ? stop : PS_STOP_CFI]
-                           : &outcomes[O_ROOT]);
-
-    /* Groups the unwind did not reach (it stopped early). */
-    if (evals < ng)
-        d = put_py(out, d, cap, py, gstart[evals], npy - 1);
-    if (native_truncated)
-        d = put(out, d, cap, marker(t, "[native: truncated]"));
-    int g = evals;   /* groups still to place, from the root */
-    for (int i = npcs - 1; i >= 0; i--) {
-        if (kind[i] == K_EVAL) {
-            g--;
-            d = put_py(out, d, cap, py, gstart[g], gend[g]);
-            continue;
+    if (nv->evals < g->n)
+        d = put_py(out, d, rq->cap, rq->py, g->start[nv->evals], rq->npy - 1);
+    if (rq->stop != PS_STOP_ROOT)
+        d = put(out, d, rq->cap, marker(rq->syms, "[native: truncated]"));
+    int k = nv->evals;   /* groups still to place, from the root */
+    for (int i = nv->n - 1; i >= 0; i--) {
+        if (nv->kind[i] == K_EVAL) {
+            k--;
+            d = put_py(out, d, rq->cap, rq->py, g->start[k], g->end[k]);
+        } else if (native_shown(rq, nv, i)) {
+            d = put(out, d, rq->cap, nv->func[i]);
         }
-        if (mode != PS_NATIVE_ALL && evals > 0) {
-            if (i > outer_eval)
-                continue;   /* thread start-up, interpreter start-up */
-            if (i > inner_eval && kind[i] == K_INTERP)
-                continue;   /* the interpreter between two Python frames */
-        }
-        d = put(out, d, cap, func[i]);
     }
     return d;
+}
+
+/* The unwind's outcome, for ps_native_stats: at the root, or cut, by cause. */
+static void count_merged(int stop)
+{
+    if (stop == PS_STOP_ROOT)
+        count(&outcomes[O_ROOT]);
+    else
+        count(&truncated_by[stop > 0 && stop < PS_STOP_N ? stop : PS_STOP_CFI]);
+}
+
+int ps_native_merge(const struct ps_native_merge_req *rq)
+{
+    struct groups g;
+    struct natives nv;
+    int outcome;
+    group_python(rq->py, rq->npy, &g);
+    classify_native(rq->syms, rq->pcs, rq->npcs, &nv);
+    const char *why = merge_refused(rq, &g, &nv, &outcome);
+    if (why != NULL) {
+        count(&outcomes[outcome]);
+        return python_alone(rq, why);
+    }
+    count_merged(rq->stop);
+    return merged(rq, &g, &nv);
 }
 
 int ps_native_stats(char *buf, size_t len)

@@ -81,15 +81,27 @@ struct ps_pyframe {
 void ps_native_objects_changed(void);
 
 /*
- * Writes the merged stack, root first, into out (room for cap frames) and
- * returns its depth.  py: the Python walk, innermost first; pcs: the
- * unwind, innermost first, and stop why it ended (ps_unwind); npcs 0: no
- * native part, and no_native_why (or "[native: unavailable]") says so.
- * Each call counts one outcome (ps_native_stats).
+ * One merge: the two walks of a sample, and where the stack goes.  Set
+ * what applies with designated initialisers.
  */
-int ps_native_merge(struct ps_symtab *t, enum ps_native_mode mode,
-                    const struct ps_pyframe *py, int npy, const uintptr_t *pcs, int npcs,
-                    int stop, const char *no_native_why, uint64_t *out, int cap);
+struct ps_native_merge_req {
+    struct ps_symtab *syms;
+    enum ps_native_mode mode;
+    const struct ps_pyframe *py;    /* the Python walk, innermost first */
+    int npy;
+    const uintptr_t *pcs;           /* the unwind, innermost first (ps_unwind) */
+    int npcs;                       /* 0: no native part */
+    int stop;                       /* why the unwind ended (enum ps_unwind_stop) */
+    /* Not NULL: the native part is not to be used, and this marker says
+     * why (npcs 0 without one: "[native: unavailable]"). */
+    const char *no_native_why;
+    uint64_t *out;                  /* the merged stack, root first */
+    int cap;                        /* room in out, in frames */
+};
+
+/* Writes the merged stack rq asks for and returns its depth.  Each call
+ * counts one outcome (ps_native_stats). */
+int ps_native_merge(const struct ps_native_merge_req *rq);
 
 /*
  * The native samples' outcomes so far, as PYSAMPLE_STATS lines into buf:

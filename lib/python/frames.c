@@ -232,13 +232,6 @@ resolve(const struct walk_plan *p, uintptr_t frame, const uint8_t *fr, uint64_t 
     return 1;
 }
 
-int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
-            int lines, uintptr_t frame, uint64_t *out, int max, int *truncated,
-            uintptr_t *boot)
-{
-    return ps_walk_ex(py, cc, syms, lines, frame, out, NULL, max, truncated, boot);
-}
-
 /* 3.9/3.10: a frame object whose reference count is 0 was freed while we
  * looked (the thread returned from it).  It now sits on the free list,
  * which is chained through f_back, or is its code's zombie frame with a
@@ -287,10 +280,6 @@ static void mark_entry(uint8_t *entry, int i)
         entry[i] = 1;
 }
 
-static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
-                int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
-                int max, int *truncated, uintptr_t *boot);
-
 /*
  * 3.11+: is the data-stack frame `above` (nearer the leaf) the one
  * `frame` called?  Frames on a thread's data stack are pushed and popped
@@ -329,20 +318,6 @@ static inline int data_stack_linked(uintptr_t above, uintptr_t frame, uint64_t w
 {
     uintptr_t end = frame + 8 * words;
     return above == end || chunk_linked(above, frame, end);
-}
-
-int ps_walk_ex(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
-               int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, int max,
-               int *truncated, uintptr_t *boot)
-{
-    return walk(py, cc, syms, lines, frame, out, addrs, NULL, max, truncated, boot);
-}
-
-int ps_walk_entries(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
-                    int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
-                    int max, int *truncated, uintptr_t *boot)
-{
-    return walk(py, cc, syms, lines, frame, out, addrs, entry, max, truncated, boot);
 }
 
 /*
@@ -428,98 +403,169 @@ static inline const uint8_t *frame_bytes(const struct walk_plan *p, struct span 
     return frame_read(p, s, wc, frame, n, above, read_no);
 }
 
-/* Out of line: kept apart from walk()'s sigsetjmp, so that the compiler
- * optimises it as an ordinary function. */
-static __attribute__((noinline)) int
-walk_frames(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms, int lines,
-            uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry, int max,
-            int *truncated, uintptr_t *boot)
+/*
+ * One walk under way: where it is and what it has reported so far.  Its
+ * copies (the plan, the span, walk_codes) are locals of walk_frames()
+ * apart from it, passed on by address; the address of this one only
+ * reaches the steps below, which are inlined, so its fields stay in
+ * registers.
+ */
+struct walk {
+    const struct walk_plan *p;
+    const struct ps_walk_req *rq;
+    struct span *sp;
+    struct walk_codes *wc;      /* counts the walk's reads */
+    struct walk_codes *codes;   /* wc where its slots can serve a frame, else NULL */
+    uintptr_t top;              /* the frame the walk began at */
+    uintptr_t above;            /* the last data-stack frame walked, 3.11+ */
+    uintptr_t boot;             /* the outermost Thread._bootstrap_inner frame, or 0 */
+    int budget;                 /* links it may still follow (ps_walk_budget) */
+    int n;                      /* frames reported */
+    int truncated;
+};
+
+/* Sets the walk up at rq's first frame: 0, or PS_WALK_UNREADABLE for a
+ * layout it cannot use.  The span starts empty without clearing its 4 KiB
+ * buffer: only what a read filled is ever looked at. */
+static inline int walk_begin(struct walk *w, struct walk_plan *plan, struct span *sp,
+                             struct walk_codes *wc, const struct ps_walk_req *rq)
+{
+    sp->lo = 0;
+    sp->last = 0;
+    wc->reads = 0;
+    wc->used = 0;
+    int rc = ps_walk_plan_init(plan, rq->py, rq->cc, rq->syms, rq->lines);
+    if (rc != 0)
+        return rc;
+    /* 3.9/3.10 read every frame alone, after any code object read before
+     * it: no slot could ever serve one, so none is kept. */
+    *w = (struct walk){ .p = plan, .rq = rq, .sp = sp, .wc = wc,
+                        .codes = plan->interp ? wc : NULL, .top = rq->frame,
+                        .budget = ps_walk_budget(rq->max) };
+    return 0;
+}
+
+/* Is the frame at frame (bytes fr, link back) one the chain can hold at
+ * this point?  1 if it is a torn read: the walk must not go on. */
+static inline int link_torn(const struct walk *w, uintptr_t frame, const uint8_t *fr,
+                            uintptr_t back)
+{
+    const struct walk_plan *p = w->p;
+    if (back == frame)
+        return 1;
+    if (frame_freed(p, fr) || (frame != w->top && !frame_holds_callee(p, fr)))
+        return 1;
+    /* 3.12+: every thread's chain ends in an entry frame owned by the C
+     * stack, so a Python frame without a previous one is a frame being
+     * initialised over a popped one while we looked (its previous is set
+     * after it is zeroed): a torn walk, not a root. */
+    return back == 0 && p->rootless_torn && !owner_native(p, fr);
+}
+
+/* A frame on the data stack (owner 0) must be where its callee (the last
+ * data-stack frame walked) was allocated: 1 if it is not (a torn walk).
+ * words != 0 only where the owner field exists (ps_walk_plan_init). */
+static inline int data_stack_torn(struct walk *w, uintptr_t frame, const uint8_t *fr,
+                                  uint64_t words)
+{
+    if (words == 0 || fr[w->p->fr_owner] != 0)
+        return 0;
+    if (w->above != 0 && !data_stack_linked(w->above, frame, words))
+        return 1;
+    w->above = frame;
+    return 0;
+}
+
+/* Reports the Python frame at frame (bytes fr), resolved to one: 1, or 0
+ * if max frames are reported already (another one beyond the limit: the
+ * stack is cut). */
+static inline int report_frame(struct walk *w, uintptr_t frame, const uint8_t *fr, uint64_t one)
+{
+    const struct ps_walk_req *rq = w->rq;
+    if (w->n >= rq->max) {
+        w->truncated = 1;
+        return 0;
+    }
+    if (rq->addrs != NULL)
+        rq->addrs[w->n] = frame;
+    /* Native stacks (merge.c): which frame each evaluation-loop call
+     * began with.  3.9/3.10 run each frame in a call of its own; 3.11
+     * flags it (is_entry). */
+    if (rq->entry != NULL)
+        rq->entry[w->n] = w->p->objects ||
+                          (w->p->fr_is_entry != PS_NOFIELD && fr[w->p->fr_is_entry] != 0);
+    rq->out[w->n++] = one;
+    return 1;
+}
+
+/* One link of the chain: the frame at *frame copied, checked, resolved
+ * and reported if shown.  1 with *frame moved on to its link, 0 if the
+ * walk is cut here (its budget or max spent), or a PS_WALK_ error. */
+static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintptr_t *frame)
+{
+    const struct walk_plan *p = w->p;
+    const uintptr_t at = *frame;
+    const uint8_t *fr;
+    uint64_t fr_read, one, words;
+    uintptr_t boot = 0;
+
+    if (w->budget-- <= 0) {
+        w->truncated = 1;
+        return 0;
+    }
+    if (!ps_frame_addr_ok(at) ||
+        (fr = frame_bytes(p, w->sp, w->wc, at, w->n, w->above, &fr_read)) == NULL)
+        return PS_WALK_UNREADABLE;
+    uintptr_t back = word_at(fr, p->fr_back);
+    if (link_torn(w, at, fr, back))
+        return PS_WALK_INCONSISTENT;
+    int r = resolve(p, at, fr, &one, &boot, NULL, &words, w->codes, fr_read);
+    if (r < 0)
+        return r;
+    if (data_stack_torn(w, at, fr, words))
+        return PS_WALK_INCONSISTENT;
+    if (boot != 0)
+        w->boot = boot;
+    if (r > 0 && !report_frame(w, at, fr, one))
+        return 0;
+    /* 3.12+: a C-stack shim starts every evaluation-loop call, so the
+     * Python frame just before it was that call's first. */
+    if (r == 0 && owner_native(p, fr))
+        mark_entry(w->rq->entry, w->n - 1);
+    *frame = back;
+    return 1;
+}
+
+/* The walk proper: returns the frames reported, with *res filled, or a
+ * PS_WALK_ error (*res untouched).  Out of line: kept apart from
+ * ps_walk()'s sigsetjmp, so that the compiler optimises it as an ordinary
+ * function. */
+static __attribute__((noinline)) int walk_frames(const struct ps_walk_req *rq,
+                                                 struct ps_walk_res *res)
 {
     struct walk_plan plan;
     struct span sp;
     struct walk_codes wc;
-    const uint8_t *fr;
-    uint64_t fr_read;
-    int n = 0;
-    int budget = ps_walk_budget(max);
-    uintptr_t above = 0;   /* the last data-stack frame walked, 3.11+ */
-    const uintptr_t top = frame;
+    struct walk w;
+    uintptr_t frame = rq->frame;
 
-    *truncated = 0;
-    *boot = 0;
-    sp.lo = 0;
-    sp.last = 0;
-    wc.reads = 0;
-    wc.used = 0;
-    int rc = ps_walk_plan_init(&plan, py, cc, syms, lines);
+    int rc = walk_begin(&w, &plan, &sp, &wc, rq);
     if (rc != 0)
         return rc;
-    const struct walk_plan *p = &plan;
-    /* 3.9/3.10 read every frame alone, after any code object read before
-     * it: no slot could ever serve one, so none is kept. */
-    struct walk_codes *codes = p->interp ? &wc : NULL;
-
     while (frame != 0) {
-        if (budget-- <= 0) {
-            *truncated = 1;
-            break;
-        }
-        if (!ps_frame_addr_ok(frame) ||
-            (fr = frame_bytes(p, &sp, &wc, frame, n, above, &fr_read)) == NULL)
-            return PS_WALK_UNREADABLE;
-        uintptr_t back = word_at(fr, p->fr_back);
-        if (back == frame)
-            return PS_WALK_INCONSISTENT;
-        if (frame_freed(p, fr) || (frame != top && !frame_holds_callee(p, fr)))
-            return PS_WALK_INCONSISTENT;
-
-        int native = owner_native(p, fr);
-        /* 3.12+: every thread's chain ends in an entry frame owned by the
-         * C stack, so a Python frame without a previous one is a frame
-         * being initialised over a popped one while we looked (its
-         * previous is set after it is zeroed): a torn walk, not a root. */
-        if (!native && back == 0 && p->rootless_torn)
-            return PS_WALK_INCONSISTENT;
-        uint64_t one, words;
-        uintptr_t b = 0;
-        int r = resolve(p, frame, fr, &one, &b, NULL, &words, codes, fr_read);
-        if (r < 0)
-            return r;
-        /* A frame on the data stack (owner 0) must be where its callee
-         * (the last data-stack frame walked) was allocated.  (words != 0
-         * only where the owner field exists: ps_walk_plan_init.) */
-        if (words != 0 && fr[p->fr_owner] == 0) {
-            if (above != 0 && !data_stack_linked(above, frame, words))
-                return PS_WALK_INCONSISTENT;
-            above = frame;
-        }
-        if (b != 0)
-            *boot = b;
-        if (r > 0) {
-            if (n >= max) {
-                /* Another Python frame beyond the limit: the stack is cut. */
-                *truncated = 1;
-                break;
-            }
-            if (addrs != NULL)
-                addrs[n] = frame;
-            /* Native stacks (merge.c): which frame each evaluation-loop
-             * call began with.  3.9/3.10 run each frame in a call of its
-             * own; 3.11 flags it (is_entry). */
-            if (entry != NULL)
-                entry[n] = p->objects || (p->fr_is_entry != PS_NOFIELD && fr[p->fr_is_entry] != 0);
-            out[n++] = one;
-        } else if (native) {
-            /* 3.12+: a C-stack shim starts every evaluation-loop call, so
-             * the Python frame just before it was that call's first. */
-            mark_entry(entry, n - 1);
-        }
-        frame = back;
+        rc = walk_step(&w, &frame);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            break;      /* cut: frame is where it stopped */
     }
     /* The outermost frame began the outermost call. */
     if (frame == 0)
-        mark_entry(entry, n - 1);
-    return n;
+        mark_entry(rq->entry, w.n - 1);
+    res->n = w.n;
+    res->truncated = w.truncated;
+    res->boot = w.boot;
+    return w.n;
 }
 
 /*
@@ -535,9 +581,10 @@ walk_frames(const struct ps_python *py, struct ps_codecache *cc, struct ps_symta
  * Why jumping out of the middle of walk_frames() is sound: at the moment
  * of such a fault the thread is inside one of those reads, called
  * from the walk, and everything the walk has changed since this point is
- * its own (the plan, the span, walk_codes, on its stack) or the caller's
- * output (out, addrs, entry, *truncated, *boot), which a walk that fails
- * leaves undefined and walk_thread() discards or rewrites on its retry.
+ * its own (the plan, the span, walk_codes, struct walk, on its stack) or
+ * the caller's output (out, addrs, entry), which a walk that fails leaves
+ * undefined and walk_thread() discards or rewrites on its retry; *res is
+ * only written once the walk has ended without a fault.
  * What is shared -- the code cache and the symbol table -- is only changed
  * inside ps_code_resolve(), and no scoped read runs there: its own reads
  * (refill: names, line table) are plain ps_read()s that recover by
@@ -547,18 +594,20 @@ walk_frames(const struct ps_python *py, struct ps_codecache *cc, struct ps_symta
  * the walk.  A change that makes the walk write shared state outside
  * ps_code_resolve, or call a scoped read from inside it, breaks this.
  */
-static int walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
-                int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
-                int max, int *truncated, uintptr_t *boot)
+int ps_walk(const struct ps_walk_req *rq, struct ps_walk_res *res)
 {
     sigjmp_buf env;
+    *res = (struct ps_walk_res){ .n = 0 };
     if (sigsetjmp(env, 0) != 0) {
         ps_read_scope_end();
-        return PS_WALK_UNREADABLE;
+        res->error = PS_WALK_UNREADABLE;
+        return res->error;
     }
     ps_read_scope(&env);
-    int n = walk_frames(py, cc, syms, lines, frame, out, addrs, entry, max, truncated, boot);
+    int n = walk_frames(rq, res);
     ps_read_scope_end();
+    if (n < 0)
+        res->error = n;
     return n;
 }
 

@@ -21,23 +21,43 @@ enum { PS_WALK_UNREADABLE = -1, PS_WALK_INCONSISTENT = -2 };
 int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts, uintptr_t *frame);
 
 /*
- * Walks the chain from frame towards the root and resolves each Python
- * frame.  out receives up to max frames, innermost first; *truncated is set
- * if the chain went on beyond max.  *boot receives the address of the
- * outermost Thread._bootstrap_inner frame seen, or 0 (for thread names,
- * threadnames.h).  Returns the number of frames or one of the PS_WALK_
- * errors.
+ * One walk: the chain from frame towards the root, each Python frame
+ * resolved.  Set what is wanted with designated initialisers; what is left
+ * out (0, NULL) is not wanted.
  */
-int ps_walk(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
-            int lines, uintptr_t frame, uint64_t *out, int max, int *truncated,
-            uintptr_t *boot);
+struct ps_walk_req {
+    const struct ps_python *py;
+    struct ps_codecache *cc;
+    struct ps_symtab *syms;
+    int lines;                  /* resolve line numbers too */
+    uintptr_t frame;            /* where to begin (ps_thread_top_frame); 0: no Python */
+    int max;                    /* Python frames reported at most */
+    uint64_t *out;              /* max frames, innermost first */
+    /* max addresses, or NULL: the address of each frame reported in out
+     * (the running asyncio task's coroutine frame is recognised by its
+     * address: tasks_stacks.c). */
+    uintptr_t *addrs;
+    /* max flags, or NULL: for native stacks (native.h), entry[i] = 1 when
+     * frame i is the first frame its evaluation-loop call ran (3.9/3.10:
+     * every frame; 3.11: its is_entry flag; 3.12+: the frame before a
+     * C-stack shim), else 0.  The outermost frame is always one. */
+    uint8_t *entry;
+};
 
-/* ps_walk, and addrs (if not NULL, max entries) receives the address of
- * each frame reported in out (the running asyncio task's coroutine frame
- * is recognised by its address: tasks_stacks.c). */
-int ps_walk_ex(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
-               int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, int max,
-               int *truncated, uintptr_t *boot);
+/* What a walk found.  out, addrs and entry hold n frames each; after an
+ * error they hold nothing worth reading. */
+struct ps_walk_res {
+    int n;                      /* frames reported (0 after an error) */
+    int error;                  /* 0, or one of the PS_WALK_ errors */
+    int truncated;              /* the chain went on beyond max */
+    /* The address of the outermost Thread._bootstrap_inner frame seen, or
+     * 0 (for thread names, threadnames.h). */
+    uintptr_t boot;
+};
+
+/* Walks as rq says and fills *res.  Returns res->n, or res->error if the
+ * walk failed. */
+int ps_walk(const struct ps_walk_req *rq, struct ps_walk_res *res);
 
 /*
  * Resolves the one frame at frame without following its link (a suspended
@@ -47,16 +67,6 @@ int ps_walk_ex(const struct ps_python *py, struct ps_codecache *cc, struct ps_sy
  */
 int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
                  int lines, uintptr_t frame, uint64_t *out, int *taskgroup);
-
-/*
- * ps_walk_ex, and for native stacks (native.h) entry[i] = 1 when frame i is
- * the first frame its evaluation-loop call ran (3.9/3.10: every frame;
- * 3.11: its is_entry flag; 3.12+: the frame before a C-stack shim).  The
- * outermost frame is always one.  entry may be NULL.
- */
-int ps_walk_entries(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
-                    int lines, uintptr_t frame, uint64_t *out, uintptr_t *addrs, uint8_t *entry,
-                    int max, int *truncated, uintptr_t *boot);
 
 /*
  * How a frame chain is followed, by the walk below and by the macOS copy of

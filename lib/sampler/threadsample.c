@@ -30,9 +30,9 @@
 
 static struct {
     const struct ps_python *py;   /* sampler.c's */
-    uint64_t *scratch;          /* max_depth + 1 frames, innermost first */
-    uint64_t *rooted;           /* the stack counted: max_depth + PS_NATIVE_MAX + a few */
-    int room;                   /* task stacks' room in rooted (tasks.h) */
+    uint64_t *scratch;          /* the walk's frames, innermost first */
+    uint64_t *rooted;           /* the stack counted: room frames, and [gc] */
+    int room;                   /* how deep a stack in rooted may be (stack_room) */
     uintptr_t *addrs;           /* the frames' addresses (asyncio tasks) */
     /* native stacks (PYSAMPLE_NATIVE, native.h) */
     uint8_t *entry;             /* per scratch frame: first of its eval call */
@@ -40,31 +40,46 @@ static struct {
     uintptr_t pcs[PS_NATIVE_MAX];
 } sample;
 
+/*
+ * How deep a stack may be in rooted, [gc] aside: the root frames (the
+ * interpreter, the truncation marker) and the walk's max_depth frames;
+ * with native frames, PS_NATIVE_MAX of those and the merge's markers;
+ * with asyncio tasks, a marker and the suspended frames of each awaiting
+ * task.  Set-up sizes rooted by it, and each sample's writers stop at it.
+ */
+static int stack_room(const struct ps_config *cfg)
+{
+    int room = cfg->max_depth + 2;
+    int native = cfg->max_depth + PS_NATIVE_MAX + 6;
+    int tasks = cfg->max_depth + 2 + PS_TASKS_CHAIN * (PS_TASKS_CORO_DEPTH + 1);
+    if (cfg->native && native > room)
+        room = native;
+    if (cfg->async_tasks && tasks > room)
+        room = tasks;
+    return room;
+}
+
 int ps_threadsample_setup(const struct ps_python *py)
 {
     const struct ps_config *cfg = ps_settings();
-    size_t depth = (size_t)cfg->max_depth;
-    size_t rooted = depth + PS_NATIVE_MAX + 8;
+    /* The walk reports max_depth frames at most; two more spare. */
+    size_t frames = (size_t)cfg->max_depth + 2;
     sample.py = py;
     ps_threadinfo_setup();
-    /* Task stacks are the thread's, plus a marker and the suspended frames
-     * of each awaiting task: room for those too. */
-    sample.room = cfg->max_depth + 2 + PS_TASKS_CHAIN * (PS_TASKS_CORO_DEPTH + 1);
-    if (cfg->async_tasks && (size_t)sample.room > rooted)
-        rooted = (size_t)sample.room;
-    rooted += 1;    /* the [gc] frame on top of a full stack */
-    sample.scratch = malloc((depth + 2) * sizeof *sample.scratch);
-    sample.rooted = malloc(rooted * sizeof *sample.rooted);
+    sample.room = stack_room(cfg);
+    sample.scratch = malloc(frames * sizeof *sample.scratch);
+    /* one more: the [gc] frame on top of a full stack */
+    sample.rooted = malloc(((size_t)sample.room + 1) * sizeof *sample.rooted);
     if (sample.scratch == NULL || sample.rooted == NULL)
         return -1;
     if (cfg->async_tasks) {
-        sample.addrs = malloc((depth + 2) * sizeof *sample.addrs);
+        sample.addrs = malloc(frames * sizeof *sample.addrs);
         if (sample.addrs == NULL)
             return -1;
     }
     if (cfg->native) {
-        sample.entry = calloc(depth + 2, 1);
-        sample.pyframes = malloc((depth + 2) * sizeof *sample.pyframes);
+        sample.entry = calloc(frames, 1);
+        sample.pyframes = malloc(frames * sizeof *sample.pyframes);
         if (sample.entry == NULL || sample.pyframes == NULL)
             return -1;
     }
@@ -73,11 +88,88 @@ int ps_threadsample_setup(const struct ps_python *py)
 
 /* One thread's walk, and its native frames. */
 struct walk {
-    int n;                      /* frames in scratch, or a PS_WALK_ error */
-    int truncated;              /* cut at max_depth */
-    uintptr_t boot;             /* its Thread._bootstrap_inner frame, or 0 */
-    int cap, npcs, ntrunc, native_ok;   /* native: capture, pcs, how many cut, consistent */
+    struct ps_walk_res py;      /* the Python walk: its frames in scratch */
+    int cap;                    /* native: the capture (enum ps_capture) */
+    int npcs, stop;             /* native: pcs unwound, and why the unwind stopped */
+    int native_ok;              /* native: nothing moved while we read */
 };
+
+/* Native stacks: the registers first (a running thread is held in our
+ * handler from here to hold_end), unwound at once. */
+static void native_take(long tid, struct walk *w)
+{
+    struct ps_regs regs;
+    w->npcs = 0;
+    w->stop = 0;
+    w->native_ok = 0;
+    w->cap = ps_native_capture(tid, &regs);
+    /* On the syscall read path (~1.3 us a read, some 20 reads a frame) a
+     * deep unwind would outlast the hold: keep it to the innermost
+     * frames, the rest is [native: truncated]. */
+    int most = ps_mem_mode() == PS_READ_DIRECT ? PS_NATIVE_MAX : PS_NATIVE_MAX_SLOW;
+    if (w->cap >= 0)
+        w->npcs = ps_unwind(&regs, sample.pcs, most, &w->stop);
+}
+
+/* Lets a thread native_take held go: 1 if what was read meanwhile is
+ * consistent (native.h), 0 if not or if nothing was taken. */
+static int hold_end(const struct walk *w)
+{
+    return w->cap >= 0 && ps_native_release() == 0;
+}
+
+/* The Python walk from frame into scratch, with the frames' addresses
+ * (asyncio) and entry marks (native) where those are kept. */
+static void python_walk(struct ps_profile *p, uintptr_t frame, struct ps_walk_res *res)
+{
+    ps_walk(&(struct ps_walk_req){ .py = sample.py, .cc = &p->cc, .syms = &p->syms,
+                                   .lines = ps_settings()->lines, .frame = frame,
+                                   .max = ps_settings()->max_depth, .out = sample.scratch,
+                                   .addrs = sample.addrs, .entry = sample.entry },
+            res);
+}
+
+/*
+ * One try at the thread's walk, after tries others: 1 if it is over
+ * (walked, or nothing more to try), 0 to try again.  w keeps the last
+ * walk that worked when a later try cannot read the thread any more.
+ */
+static int walk_try(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, long tid, int tries,
+                    struct walk *w)
+{
+    uintptr_t frame;
+    ps_thread_copy_end();
+    /* Native stacks: the thread state is read again after the registers,
+     * so that the Python walk describes the same moment. */
+    if (ps_settings()->native)
+        native_take(tid, w);
+    /* A failed walk means the thread moved on under us: start again
+     * from a fresh copy of its thread state. */
+    if ((tries > 0 || w->cap >= 0) && ps_read(ts, tsp, sample.py->L.ts_read) != 0) {
+        hold_end(w);
+        return 1;
+    }
+    /* macOS: suspend the thread, copy its state and frame chain,
+     * resume it; the walk below reads that copy (platform.h).  Linux
+     * walks the running thread: nothing happens here. */
+    if (ps_thread_copy_begin(sample.py, tid, tsp, ts, ps_settings()->max_depth) != 0) {
+        hold_end(w);
+        return 1;
+    }
+    if (ps_thread_top_frame(sample.py, ts, &frame) != 0) {
+        hold_end(w);
+        w->py = (struct ps_walk_res){ .error = PS_WALK_UNREADABLE };
+        return 0;
+    }
+    python_walk(p, frame, &w->py);
+    w->native_ok = hold_end(w);
+    if (w->py.error != 0)
+        return 0;
+    /* A thread that left its system call while we read it (the GIL
+     * handed over, an I/O wait ended) is tried again from new
+     * registers, as a torn Python walk is. */
+    return !(w->cap >= 0 && !w->native_ok && tries + 1 < PS_WALK_TRIES);
+}
 
 /*
  * Walks the thread (tid, thread state at tsp, snapshot ts) into scratch,
@@ -87,75 +179,11 @@ struct walk {
 static void walk_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, long tid,
                         struct walk *w)
 {
-    const struct ps_layout *L = &sample.py->L;
-    int n = 0, truncated = 0;
-    uintptr_t boot = 0;
-    const int native = ps_settings()->native;
-    int cap = PS_CAPTURE_FAILED, npcs = 0, ntrunc = 0, native_ok = 0;
-    for (int tries = 0; tries < PS_WALK_TRIES; tries++) {
-        uintptr_t frame;
-        ps_thread_copy_end();
-        /* Native stacks: the registers first (a running thread is held
-         * in our handler from here to the release), unwound at once; the
-         * thread state is read again so that the Python walk describes
-         * the same moment. */
-        if (native) {
-            struct ps_regs regs;
-            npcs = 0;
-            ntrunc = 0;
-            native_ok = 0;
-            cap = ps_native_capture(tid, &regs);
-            /* On the syscall read path (~1.3 us a read, some 20 reads a
-             * frame) a deep unwind would outlast the hold: keep it to the
-             * innermost frames, the rest is [native: truncated]. */
-            int most = ps_mem_mode() == PS_READ_DIRECT ? PS_NATIVE_MAX : PS_NATIVE_MAX_SLOW;
-            if (cap >= 0)
-                npcs = ps_unwind(&regs, sample.pcs, most, &ntrunc);
-        }
-        /* A failed walk means the thread moved on under us: start again
-         * from a fresh copy of its thread state. */
-        if ((tries > 0 || cap >= 0) && ps_read(ts, tsp, L->ts_read) != 0) {
-            if (cap >= 0)
-                ps_native_release();
+    *w = (struct walk){ .cap = PS_CAPTURE_FAILED };
+    for (int tries = 0; tries < PS_WALK_TRIES; tries++)
+        if (walk_try(p, tsp, ts, tid, tries, w))
             break;
-        }
-        /* macOS: suspend the thread, copy its state and frame chain,
-         * resume it; the walk below reads that copy (platform.h).  Linux
-         * walks the running thread: nothing happens here. */
-        if (ps_thread_copy_begin(sample.py, tid, tsp, ts, ps_settings()->max_depth) != 0) {
-            if (cap >= 0)
-                ps_native_release();
-            break;
-        }
-        if (ps_thread_top_frame(sample.py, ts, &frame) != 0) {
-            if (cap >= 0)
-                ps_native_release();
-            n = PS_WALK_UNREADABLE;
-            continue;
-        }
-        if (native) {
-            memset(sample.entry, 0, (size_t)ps_settings()->max_depth + 2);
-            n = ps_walk_entries(sample.py, &p->cc, &p->syms, ps_settings()->lines, frame,
-                                sample.scratch, sample.addrs, sample.entry,
-                                ps_settings()->max_depth, &truncated, &boot);
-        } else {
-            n = ps_walk_ex(sample.py, &p->cc, &p->syms, ps_settings()->lines, frame,
-                           sample.scratch, sample.addrs, ps_settings()->max_depth, &truncated,
-                           &boot);
-        }
-        if (cap >= 0)
-            native_ok = ps_native_release() == 0;
-        /* A thread that left its system call while we read it (the GIL
-         * handed over, an I/O wait ended) is tried again from new
-         * registers, as a torn Python walk is. */
-        if (n >= 0 && cap >= 0 && !native_ok && tries + 1 < PS_WALK_TRIES)
-            continue;
-        if (n >= 0)
-            break;
-    }
     ps_thread_copy_end();
-    *w = (struct walk){ .n = n, .truncated = truncated, .boot = boot, .cap = cap,
-                        .npcs = npcs, .ntrunc = ntrunc, .native_ok = native_ok };
 }
 
 /* The stack's root frames: the interpreter (not the main one), then a
@@ -165,7 +193,7 @@ static int root_frames(const struct ps_tick_ctx *t, const struct walk *w)
     int d = 0;
     if (t->interp_func != PS_ID_NONE)
         sample.rooted[d++] = ps_frame(t->interp_func, PS_LINE_NONE);
-    if (w->truncated) {
+    if (w->py.truncated) {
         ps_count(PS_COUNT_TRUNCATED, 1);
         sample.rooted[d++] = ps_frame(PS_SYM_TRUNCATED, PS_LINE_NONE);
     }
@@ -176,14 +204,16 @@ static int root_frames(const struct ps_tick_ctx *t, const struct walk *w)
  * loop's (merge.c), after rooted[0..d).  Returns the new depth. */
 static int native_frames(struct ps_symtab *syms, const struct walk *w, int d)
 {
-    for (int i = 0; i < w->n; i++) {
+    for (int i = 0; i < w->py.n; i++) {
         sample.pyframes[i].frame = sample.scratch[i];
         sample.pyframes[i].entry = sample.entry[i];
     }
-    return d + ps_native_merge(syms, (enum ps_native_mode)ps_settings()->native, sample.pyframes,
-                               w->n, sample.pcs, w->native_ok ? w->npcs : 0, w->ntrunc,
-                               w->cap >= 0 && !w->native_ok ? "[native: unavailable]" : NULL,
-                               sample.rooted + d, ps_settings()->max_depth + PS_NATIVE_MAX + 6 - d);
+    return d + ps_native_merge(&(struct ps_native_merge_req){
+                   .syms = syms, .mode = (enum ps_native_mode)ps_settings()->native,
+                   .py = sample.pyframes, .npy = w->py.n,
+                   .pcs = sample.pcs, .npcs = w->native_ok ? w->npcs : 0, .stop = w->stop,
+                   .no_native_why = w->cap >= 0 && !w->native_ok ? "[native: unavailable]" : NULL,
+                   .out = sample.rooted + d, .cap = sample.room - d });
 }
 
 /* The walked frames after rooted[0..d), root first: with the running
@@ -195,12 +225,12 @@ static int stack_frames(struct ps_tick_ctx *t, unsigned long pth, int tasks_here
     int spliced = -1;
     if (tasks_here)
         spliced = ps_tasks_splice_running(t->tasks, &t->p->syms, pth, sample.scratch,
-                                          sample.addrs, w->n, sample.rooted, d, sample.room);
+                                          sample.addrs, w->py.n, sample.rooted, d, sample.room);
     if (spliced >= 0)
         return spliced;
     if (ps_settings()->native)
         return native_frames(&t->p->syms, w, d);
-    for (int i = w->n - 1; i >= 0; i--)
+    for (int i = w->py.n - 1; i >= 0; i--)
         sample.rooted[d++] = sample.scratch[i];
     return d;
 }
@@ -227,12 +257,12 @@ void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_
 
     struct walk w;
     walk_thread(t->p, tsp, ts, tid, &w);
-    if (w.n < 0) {
-        ps_count_dropped(w.n == PS_WALK_UNREADABLE ? PS_COUNT_ERRORS_UNREADABLE
-                                                   : PS_COUNT_ERRORS_INCONSISTENT, 1);
+    if (w.py.error != 0) {
+        ps_count_dropped(w.py.error == PS_WALK_UNREADABLE ? PS_COUNT_ERRORS_UNREADABLE
+                                                          : PS_COUNT_ERRORS_INCONSISTENT, 1);
         return;
     }
-    if (w.n == 0)
+    if (w.py.n == 0)
         return;  /* no Python code on this thread right now */
 
     int d_root = root_frames(t, &w);
@@ -242,7 +272,7 @@ void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_
      * walked: [gc] on top (interpstate.c says why twice). */
     if (tsp == t->gc_collector && ps_gc_still_collecting(sample.py, t->interp, tsp))
         sample.rooted[d++] = ps_frame(PS_SYM_GC, PS_LINE_NONE);
-    uint32_t label = ps_threadinfo_label(sample.py, &t->p->syms, ti, t->now, w.boot);
+    uint32_t label = ps_threadinfo_label(sample.py, &t->p->syms, ti, t->now, w.py.boot);
     if (label == PS_ID_NONE ||
         ps_stacktab_add(&t->p->tab, label, sample.rooted, (uint32_t)d, weight) != 0) {
         ps_count(PS_COUNT_ERRORS, 1);
@@ -255,7 +285,7 @@ void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_
      * walk's. */
     if (tasks_here && ps_settings()->mode == PS_MODE_WALL) {
         int k = ps_tasks_emit_waiting(t->tasks, &t->p->syms, &t->p->tab, pth, label,
-                                      sample.rooted, w.truncated ? d_root - 1 : d_root,
+                                      sample.rooted, w.py.truncated ? d_root - 1 : d_root,
                                       sample.room, weight);
         ps_count(PS_COUNT_SAMPLES, (uint64_t)k * weight);
     }

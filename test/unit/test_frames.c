@@ -95,6 +95,13 @@ static const struct ps_layout layout = {
 
 static struct ps_python py;
 
+/* rq's walk, begun at frame instead. */
+static int walk_from(struct ps_walk_req rq, uintptr_t frame, struct ps_walk_res *res)
+{
+    rq.frame = frame;
+    return ps_walk(&rq, res);
+}
+
 static uintptr_t make_str(struct fake_str *s, const char *text)
 {
     memset(s, 0, sizeof *s);
@@ -187,8 +194,8 @@ static void test_data_stack(uintptr_t file)
     CHECK_EQ_INT(ps_codecache_init(&cc, 64), 0);
     CHECK_EQ_INT(ps_symtab_init(&syms, 1000), 0);
     uint64_t out[16];
-    int truncated;
-    uintptr_t boot;
+    struct ps_walk_res res;
+    const struct ps_walk_req rq = { .py = &ipy, .cc = &cc, .syms = &syms, .out = out, .max = 16 };
 
     /* run -> locked -> __exit__, each at its caller's end: a stack. */
     uint8_t *at = stack_a + 64;
@@ -196,25 +203,40 @@ static void test_data_stack(uintptr_t file)
     at += 8 * words_of(&c_run);
     struct fake_iframe *locked = iframe_at(at, run, &c_small, 0);
     struct fake_iframe *exit_ = iframe_at(at + 8 * words_of(&c_small), locked, &c_exit, 0);
-    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)exit_, out, 16, &truncated, &boot), 3);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)exit_, &res), 3);
     CHECK_EQ_INT(out[0] >> 32, ps_sym_python(&syms, "__exit__", "app.py"));
+
+    /* Entry marks (native stacks, merge.c): a C-stack shim (owner 3 here)
+     * begins an evaluation-loop call, so the frame before it was that
+     * call's first, as the outermost frame always is; no other is. */
+    static struct fake_iframe shim;
+    uint8_t entry[16];
+    struct ps_walk_req rq_marks = rq;
+    rq_marks.entry = entry;
+    iframe_at((uint8_t *)&shim, run, &c_run, 3);
+    locked->previous = (uintptr_t)&shim;
+    memset(entry, 7, sizeof entry);
+    CHECK_EQ_INT(walk_from(rq_marks, (uintptr_t)exit_, &res), 3);
+    CHECK_EQ_INT(entry[0], 0);
+    CHECK_EQ_INT(entry[1], 1);
+    CHECK_EQ_INT(entry[2], 1);
+    locked->previous = (uintptr_t)run;
 
     /* locked returned and run called other in its slot; __exit__'s stale
      * frame still links there: worker;other;__exit__ is no stack. */
     iframe_at(at, run, &c_big, 0);
-    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)exit_, out, 16, &truncated, &boot),
-                 PS_WALK_INCONSISTENT);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)exit_, &res), PS_WALK_INCONSISTENT);
     /* ... while a frame where other's size puts it is fine. */
     struct fake_iframe *leaf = iframe_at(at + 8 * words_of(&c_big), (struct fake_iframe *)at,
                                          &c_exit, 0);
-    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)leaf, out, 16, &truncated, &boot), 3);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)leaf, &res), 3);
 
     /* A generator's frame (owner 1, in its object) between caller and
      * callee does not move the top: the callee sits at other's end. */
     static struct fake_iframe genframe;
     iframe_at((uint8_t *)&genframe, (struct fake_iframe *)at, &c_gen, 1);
     leaf->previous = (uintptr_t)&genframe;
-    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)leaf, out, 16, &truncated, &boot), 4);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)leaf, &res), 4);
     CHECK_EQ_INT(out[1] >> 32, ps_sym_python(&syms, "gen", "app.py"));
 
     /* A callee in a new chunk: right after the chunk header, whose
@@ -224,11 +246,10 @@ static void test_data_stack(uintptr_t file)
     hdr_a[2] = (uintptr_t)(at + 8 * words_of(&c_big) - (stack_a + 24)) / 8;
     hdr_b[0] = (uintptr_t)stack_a, hdr_b[1] = sizeof stack_b, hdr_b[2] = 0;
     struct fake_iframe *far = iframe_at(stack_b + 24, (struct fake_iframe *)at, &c_exit, 0);
-    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)far, out, 16, &truncated, &boot), 3);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)far, &res), 3);
     /* ... but not if the old chunk's top says otherwise. */
     hdr_a[2] += 1;
-    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)far, out, 16, &truncated, &boot),
-                 PS_WALK_INCONSISTENT);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)far, &res), PS_WALK_INCONSISTENT);
 
     /* A recursion: one read of its code object serves every frame of the
      * copy taken before that read ... */
@@ -238,7 +259,7 @@ static void test_data_stack(uintptr_t file)
     for (int i = 0; i < 4; i++)
         rec[i] = iframe_at(r0 + (size_t)i * step, i ? rec[i - 1] : NULL, &c_gen, 0);
     uint64_t looked = cc.hits + cc.misses;
-    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)rec[3], out, 16, &truncated, &boot), 4);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)rec[3], &res), 4);
     CHECK_EQ_INT(cc.hits + cc.misses - looked, 1);
     /* ... but a frame copied after it (a generator's, read alone) has it
      * read again ... */
@@ -246,12 +267,12 @@ static void test_data_stack(uintptr_t file)
     iframe_at((uint8_t *)&gen2, rec[1], &c_gen, 1);
     rec[2]->previous = (uintptr_t)&gen2;
     looked = cc.hits + cc.misses;
-    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)rec[3], out, 16, &truncated, &boot), 5);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)rec[3], &res), 5);
     CHECK(cc.hits + cc.misses - looked >= 2);
     /* ... and nothing is kept from one walk to the next: a code object
      * replaced at the same address (other names) is seen at once. */
     c_gen.name = (uintptr_t)&s_exit;
-    CHECK_EQ_INT(ps_walk(&ipy, &cc, &syms, 0, (uintptr_t)rec[3], out, 16, &truncated, &boot), 5);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)rec[3], &res), 5);
     for (int i = 0; i < 5; i++)
         CHECK_EQ_INT(out[i] >> 32, ps_sym_python(&syms, "__exit__", "app.py"));
 
@@ -379,28 +400,24 @@ static void test_walk_fault(struct ps_codecache *cc, struct ps_symtab *syms,
     make_frame(&code_gone, NULL, (struct fake_code *)(page + 128));
 
     uint64_t out[16];
-    int truncated;
-    uintptr_t boot;
+    struct ps_walk_res res;
+    const struct ps_walk_req rq = { .py = &py, .cc = cc, .syms = syms, .out = out, .max = 16 };
     int held = ps_mem_batch_begin();
     CHECK_EQ_INT(held, 1);
     for (int round = 0; round < 3; round++) {
         /* the top frame, a caller, a code object: each read faults */
-        CHECK_EQ_INT(ps_walk(&py, cc, syms, 0, (uintptr_t)(page + 256), out, 16, &truncated,
-                             &boot), PS_WALK_UNREADABLE);
-        CHECK_EQ_INT(ps_walk(&py, cc, syms, 0, (uintptr_t)&caller_gone, out, 16, &truncated,
-                             &boot), PS_WALK_UNREADABLE);
-        CHECK_EQ_INT(ps_walk(&py, cc, syms, 0, (uintptr_t)&code_gone, out, 16, &truncated,
-                             &boot), PS_WALK_UNREADABLE);
+        CHECK_EQ_INT(walk_from(rq, (uintptr_t)(page + 256), &res), PS_WALK_UNREADABLE);
+        CHECK_EQ_INT(walk_from(rq, (uintptr_t)&caller_gone, &res), PS_WALK_UNREADABLE);
+        CHECK_EQ_INT(walk_from(rq, (uintptr_t)&code_gone, &res), PS_WALK_UNREADABLE);
         /* ... and then a plain read that faults, and a good walk. */
         uint64_t word;
         CHECK_EQ_INT(ps_read(&word, (uintptr_t)page, sizeof word), -1);
-        CHECK_EQ_INT(ps_walk(&py, cc, syms, 0, (uintptr_t)good, out, 16, &truncated, &boot), 3);
+        CHECK_EQ_INT(walk_from(rq, (uintptr_t)good, &res), 3);
     }
     ps_mem_batch_end(held);
     /* Outside the batch the same walks give the same answers. */
-    CHECK_EQ_INT(ps_walk(&py, cc, syms, 0, (uintptr_t)&caller_gone, out, 16, &truncated, &boot),
-                 PS_WALK_UNREADABLE);
-    CHECK_EQ_INT(ps_walk(&py, cc, syms, 0, (uintptr_t)good, out, 16, &truncated, &boot), 3);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&caller_gone, &res), PS_WALK_UNREADABLE);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)good, &res), 3);
     munmap(page, 4096);
 }
 
@@ -428,23 +445,25 @@ int main(void)
     CHECK_EQ_INT(ps_codecache_init(&cc, 64), 0);
     CHECK_EQ_INT(ps_symtab_init(&syms, 1000), 0);
     CHECK_EQ_INT(ps_stacktab_init(&t, 1000, ps_frame(PS_SYM_STACKS_FULL, PS_LINE_NONE)), 0);
-    uint64_t out[16];
-    int truncated;
-    uintptr_t boot;
+    uint64_t out[16], again[16];
+    struct ps_walk_res res;
+    const struct ps_walk_req rq = { .py = &py, .cc = &cc, .syms = &syms, .out = out, .max = 16 };
+    struct ps_walk_req rq_again = rq, rq_two = rq;
+    rq_again.out = again;
+    rq_two.max = 2;
 
     /* A whole walk: innermost first, one function per code object. */
-    int n = ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[2], out, 16, &truncated, &boot);
+    int n = walk_from(rq, (uintptr_t)&fr[2], &res);
     CHECK_EQ_INT(n, 3);
-    CHECK_EQ_INT(truncated, 0);
-    CHECK_EQ_INT(boot, 0);
+    CHECK_EQ_INT(res.truncated, 0);
+    CHECK_EQ_INT(res.boot, 0);
     CHECK_EQ_INT(cc.misses, 3);
     CHECK_EQ_INT(out[0] >> 32, ps_sym_python(&syms, "g", "app.py"));
     CHECK_EQ_INT(out[1] >> 32, ps_sym_python(&syms, "f", "app.py"));
     CHECK_EQ_INT(out[2] >> 32, ps_sym_python(&syms, "<module>", "app.py"));
 
     /* Again: every code object comes from the cache. */
-    uint64_t again[16];
-    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[2], again, 16, &truncated, &boot), 3);
+    CHECK_EQ_INT(walk_from(rq_again, (uintptr_t)&fr[2], &res), 3);
     CHECK_EQ_INT(cc.hits, 3);
     CHECK_EQ_INT(cc.misses, 3);
     CHECK(memcmp(out, again, 3 * sizeof out[0]) == 0);
@@ -452,23 +471,21 @@ int main(void)
     /* A new code object at the same address (other name object): the
      * cache must not answer with the old function. */
     make_code(&c_g, make_str(&s_other, "h"), file, 20);
-    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[2], again, 16, &truncated, &boot), 3);
+    CHECK_EQ_INT(walk_from(rq_again, (uintptr_t)&fr[2], &res), 3);
     CHECK_EQ_INT(again[0] >> 32, ps_sym_python(&syms, "h", "app.py"));
     CHECK_EQ_INT(cc.misses, 4);
 
     /* Deeper than max: cut, and said so. */
-    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[2], out, 2, &truncated, &boot), 2);
-    CHECK_EQ_INT(truncated, 1);
+    CHECK_EQ_INT(walk_from(rq_two, (uintptr_t)&fr[2], &res), 2);
+    CHECK_EQ_INT(res.truncated, 1);
 
     /* A frame that points at itself is a torn read, not a stack. */
     make_frame(&fr[3], &fr[3], &c_f);
-    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[3], out, 16, &truncated, &boot),
-                 PS_WALK_INCONSISTENT);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&fr[3], &res), PS_WALK_INCONSISTENT);
     /* A freed frame object (reference count 0) is not followed. */
     make_frame(&fr[4], &fr[1], &c_g);
     fr[4].refcnt = 0;
-    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[4], out, 16, &truncated, &boot),
-                 PS_WALK_INCONSISTENT);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&fr[4], &res), PS_WALK_INCONSISTENT);
     /* A caller that nothing holds but its evaluation (reference count 1)
      * has no callee: the frame walked before it returned, and the caller
      * was read after that, or was handed out again as another call's
@@ -476,25 +493,21 @@ int main(void)
      * moments stitched into one stack.  Dropped as torn. */
     make_frame(&fr[6], &fr[7], &c_g);
     make_frame(&fr[7], &fr[0], &c_f);
-    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[6], out, 16, &truncated, &boot),
-                 PS_WALK_INCONSISTENT);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&fr[6], &res), PS_WALK_INCONSISTENT);
     fr[7].refcnt = 2;   /* held by its callee's f_back too: a stack */
-    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[6], out, 16, &truncated, &boot), 3);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&fr[6], &res), 3);
     /* Something that is not a code object where the code should be. */
     make_frame(&fr[5], &fr[1], (struct fake_code *)&s_file);
-    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[5], out, 16, &truncated, &boot),
-                 PS_WALK_INCONSISTENT);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&fr[5], &res), PS_WALK_INCONSISTENT);
     /* A frame pointer into nothing, or misaligned: unreadable. */
-    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)8, out, 16, &truncated, &boot),
-                 PS_WALK_UNREADABLE);
-    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[2] + 1, out, 16, &truncated, &boot),
-                 PS_WALK_UNREADABLE);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)8, &res), PS_WALK_UNREADABLE);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&fr[2] + 1, &res), PS_WALK_UNREADABLE);
     /* No frame: no Python on this thread. */
-    CHECK_EQ_INT(ps_walk(&py, &cc, &syms, 0, 0, out, 16, &truncated, &boot), 0);
+    CHECK_EQ_INT(walk_from(rq, 0, &res), 0);
 
     /* Aggregation of walked stacks: root first, identical ones counted once. */
     make_code(&c_g, make_str(&s_g, "g"), file, 20);
-    n = ps_walk(&py, &cc, &syms, 0, (uintptr_t)&fr[2], out, 16, &truncated, &boot);
+    n = walk_from(rq, (uintptr_t)&fr[2], &res);
     CHECK_EQ_INT(n, 3);
     uint64_t rooted[3] = { out[2], out[1], out[0] };
     uint32_t label = ps_sym_label(&syms, 42, "MainThread");
@@ -514,6 +527,21 @@ int main(void)
     text = render(&t, &syms);
     CHECK_EQ_STR(text, "");
     free(text);
+
+    /* Asked for, each frame's address (asyncio: tasks_stacks.c) and its
+     * entry mark: 3.9 runs every frame in an evaluation-loop call of its
+     * own. */
+    uintptr_t addrs[16];
+    uint8_t entry[16];
+    struct ps_walk_req rq_marks = rq;
+    rq_marks.addrs = addrs;
+    rq_marks.entry = entry;
+    memset(entry, 7, sizeof entry);
+    CHECK_EQ_INT(walk_from(rq_marks, (uintptr_t)&fr[2], &res), 3);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(addrs[i], (uintptr_t)&fr[2 - i]);
+        CHECK_EQ_INT(entry[i], 1);
+    }
 
     test_codecache_bounds(file);
     test_data_stack(file);

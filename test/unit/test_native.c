@@ -564,12 +564,17 @@ static void test_merge(void)
     uint64_t st[PS_NATIVE_MAX + 8];
     char buf[4096];
 
-    int d = ps_native_merge(&t, PS_NATIVE_ON, py, 2, pcs, npcs, 0, NULL, st, PS_NATIVE_MAX + 8);
+    const struct ps_native_merge_req on = { .syms = &t, .mode = PS_NATIVE_ON, .py = py, .npy = 2,
+                                            .pcs = pcs, .npcs = npcs, .out = st,
+                                            .cap = PS_NATIVE_MAX + 8 };
+    int d = ps_native_merge(&on);
     names_of(&t, st, d, buf, sizeof buf);
     CHECK_EQ_STR(buf, "py_a;py_b;middle;leaf_capture");
 
     /* all: outer, main and the C library's start-up stay, below. */
-    d = ps_native_merge(&t, PS_NATIVE_ALL, py, 2, pcs, npcs, 0, NULL, st, PS_NATIVE_MAX + 8);
+    struct ps_native_merge_req all = on;
+    all.mode = PS_NATIVE_ALL;
+    d = ps_native_merge(&all);
     names_of(&t, st, d, buf, sizeof buf);
     CHECK(strncmp(buf, "_start;", 7) == 0 && strstr(buf, ";main;") != NULL);
     CHECK(strstr(buf, ";outer;py_a;py_b;middle;leaf_capture") != NULL);
@@ -578,24 +583,33 @@ static void test_merge(void)
 
     /* A walk that stopped below the evaluation loop: the Python frames it
      * did not reach at the root, then the marker. */
-    d = ps_native_merge(&t, PS_NATIVE_ON, py, 2, pcs, 2, PS_STOP_MAX, NULL, st, PS_NATIVE_MAX + 8);
+    struct ps_native_merge_req cut = on;
+    cut.npcs = 2;
+    cut.stop = PS_STOP_MAX;
+    d = ps_native_merge(&cut);
     names_of(&t, st, d, buf, sizeof buf);
     CHECK_EQ_STR(buf, "py_a;py_b;[native: truncated];middle;leaf_capture");
 
     /* Two Python calls for one evaluation-loop frame, and a full walk. */
     py[0].entry = 1;
-    d = ps_native_merge(&t, PS_NATIVE_ON, py, 2, pcs, npcs, 0, NULL, st, PS_NATIVE_MAX + 8);
+    d = ps_native_merge(&on);
     names_of(&t, st, d, buf, sizeof buf);
     CHECK_EQ_STR(buf, "py_a;py_b;[native: mismatch]");
 
     /* No native part. */
-    d = ps_native_merge(&t, PS_NATIVE_ON, py, 2, pcs, 0, 0, "[native: unavailable]", st, 8);
+    struct ps_native_merge_req none = on;
+    none.npcs = 0;
+    none.no_native_why = "[native: unavailable]";
+    none.cap = 8;
+    d = ps_native_merge(&none);
     names_of(&t, st, d, buf, sizeof buf);
     CHECK_EQ_STR(buf, "py_a;py_b;[native: unavailable]");
 
     /* The room given is respected. */
     py[0].entry = 0;
-    CHECK_EQ_INT(ps_native_merge(&t, PS_NATIVE_ON, py, 2, pcs, npcs, 0, NULL, st, 3), 3);
+    struct ps_native_merge_req tight = on;
+    tight.cap = 3;
+    CHECK_EQ_INT(ps_native_merge(&tight), 3);
     ps_symtab_free(&t);
 
     /* Each merge counted once, by outcome. */
