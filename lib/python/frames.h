@@ -40,7 +40,8 @@ struct ps_walk_req {
     /* max flags, or NULL: for native stacks (native.h), entry[i] = 1 when
      * frame i is the first frame its evaluation-loop call ran (3.9/3.10:
      * every frame; 3.11: its is_entry flag; 3.12+: the frame before a
-     * C-stack shim), else 0.  The outermost frame is always one. */
+     * C-stack shim), else 0.  The outermost frame of a walk that reached
+     * the root is always one. */
     uint8_t *entry;
 };
 
