@@ -437,65 +437,72 @@ static uint32_t field_off(struct check *c, int v, int ft, enum ps_field f,
     return ft_only && off == 0 ? PS_NOFIELD : off;
 }
 
-enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
-                                                   size_t do_len,
-                                                   uint32_t hexversion,
-                                                   struct ps_layout *l,
-                                                   char *why, size_t whylen)
+/* The index of this minor version in versions[], or -1 with why said:
+ * a version not in the table, or a pre-release older than its block's
+ * layout. */
+static int version_index(uint32_t hexversion, const char *ver, char *why, size_t whylen)
 {
     int minor = (hexversion >> 16) & 0xff, v = -1;
-    char ver[32];
-
-    version_name(hexversion, ver, sizeof ver);
     for (int i = 0; i < NVERSIONS; i++)
         if (versions[i].minor == minor)
             v = i;
-
     if (v < 0) {
         /* A newer CPython may keep the block's layout and still change what
          * the values mean (frame owners, stackref tags, string bits): only
          * versions checked against a real interpreter are read. */
         snprintf(why, whylen, "CPython %s is not supported (supported: %s)", ver, SUPPORTED);
-        return PS_LAYOUT_UNSUPPORTED;
+        return -1;
     }
     const struct do_version *m = &versions[v];
     if (hexversion < m->min_hexversion) {
         snprintf(why, whylen, "CPython %s is not supported: this pre-release's _Py_DebugOffsets "
                  "differs from the 3.%d release's (supported: %s, 3.%d from %s)",
                  ver, minor, SUPPORTED, minor, m->min_name);
-        return PS_LAYOUT_UNSUPPORTED;
+        return -1;
     }
-    if (do_len < m->total || memcmp(dbg, "xdebugpy", 8) != 0) {
+    return v;
+}
+
+/* The block's head: the cookie, the version it says (the one Py_Version
+ * says), the free-threading flag (0 or 1, into *ft), and the members whose
+ * value the C types fix.  0 if it holds. */
+static int header_valid(const uint8_t *dbg, size_t do_len, uint32_t hexversion, int v,
+                        const char *ver, uint64_t *ft, char *why, size_t whylen)
+{
+    if (do_len < versions[v].total || memcmp(dbg, "xdebugpy", 8) != 0) {
         snprintf(why, whylen, "_Py_DebugOffsets cookie not found in _PyRuntime");
-        return PS_LAYOUT_INVALID;
+        return 0;
     }
     if (get64(dbg, 8) != hexversion) {
         snprintf(why, whylen, "_Py_DebugOffsets version %llx does not match Py_Version %x",
                  (unsigned long long)get64(dbg, 8), hexversion);
-        return PS_LAYOUT_INVALID;
+        return 0;
     }
-    uint64_t ft = get64(dbg, 16);
-    if (ft > 1) {
-        snprintf(why, whylen, "_Py_DebugOffsets: bad free_threaded flag %llu", (unsigned long long)ft);
-        return PS_LAYOUT_INVALID;
+    *ft = get64(dbg, 16);
+    if (*ft > 1) {
+        snprintf(why, whylen, "_Py_DebugOffsets: bad free_threaded flag %llu",
+                 (unsigned long long)*ft);
+        return 0;
     }
-    if (!layout_matches(dbg, v, (int)ft, ver, why, whylen))
-        return PS_LAYOUT_INVALID;
+    return layout_matches(dbg, v, (int)*ft, ver, why, whylen);
+}
 
-    struct check c = { dbg, why, whylen, 0 };
-    uint32_t sizes[PS_S_COUNT] = { 0 };
+/* Every struct's size the block gives, each checked against structs[]. */
+static void read_sizes(struct check *c, int v, uint32_t sizes[PS_S_COUNT])
+{
     for (int s = 0; s < PS_S_COUNT; s++)
         if (structs[s].size_row != 0)
-            sizes[s] = get_size(&c, positions[structs[s].size_row][v], structs[s].name,
+            sizes[s] = get_size(c, positions[structs[s].size_row][v], structs[s].name,
                                 structs[s].lo, structs[s].hi);
+}
 
-    memset(l, 0, sizeof *l);
-    l->hexversion = hexversion;
-    l->minor = minor;
-    l->free_threaded = (int)ft;
-    l->from_debug_offsets = 1;
+/* Every ps_field the block gives, each against its struct's size, and
+ * the spans derived from them. */
+static void fields_layout(struct check *c, int v, int ft, const uint32_t *sizes,
+                          struct ps_layout *l)
+{
     for (int f = 0; f < PS_F_COUNT; f++)
-        ps_layout_set(l, (enum ps_field)f, field_off(&c, v, (int)ft, (enum ps_field)f, sizes));
+        ps_layout_set(l, (enum ps_field)f, field_off(c, v, ft, (enum ps_field)f, sizes));
     l->co_nunits = sizes[PS_S_OBJECT];  /* ob_size follows the object header (PyVarObject) */
     /* A frame's size on the data stack (frames.c checks each link with it)
      * is not in _Py_DebugOffsets.  co_stacksize and co_nlocalsplus are the
@@ -507,7 +514,12 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
         l->co_nlocalsplus = l->co_firstlineno + 4;
     }
     ps_layout_spans(l);
+}
 
+/* How frames of 3.13+ are walked: what the block cannot say, because it
+ * is a constant or a tag of the version rather than an offset. */
+static void frame_kinds(const uint8_t *dbg, int v, uint32_t fr_size, struct ps_layout *l)
+{
     l->frame_kind = PS_FRAMES_INTERP;
     l->pos_kind = PS_POS_INSTR_PTR;
     /* Frame owners at or above this are not Python frames: 3.13
@@ -516,39 +528,89 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     l->owner_first_native = 3;
     /* f_executable is a _PyStackRef from 3.14 on: Py_TAG_BITS is 3 in GIL
      * builds (3.15: also in free-threaded ones), 1 in 3.14t. */
-    l->code_tag_mask = minor >= 14 ? 3 : 0;
+    l->code_tag_mask = l->minor >= 14 ? 3 : 0;
     uint64_t specials = get64(dbg, positions[DO_FR_LOCALSPLUS][v]);
-    l->fr_specials = specials >= 64 && specials <= sizes[PS_S_FRAME] && specials % 8 == 0
+    l->fr_specials = specials >= 64 && specials <= fr_size && specials % 8 == 0
                          ? (uint32_t)specials : PS_NOFIELD;
     l->lt_format = PS_LT_LOCATIONS;
+}
 
+/* Where a str's characters begin (compact ASCII and compact), checked as
+ * plausible, and its state bits. */
+static void str_layout(struct check *c, int v, int ft, struct ps_layout *l)
+{
     uint32_t compact_pos = positions[DO_UN_COMPACT_SIZE][v];
-    l->str_ascii_data = (uint32_t)get64(dbg, positions[DO_UN_ASCII_SIZE][v]);
-    l->str_compact_data = compact_pos != 0 ? (uint32_t)get64(dbg, compact_pos)
+    l->str_ascii_data = (uint32_t)get64(c->d, positions[DO_UN_ASCII_SIZE][v]);
+    l->str_compact_data = compact_pos != 0 ? (uint32_t)get64(c->d, compact_pos)
                                            : l->str_ascii_data + 16;
-    if (!c.bad && (l->str_ascii_data < 24 || l->str_ascii_data > 128 ||
-                   l->str_compact_data <= l->str_ascii_data || l->str_compact_data > 160)) {
-        snprintf(why, whylen, "_Py_DebugOffsets: implausible str header sizes %u/%u",
+    if (!c->bad && (l->str_ascii_data < 24 || l->str_ascii_data > 128 ||
+                    l->str_compact_data <= l->str_ascii_data || l->str_compact_data > 160)) {
+        snprintf(c->why, c->whylen, "_Py_DebugOffsets: implausible str header sizes %u/%u",
                  l->str_ascii_data, l->str_compact_data);
-        c.bad = 1;
+        c->bad = 1;
     }
     /* Free-threaded 3.14+ made 'interned' a whole byte (3.15 moved the
      * bit-field into struct _PyUnicodeObject_state, with the same members). */
-    ps_layout_str_bits(l, ft && minor >= 14);
+    ps_layout_str_bits(l, ft && l->minor >= 14);
     l->st_ready_bit = 0xff;
-    gil_layout(dbg, v, sizes[PS_S_INTERP], l);
-    gc_layout(dbg, v, sizes[PS_S_TSTATE], l);
-    if (!c.bad)
-        names_layout(dbg, v, (int)ft, sizes[PS_S_FRAME], l);
-    if (!c.bad)
-        objects_layout(&c, dbg, v, (int)ft, sizes[PS_S_FRAME], l);
+}
+
+/* The optional parts: each leaves its fields unknown rather than the
+ * layout refused, and the two that read further only from a block found
+ * sound so far. */
+static void optional_layouts(struct check *c, int v, int ft, const uint32_t *sizes,
+                             struct ps_layout *l)
+{
+    gil_layout(c->d, v, sizes[PS_S_INTERP], l);
+    gc_layout(c->d, v, sizes[PS_S_TSTATE], l);
+    if (!c->bad)
+        names_layout(c->d, v, ft, sizes[PS_S_FRAME], l);
+    if (!c->bad)
+        objects_layout(c, c->d, v, ft, sizes[PS_S_FRAME], l);
     else
         l->fr_stackpointer = l->gen_name = l->gen_iframe = l->gen_frame_state = PS_NOFIELD;
-    if (c.bad) {
-        /* Prefix the version: the user has to know which build said this. */
-        char detail[256];
-        snprintf(detail, sizeof detail, "%s", why);
-        snprintf(why, whylen, "CPython %s%s: %s", ver, ft ? " (free-threaded)" : "", detail);
-    }
+}
+
+/* Prefixes why with the version: the user has to know which build said
+ * this. */
+static void name_the_build(char *why, size_t whylen, const char *ver, int ft)
+{
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s", why);
+    snprintf(why, whylen, "CPython %s%s: %s", ver, ft ? " (free-threaded)" : "", detail);
+}
+
+enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
+                                                   size_t do_len,
+                                                   uint32_t hexversion,
+                                                   struct ps_layout *l,
+                                                   char *why, size_t whylen)
+{
+    char ver[32];
+    uint64_t ft = 0;
+
+    version_name(hexversion, ver, sizeof ver);
+    int v = version_index(hexversion, ver, why, whylen);
+    if (v < 0)
+        return PS_LAYOUT_UNSUPPORTED;
+    if (!header_valid(dbg, do_len, hexversion, v, ver, &ft, why, whylen))
+        return PS_LAYOUT_INVALID;
+
+    /* One pass: every step below checks against c, and the first problem
+     * it finds is the one reported. */
+    struct check c = { dbg, why, whylen, 0 };
+    uint32_t sizes[PS_S_COUNT] = { 0 };
+    read_sizes(&c, v, sizes);
+    memset(l, 0, sizeof *l);
+    l->hexversion = hexversion;
+    l->minor = versions[v].minor;
+    l->free_threaded = (int)ft;
+    l->from_debug_offsets = 1;
+    fields_layout(&c, v, (int)ft, sizes, l);
+    frame_kinds(dbg, v, sizes[PS_S_FRAME], l);
+    str_layout(&c, v, (int)ft, l);
+    optional_layouts(&c, v, (int)ft, sizes, l);
+    if (c.bad)
+        name_the_build(why, whylen, ver, (int)ft);
     return c.bad ? PS_LAYOUT_INVALID : PS_LAYOUT_OK;
 }
