@@ -20,8 +20,7 @@ static const struct { const char *name; enum ps_ctl_verb verb; } verbs[] = {
 };
 
 /* The key=value words a request may carry, in the order of the fields
- * they set (field[] in ps_ctlproto_parse): an int within a range, given at
- * most once. */
+ * they set (key_field): an int within a range, given at most once. */
 static const struct {
     const char *name;
     long lo, hi;
@@ -72,31 +71,39 @@ static int word_is(const char *w, size_t n, const char *s)
     return strlen(s) == n && memcmp(w, s, n) == 0;
 }
 
-int ps_ctlproto_parse(const char *line, size_t len, struct ps_ctl_request *req, char *why,
-                      size_t whylen)
+/* Drops a final '\r' from *len, then refuses a line too long or with a
+ * byte that is not printable ASCII (which would reach stderr in a
+ * message). */
+static int line_acceptable(const char *line, size_t *len, char *why, size_t whylen)
 {
-    memset(req, 0, sizeof *req);
-    if (len > 0 && line[len - 1] == '\r')
-        len--;
-    if (len >= PS_CTL_LINE_MAX) {
+    if (*len > 0 && line[*len - 1] == '\r')
+        (*len)--;
+    if (*len >= PS_CTL_LINE_MAX) {
         snprintf(why, whylen, "request longer than %d bytes", PS_CTL_LINE_MAX - 1);
         return -1;
     }
-    for (size_t i = 0; i < len; i++) {
+    for (size_t i = 0; i < *len; i++) {
         unsigned char c = (unsigned char)line[i];
         if (c < 0x20 || c > 0x7e) {
             snprintf(why, whylen, "request has a byte 0x%02x that is not printable ASCII", c);
             return -1;
         }
     }
-    size_t pos = 0, wlen;
+    return 0;
+}
+
+/* The magic word, then the verb into req->verb. */
+static int parse_verb(const char *line, size_t len, size_t *pos, struct ps_ctl_request *req,
+                      char *why, size_t whylen)
+{
+    size_t wlen;
     const char *w;
-    if (!next_word(line, len, &pos, &w, &wlen) || !word_is(w, wlen, PS_CTL_MAGIC)) {
+    if (!next_word(line, len, pos, &w, &wlen) || !word_is(w, wlen, PS_CTL_MAGIC)) {
         snprintf(why, whylen, "not a pysample control request (expected '%s VERB ...')",
                  PS_CTL_MAGIC);
         return -1;
     }
-    if (!next_word(line, len, &pos, &w, &wlen)) {
+    if (!next_word(line, len, pos, &w, &wlen)) {
         snprintf(why, whylen, "request without a verb");
         return -1;
     }
@@ -107,40 +114,53 @@ int ps_ctlproto_parse(const char *line, size_t len, struct ps_ctl_request *req, 
         snprintf(why, whylen, "unknown verb '%.*s'", (int)(wlen > 32 ? 32 : wlen), w);
         return -1;
     }
+    return 0;
+}
+
+/* The field keys[k] sets. */
+static int *key_field(struct ps_ctl_request *req, size_t k)
+{
     int *const field[sizeof keys / sizeof keys[0]] = { &req->rate_hz, &req->duration_s,
                                                         &req->interval_ms, &req->cpu,
                                                         &req->native, &req->async_tasks };
-    req->cpu = req->native = req->async_tasks = -1;
-    unsigned seen = 0;
-    while (next_word(line, len, &pos, &w, &wlen)) {
-        const char *eq = memchr(w, '=', wlen);
-        if (eq == NULL) {
-            snprintf(why, whylen, "'%.*s' is not key=value", (int)(wlen > 32 ? 32 : wlen), w);
-            return -1;
-        }
-        size_t klen = (size_t)(eq - w), vlen = wlen - klen - 1;
-        const char *v = eq + 1;
-        size_t k = 0;
-        long x;
-        while (k < sizeof keys / sizeof keys[0] && !word_is(w, klen, keys[k].name))
-            k++;
-        if (k == sizeof keys / sizeof keys[0]) {
-            snprintf(why, whylen, "unknown key '%.*s'", (int)(klen > 32 ? 32 : klen), w);
-            return -1;
-        }
-        unsigned bit = 1u << k;
-        if (number(v, vlen, keys[k].lo, keys[k].hi, &x) != 0) {
-            snprintf(why, whylen, "%s must be %ld..%ld %s", keys[k].name, keys[k].lo, keys[k].hi,
-                     keys[k].unit);
-            return -1;
-        }
-        *field[k] = (int)x;
-        if (seen & bit) {
-            snprintf(why, whylen, "key '%.*s' given twice", (int)klen, w);
-            return -1;
-        }
-        seen |= bit;
+    return field[k];
+}
+
+/* One key=value word w[0..wlen) into its field; *seen has a bit per key
+ * already given. */
+static int parse_pair(const char *w, size_t wlen, struct ps_ctl_request *req, unsigned *seen,
+                      char *why, size_t whylen)
+{
+    const char *eq = memchr(w, '=', wlen);
+    if (eq == NULL) {
+        snprintf(why, whylen, "'%.*s' is not key=value", (int)(wlen > 32 ? 32 : wlen), w);
+        return -1;
     }
+    size_t klen = (size_t)(eq - w), vlen = wlen - klen - 1, k = 0;
+    long x;
+    while (k < sizeof keys / sizeof keys[0] && !word_is(w, klen, keys[k].name))
+        k++;
+    if (k == sizeof keys / sizeof keys[0]) {
+        snprintf(why, whylen, "unknown key '%.*s'", (int)(klen > 32 ? 32 : klen), w);
+        return -1;
+    }
+    if (number(eq + 1, vlen, keys[k].lo, keys[k].hi, &x) != 0) {
+        snprintf(why, whylen, "%s must be %ld..%ld %s", keys[k].name, keys[k].lo, keys[k].hi,
+                 keys[k].unit);
+        return -1;
+    }
+    *key_field(req, k) = (int)x;
+    if (*seen & (1u << k)) {
+        snprintf(why, whylen, "key '%.*s' given twice", (int)klen, w);
+        return -1;
+    }
+    *seen |= 1u << k;
+    return 0;
+}
+
+/* What a verb needs, and its defaults. */
+static int verb_complete(struct ps_ctl_request *req, char *why, size_t whylen)
+{
     if (req->verb == PS_CTL_RECORD && req->duration_s == 0) {
         snprintf(why, whylen, "record needs duration=SECONDS");
         return -1;
@@ -148,6 +168,24 @@ int ps_ctlproto_parse(const char *line, size_t len, struct ps_ctl_request *req, 
     if (req->verb == PS_CTL_TOP && req->interval_ms == 0)
         req->interval_ms = 1000;
     return 0;
+}
+
+int ps_ctlproto_parse(const char *line, size_t len, struct ps_ctl_request *req, char *why,
+                      size_t whylen)
+{
+    size_t pos = 0, wlen;
+    const char *w;
+    unsigned seen = 0;
+
+    memset(req, 0, sizeof *req);
+    if (line_acceptable(line, &len, why, whylen) != 0 ||
+        parse_verb(line, len, &pos, req, why, whylen) != 0)
+        return -1;
+    req->cpu = req->native = req->async_tasks = -1;
+    while (next_word(line, len, &pos, &w, &wlen))
+        if (parse_pair(w, wlen, req, &seen, why, whylen) != 0)
+            return -1;
+    return verb_complete(req, why, whylen);
 }
 
 static int reserve(struct ps_buf *buf, size_t more)
