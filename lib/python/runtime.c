@@ -56,15 +56,15 @@ enum ps_detect ps_python_detect(struct ps_python *py, char *why, size_t whylen)
     return ps_python_detect_with(py, global_sym, NULL, why, whylen);
 }
 
-enum ps_detect ps_python_detect_with(struct ps_python *py, void *(*lookup)(const char *, void *),
-                                     void *ctx, char *why, size_t whylen)
+/* _PyRuntime, PyCode_Type and the builtin types: PS_DETECT_OK, or what
+ * their absence says (no Python at all, or one too old). */
+static enum ps_detect find_symbols(struct ps_python *py, void *(*lookup)(const char *, void *),
+                                   void *ctx, char *why, size_t whylen)
 {
-#define sym(name) lookup((name), ctx)
-    memset(py, 0, sizeof *py);
-    py->runtime = (uintptr_t)sym("_PyRuntime");
-    py->code_type = (uintptr_t)sym("PyCode_Type");
+    py->runtime = (uintptr_t)lookup("_PyRuntime", ctx);
+    py->code_type = (uintptr_t)lookup("PyCode_Type", ctx);
     if (py->runtime == 0) {
-        if (py->code_type == 0 || sym("Py_Initialize") == NULL)
+        if (py->code_type == 0 || lookup("Py_Initialize", ctx) == NULL)
             return PS_DETECT_NOT_PYTHON;
         say_too_old(lookup, ctx, why, whylen);
         return PS_DETECT_UNSUPPORTED;
@@ -73,59 +73,86 @@ enum ps_detect ps_python_detect_with(struct ps_python *py, void *(*lookup)(const
         snprintf(why, whylen, "_PyRuntime found but PyCode_Type is missing; not a CPython we know");
         return PS_DETECT_UNSUPPORTED;
     }
-
-#define FIND_BUILTIN(field, symbol) py->field = (uintptr_t)sym(symbol);
+#define FIND_BUILTIN(field, symbol) py->field = (uintptr_t)lookup((symbol), ctx);
     PS_PYTHON_BUILTINS(FIND_BUILTIN)
 #undef FIND_BUILTIN
+    return PS_DETECT_OK;
+}
 
-    uint32_t hex = 0;
-    const unsigned long *pv = sym("Py_Version");
+/* The version as a PY_VERSION_HEX into *hex (3.9 and 3.10: the minor
+ * version only, from the symbols they added); 0, or -1 with why said. */
+static int version_hex(void *(*lookup)(const char *, void *), void *ctx, uint32_t *hex,
+                       char *why, size_t whylen)
+{
+    const unsigned long *pv = lookup("Py_Version", ctx);
     if (pv != NULL) {
-        hex = (uint32_t)*pv;
-    } else if (sym("Py_NewRef") != NULL) {
-        hex = 0x030A0000;
-    } else if (sym("PyFrame_GetCode") != NULL) {
-        hex = 0x03090000;
+        *hex = (uint32_t)*pv;
+    } else if (lookup("Py_NewRef", ctx) != NULL) {
+        *hex = 0x030A0000;
+    } else if (lookup("PyFrame_GetCode", ctx) != NULL) {
+        *hex = 0x03090000;
     } else {
         say_too_old(lookup, ctx, why, whylen);
-        return PS_DETECT_UNSUPPORTED;
+        return -1;
     }
-    if ((hex >> 24) != 3) {
-        snprintf(why, whylen, "unrecognised Python version %x", hex);
-        return PS_DETECT_UNSUPPORTED;
+    if ((*hex >> 24) != 3) {
+        snprintf(why, whylen, "unrecognised Python version %x", *hex);
+        return -1;
     }
-    int minor = (hex >> 16) & 0xff;
+    return 0;
+}
 
-    enum ps_layout_status st;
-    if (minor <= 12) {
-        /* --with-trace-refs adds two pointers to every object header before
-         * 3.13, moving every object field; its exported helpers give it away. */
-        if (sym("_Py_PrintReferenceAddresses") != NULL || sym("_Py_ForgetReference") != NULL) {
-            snprintf(why, whylen, "Python 3.%d built --with-trace-refs is not supported "
-                     "(its object layout differs)", minor);
-            return PS_DETECT_UNSUPPORTED;
-        }
-        if (minor <= 10 && (hex & 0xffff) == 0)
-            ; /* minor-only version: fine for 3.9/3.10 tables */
-        else if ((hex & 0xf0) != 0xf0) {
-            snprintf(why, whylen, "Python pre-release %x is not supported (use a final release)", hex);
-            return PS_DETECT_UNSUPPORTED;
-        }
-        st = ps_layout_legacy(minor, hex, &py->L, why, whylen);
-    } else {
-        uint8_t dbg[1024];
-        /* Static data of the executable or libpython: always mapped, but
-         * read it through the checked path like everything else. */
-        if (ps_read(dbg, py->runtime, sizeof dbg) != 0) {
-            snprintf(why, whylen, "cannot read _PyRuntime");
-            return PS_DETECT_UNSUPPORTED;
-        }
-        st = ps_layout_from_debug_offsets(dbg, sizeof dbg, hex, &py->L, why, whylen);
+/* 3.9-3.12: the tables of layout_legacy.c, for the builds they hold for.
+ * 0, or -1 with why said. */
+static int legacy_layout(struct ps_python *py, void *(*lookup)(const char *, void *),
+                         void *ctx, uint32_t hex, char *why, size_t whylen)
+{
+    int minor = (hex >> 16) & 0xff;
+    /* --with-trace-refs adds two pointers to every object header before
+     * 3.13, moving every object field; its exported helpers give it away. */
+    if (lookup("_Py_PrintReferenceAddresses", ctx) != NULL ||
+        lookup("_Py_ForgetReference", ctx) != NULL) {
+        snprintf(why, whylen, "Python 3.%d built --with-trace-refs is not supported "
+                 "(its object layout differs)", minor);
+        return -1;
     }
-    if (st != PS_LAYOUT_OK)
+    /* 3.9 and 3.10 may say only their minor version, which their tables
+     * need no more than. */
+    int minor_only = minor <= 10 && (hex & 0xffff) == 0;
+    if (!minor_only && (hex & 0xf0) != 0xf0) {
+        snprintf(why, whylen, "Python pre-release %x is not supported (use a final release)", hex);
+        return -1;
+    }
+    return ps_layout_legacy(minor, hex, &py->L, why, whylen) == PS_LAYOUT_OK ? 0 : -1;
+}
+
+/* 3.13+: the layout _Py_DebugOffsets describes.  0, or -1 with why said. */
+static int debug_offsets_layout(struct ps_python *py, uint32_t hex, char *why, size_t whylen)
+{
+    uint8_t dbg[1024];
+    /* Static data of the executable or libpython: always mapped, but
+     * read it through the checked path like everything else. */
+    if (ps_read(dbg, py->runtime, sizeof dbg) != 0) {
+        snprintf(why, whylen, "cannot read _PyRuntime");
+        return -1;
+    }
+    return ps_layout_from_debug_offsets(dbg, sizeof dbg, hex, &py->L, why, whylen) ==
+                   PS_LAYOUT_OK ? 0 : -1;
+}
+
+enum ps_detect ps_python_detect_with(struct ps_python *py, void *(*lookup)(const char *, void *),
+                                     void *ctx, char *why, size_t whylen)
+{
+    uint32_t hex = 0;
+    memset(py, 0, sizeof *py);
+    enum ps_detect found = find_symbols(py, lookup, ctx, why, whylen);
+    if (found != PS_DETECT_OK)
+        return found;
+    if (version_hex(lookup, ctx, &hex, why, whylen) != 0)
         return PS_DETECT_UNSUPPORTED;
-    return PS_DETECT_OK;
-#undef sym
+    int laid_out = ((hex >> 16) & 0xff) <= 12 ? legacy_layout(py, lookup, ctx, hex, why, whylen)
+                                              : debug_offsets_layout(py, hex, why, whylen);
+    return laid_out == 0 ? PS_DETECT_OK : PS_DETECT_UNSUPPORTED;
 }
 
 int ps_python_ready(const struct ps_python *py)
