@@ -407,35 +407,39 @@ static void accept_some(uint64_t now)
         ctl.paused_until = ctl.window_start + PS_CTL_WINDOW_NS;
 }
 
-/* The connection has something to read, or its client went away. */
-static void readable(int i)
+/* Reads what the client sent into c->in (once the request is in, into a
+ * bin).  1 if c->in may now hold a whole request, 0 if not, or if the
+ * connection was closed. */
+static int read_in(int i)
 {
     struct conn *c = &ctl.conns[i];
-    if (!ps_fd_ours(&c->fd)) {
-        close_conn(i);
-        return;
-    }
     char junk[256];
     char *into = c->got_request ? junk : c->in + c->inlen;
     size_t room = c->got_request ? sizeof junk : sizeof c->in - c->inlen;
     ssize_t n = read(c->fd.fd, into, room);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
+        return 0;
     if (n < 0 || (n == 0 && !c->got_request && c->inlen == 0)) {
         close_conn(i);
-        return;
+        return 0;
     }
     if (n == 0) {
         /* Half-closed (socat, `shutdown(SHUT_WR)`): the reply is still
          * wanted.  A request without its newline ends here. */
         c->eof = 1;
-        if (c->got_request)
-            return;
-    } else if (c->got_request) {
-        return;  /* nothing more is expected: ignored */
-    } else {
-        c->inlen += (size_t)n;
+        return !c->got_request;
     }
+    if (c->got_request)
+        return 0;  /* nothing more is expected: ignored */
+    c->inlen += (size_t)n;
+    return 1;
+}
+
+/* The request, once its line is whole (or the client has half-closed):
+ * queued for the sampler thread, or answered with err. */
+static void take_request(int i)
+{
+    struct conn *c = &ctl.conns[i];
     char *nl = memchr(c->in, '\n', c->inlen);
     if (nl == NULL && !c->eof) {
         if (c->inlen == sizeof c->in) {
@@ -454,6 +458,17 @@ static void readable(int i)
     }
     c->delivered = 1;
     push(PS_CTL_CMD_REQUEST, i, &r);
+}
+
+/* The connection has something to read, or its client went away. */
+static void readable(int i)
+{
+    if (!ps_fd_ours(&ctl.conns[i].fd)) {
+        close_conn(i);
+        return;
+    }
+    if (read_in(i))
+        take_request(i);
 }
 
 /* ---- the wait ---------------------------------------------------------------- */
@@ -489,6 +504,93 @@ static uint64_t earliest(uint64_t a, uint64_t b)
     return a < b ? a : b;
 }
 
+/* What one wait polls: who[k] says whose fds[k] is (-1 the wake-up pipe,
+ * -2 the listening socket, else a connection's slot); until, when it
+ * ends at the latest. */
+struct waitset {
+    struct pollfd fds[2 + PS_CTL_CONNS];
+    int who[2 + PS_CTL_CONNS];
+    unsigned n;
+    uint64_t until;
+};
+
+static void watch(struct waitset *w, int fd, short events, int who)
+{
+    w->fds[w->n] = (struct pollfd){ .fd = fd, .events = events };
+    w->who[w->n++] = who;
+}
+
+/* The wake-up pipe, and the listening socket unless accepting is paused
+ * (then the wait ends with the pause) or it is yet to be made again. */
+static void watch_socket(struct waitset *w, uint64_t now)
+{
+    if (ps_ctlwake_fd() >= 0)
+        watch(w, ps_ctlwake_fd(), POLLIN, -1);
+    if (ctl.lfd.fd >= 0 && now >= ctl.paused_until)
+        watch(w, ctl.lfd.fd, POLLIN, -2);
+    else if (ctl.lfd.fd >= 0)
+        w->until = earliest(w->until, ctl.paused_until);
+    else if (!ctl.listen_given_up)
+        w->until = earliest(w->until, ctl.listen_at);
+}
+
+/* Every connection: readable until its client half-closed, writable while
+ * a reply waits; the wait ends by the deadline of one still owing us its
+ * request or taking its reply. */
+static void watch_conns(struct waitset *w)
+{
+    for (int i = 0; i < PS_CTL_CONNS; i++) {
+        struct conn *c = &ctl.conns[i];
+        if (c->fd.fd < 0)
+            continue;
+        if (!c->got_request || c->out.len > 0)
+            w->until = earliest(w->until, c->deadline);
+        watch(w, c->fd.fd, (short)((c->eof ? 0 : POLLIN) | (c->out.len > 0 ? POLLOUT : 0)), i);
+    }
+}
+
+/* A connection's events.  Its slot may have been closed, or closed and
+ * taken again, by an earlier step of this pass: the descriptor polled
+ * must still be the slot's. */
+static void conn_events(int i, int fd, short ev)
+{
+    struct conn *c = &ctl.conns[i];
+    if (c->fd.fd != fd)
+        return;
+    if (ev & POLLIN)
+        readable(i);
+    else if ((ev & (POLLHUP | POLLERR)) && c->fd.fd == fd)
+        close_conn(i);  /* gone for good: nothing can reach it */
+    if (c->fd.fd == fd && (ev & POLLOUT))
+        flush(i);
+}
+
+static void serve(const struct waitset *w, int ready)
+{
+    for (unsigned k = 0; ready > 0 && k < w->n; k++) {
+        short ev = w->fds[k].revents;
+        if (ev == 0)
+            continue;
+        if (w->who[k] == -1)
+            ps_ctlwake_drain();
+        else if (w->who[k] == -2)
+            accept_some(ps_now_ns());
+        else
+            conn_events(w->who[k], w->fds[k].fd, ev);
+    }
+}
+
+/* Closes, silently, each connection past its deadline that has not sent
+ * its request or is not reading what it asked for. */
+static void expire_conns(uint64_t now)
+{
+    for (int i = 0; i < PS_CTL_CONNS; i++) {
+        struct conn *c = &ctl.conns[i];
+        if (c->fd.fd >= 0 && now > c->deadline && (!c->got_request || c->out.len > 0))
+            close_conn(i);
+    }
+}
+
 void ps_control_wait(uint64_t deadline)
 {
     if (!ctl.enabled)
@@ -498,61 +600,11 @@ void ps_control_wait(uint64_t deadline)
         return;
     if (ctl.lfd.fd < 0 && !ctl.listen_given_up && now >= ctl.listen_at)
         open_listen(now);
-
-    struct pollfd fds[2 + PS_CTL_CONNS];
-    int who[2 + PS_CTL_CONNS];
-    unsigned n = 0;
-    uint64_t until = earliest(deadline, now + PS_CTL_CHECK_NS);
-    if (ps_ctlwake_fd() >= 0) {
-        fds[n] = (struct pollfd){ .fd = ps_ctlwake_fd(), .events = POLLIN };
-        who[n++] = -1;
-    }
-    if (ctl.lfd.fd >= 0 && now >= ctl.paused_until) {
-        fds[n] = (struct pollfd){ .fd = ctl.lfd.fd, .events = POLLIN };
-        who[n++] = -2;
-    } else if (ctl.lfd.fd >= 0) {
-        until = earliest(until, ctl.paused_until);
-    } else if (!ctl.listen_given_up) {
-        until = earliest(until, ctl.listen_at);
-    }
-    for (int i = 0; i < PS_CTL_CONNS; i++) {
-        struct conn *c = &ctl.conns[i];
-        if (c->fd.fd < 0)
-            continue;
-        if (!c->got_request || c->out.len > 0)
-            until = earliest(until, c->deadline);
-        short ev = (short)((c->eof ? 0 : POLLIN) | (c->out.len > 0 ? POLLOUT : 0));
-        fds[n] = (struct pollfd){ .fd = c->fd.fd, .events = ev };
-        who[n++] = i;
-    }
-    int ready = ps_ctlsock_poll(fds, n, until);
-    for (unsigned k = 0; ready > 0 && k < n; k++) {
-        short ev = fds[k].revents;
-        if (ev == 0)
-            continue;
-        if (who[k] == -1) {
-            ps_ctlwake_drain();
-        } else if (who[k] == -2) {
-            accept_some(ps_now_ns());
-        } else {
-            int i = who[k];
-            struct conn *c = &ctl.conns[i];
-            if (c->fd.fd != fds[k].fd)
-                continue;
-            if (ev & POLLIN)
-                readable(i);
-            else if ((ev & (POLLHUP | POLLERR)) && c->fd.fd == fds[k].fd)
-                close_conn(i);  /* gone for good: nothing can reach it */
-            if (c->fd.fd == fds[k].fd && (ev & POLLOUT))
-                flush(i);
-        }
-    }
-    now = ps_now_ns();
-    for (int i = 0; i < PS_CTL_CONNS; i++) {
-        struct conn *c = &ctl.conns[i];
-        if (c->fd.fd >= 0 && now > c->deadline && (!c->got_request || c->out.len > 0))
-            close_conn(i);  /* silent, or not reading what it asked for */
-    }
+    struct waitset w = { .n = 0, .until = earliest(deadline, now + PS_CTL_CHECK_NS) };
+    watch_socket(&w, now);
+    watch_conns(&w);
+    serve(&w, ps_ctlsock_poll(w.fds, w.n, w.until));
+    expire_conns(ps_now_ns());
 }
 
 int ps_control_child_after_fork(void)
