@@ -86,10 +86,38 @@ void ps_tasks_add(struct ps_tasks *T, const uintptr_t *keys, int nk, int weak)
     }
 }
 
-/* 3.14+: each thread
- * with tasks is one entry of loops[] (its running task from the thread
- * state).  Tasks of threads that exited (the interpreter's list) are not
- * running anywhere and are left out. */
+/* The tasks of thread state ts's list (3.14+), those in this tick's
+ * window [cursor, cursor + limit): the thread becomes an entry of loops[]
+ * with its first task read.  *g counts the nodes over all lists, *budget
+ * the links left to follow.  Nodes outside the window cost one read each. */
+static void thread_tasks(struct ps_tasks *T, uintptr_t ts, uintptr_t node, unsigned long pth,
+                         uintptr_t running, uint64_t *g, int *budget)
+{
+    const struct ps_async_layout *A = &T->A;
+    uintptr_t head = ts + A->ts_tasks_head;
+    int ix = -1;
+    for (; node != head && node != 0 && *budget > 0; (*budget)--, (*g)++) {
+        uintptr_t nn;
+        if ((node & 7) || ps_read_ptr(node, &nn) != 0)
+            break;
+        if (*g >= T->cursor && T->n < T->limit &&
+            read_task(T, node - A->task_node, &T->t[T->n]) == 0) {
+            if (ix < 0 && T->nloops < PS_TASKS_LOOPS) {
+                ix = T->nloops++;
+                T->loops[ix].loop = ts;
+                T->loops[ix].thread = pth;
+                T->loops[ix].running = running;
+            }
+            T->t[T->n].loop_ix = ix;
+            T->n++;
+        }
+        node = nn;
+    }
+}
+
+/* 3.14+: each thread with tasks is one entry of loops[] (its running task
+ * from the thread state).  Tasks of threads that exited (the
+ * interpreter's list) are not running anywhere and are left out. */
 void ps_tasks_collect_lists(struct ps_tasks *T, uintptr_t interp)
 {
     const struct ps_python *py = &T->py;
@@ -106,27 +134,7 @@ void ps_tasks_collect_lists(struct ps_tasks *T, uintptr_t interp)
             ps_read_ptr(ts + A->ts_running_task, &running) != 0 ||
             ps_read_ptr(ts + A->ts_tasks_head, &node) != 0)
             return;
-        uintptr_t head = ts + A->ts_tasks_head;
-        int ix = -1;
-        /* Only the nodes in this tick's window [cursor, cursor + limit)
-         * are read as tasks; the others cost one read each. */
-        for (; node != head && node != 0 && budget > 0; budget--, g++) {
-            uintptr_t nn;
-            if ((node & 7) || ps_read_ptr(node, &nn) != 0)
-                break;
-            if (g >= T->cursor && T->n < T->limit &&
-                read_task(T, node - A->task_node, &T->t[T->n]) == 0) {
-                if (ix < 0 && T->nloops < PS_TASKS_LOOPS) {
-                    ix = T->nloops++;
-                    T->loops[ix].loop = ts;
-                    T->loops[ix].thread = (unsigned long)pth;
-                    T->loops[ix].running = running;
-                }
-                T->t[T->n].loop_ix = ix;
-                T->n++;
-            }
-            node = nn;
-        }
+        thread_tasks(T, ts, node, (unsigned long)pth, running, &g, &budget);
         ts = next;
     }
     /* Counted on the marker: the nodes seen but not read (beyond the link
@@ -204,57 +212,68 @@ static int kind_of(struct ps_tasks *T, uintptr_t type)
     return k;
 }
 
-/* The frame of generator-like object g and what it awaits (0: nothing, or
- * it is not suspended in an await).  Returns 0 and *frame (0 when the
- * generator runs or has finished), or -1. */
-static int gen_frame(struct ps_tasks *T, uintptr_t g, uintptr_t *frame, uintptr_t *yf)
+/* 3.14+: what a suspended frame awaits, yf_depth slots below its stack
+ * pointer, a tagged _PyStackRef.  A stack pointer that cannot be this
+ * frame's leaves it unknown (0), not the chain failed. */
+static int yf_below_stackptr(struct ps_tasks *T, uintptr_t frame, uintptr_t *yf)
 {
     const struct ps_async_layout *A = &T->A;
-    *frame = 0;
-    *yf = 0;
-    if (A->gi_frame_embedded) {
-        int8_t st;
-        int32_t top;
-        if (ps_read(&st, g + A->gi_frame_state, 1) != 0)
-            return -1;
-        if (st < A->gi_show_lo || st > A->gi_show_hi)
-            return 0;  /* executing (its frames are on a thread's stack) or done */
-        *frame = g + A->gi_frame;
-        if (st < A->gi_yf_lo || st > A->gi_yf_hi)
-            return 0;
-        if (A->yf_kind == PS_YF_STACKPTR) {
-            uintptr_t sp, ref;
-            if (ps_read_ptr(*frame + A->fr_stacktop, &sp) != 0)
-                return -1;
-            if (sp <= *frame || sp - *frame > (1u << 20) || (sp & 7) ||
-                ps_read_ptr(sp - 8 * (uintptr_t)A->yf_depth, &ref) != 0)
-                return 0;
-            *yf = ref & ~T->py.L.code_tag_mask;  /* a _PyStackRef: tag bits off */
-            return 0;
-        }
-        if (ps_read(&top, *frame + A->fr_stacktop, sizeof top) != 0)
-            return -1;
-        if (top >= 1 && top < 100000)
-            return ps_read_ptr(*frame + A->fr_valuestack + 8 * (uintptr_t)(top - 1), yf);
-        return 0;
-    }
-    uintptr_t f;
-    if (ps_read_ptr(g + A->gi_frame, &f) != 0)
+    uintptr_t sp, ref;
+    if (ps_read_ptr(frame + A->fr_stacktop, &sp) != 0)
         return -1;
-    if (f == 0)
-        return 0;  /* finished */
-    if (A->yf_kind == PS_YF_STACKTOP_PTR) {
-        uintptr_t top, base;
-        if (ps_read_ptr(f + A->fr_stacktop, &top) != 0 ||
-            ps_read_ptr(f + A->fr_valuestack, &base) != 0)
-            return -1;
-        if (top == 0)
-            return 0;  /* executing */
-        *frame = f;
-        if (top > base && top - base < 800000)
-            return ps_read_ptr(top - 8, yf);
+    if (sp <= frame || sp - frame > (1u << 20) || (sp & 7) ||
+        ps_read_ptr(sp - 8 * (uintptr_t)A->yf_depth, &ref) != 0)
         return 0;
-    }
+    *yf = ref & ~T->py.L.code_tag_mask;  /* tag bits off */
+    return 0;
+}
+
+/* 3.11+: the frame is embedded in the generator, and gi_frame_state says
+ * whether it is shown (created or suspended) and suspended in an await. */
+static int embedded_frame(struct ps_tasks *T, uintptr_t g, uintptr_t *frame, uintptr_t *yf)
+{
+    const struct ps_async_layout *A = &T->A;
+    int8_t st;
+    int32_t top;
+    if (ps_read(&st, g + A->gi_frame_state, 1) != 0)
+        return -1;
+    if (st < A->gi_show_lo || st > A->gi_show_hi)
+        return 0;  /* executing (its frames are on a thread's stack) or done */
+    *frame = g + A->gi_frame;
+    if (st < A->gi_yf_lo || st > A->gi_yf_hi)
+        return 0;
+    if (A->yf_kind == PS_YF_STACKPTR)
+        return yf_below_stackptr(T, *frame, yf);
+    if (ps_read(&top, *frame + A->fr_stacktop, sizeof top) != 0)
+        return -1;
+    if (top >= 1 && top < 100000)
+        return ps_read_ptr(*frame + A->fr_valuestack + 8 * (uintptr_t)(top - 1), yf);
+    return 0;
+}
+
+/* 3.9: frame object f is suspended while f_stacktop is set, and awaits
+ * f_stacktop[-1]. */
+static int frame_object_stacktop(struct ps_tasks *T, uintptr_t f, uintptr_t *frame,
+                                 uintptr_t *yf)
+{
+    const struct ps_async_layout *A = &T->A;
+    uintptr_t top, base;
+    if (ps_read_ptr(f + A->fr_stacktop, &top) != 0 ||
+        ps_read_ptr(f + A->fr_valuestack, &base) != 0)
+        return -1;
+    if (top == 0)
+        return 0;  /* executing */
+    *frame = f;
+    if (top > base && top - base < 800000)
+        return ps_read_ptr(top - 8, yf);
+    return 0;
+}
+
+/* 3.10: frame object f says its state in f_state, and a suspended one
+ * awaits f_valuestack[f_stackdepth - 1]. */
+static int frame_object_state(struct ps_tasks *T, uintptr_t f, uintptr_t *frame, uintptr_t *yf)
+{
+    const struct ps_async_layout *A = &T->A;
     int8_t st;
     int32_t depth;
     uintptr_t base;
@@ -269,6 +288,24 @@ static int gen_frame(struct ps_tasks *T, uintptr_t g, uintptr_t *frame, uintptr_
     if (depth >= 1 && depth < 100000 && ps_obj_ok(base))
         return ps_read_ptr(base + 8 * (uintptr_t)(depth - 1), yf);
     return 0;
+}
+
+/* The frame of generator-like object g and what it awaits (0: nothing, or
+ * it is not suspended in an await).  Returns 0 and *frame (0 when the
+ * generator runs or has finished), or -1. */
+static int gen_frame(struct ps_tasks *T, uintptr_t g, uintptr_t *frame, uintptr_t *yf)
+{
+    uintptr_t f;
+    *frame = 0;
+    *yf = 0;
+    if (T->A.gi_frame_embedded)
+        return embedded_frame(T, g, frame, yf);
+    if (ps_read_ptr(g + T->A.gi_frame, &f) != 0)
+        return -1;
+    if (f == 0)
+        return 0;  /* finished */
+    return T->A.yf_kind == PS_YF_STACKTOP_PTR ? frame_object_stacktop(T, f, frame, yf)
+                                              : frame_object_state(T, f, frame, yf);
 }
 
 /*
