@@ -345,8 +345,8 @@ static int render_labels(struct render *r)
     return 0;
 }
 
-/* Step 1: every distinct frame, its text and the rank of its text. */
-static int render_frames(struct render *r, struct fset *fs)
+/* Each frame slot of the table, by the index of its distinct frame. */
+static int index_frames(struct render *r, struct fset *fs)
 {
     const struct ps_stacktab *t = r->t;
     r->fidx = ps_arena_array(r->keep, t->nframes + 1, sizeof *r->fidx);
@@ -359,32 +359,51 @@ static int render_frames(struct render *r, struct fset *fs)
         r->fidx[i] = k;
     }
     r->nf = fs->n;
+    return 0;
+}
+
+/* The per-frame arrays, and each distinct frame's value from the set.
+ * *byrank: room for the frames' order. */
+static int frame_arrays(struct render *r, const struct fset *fs, size_t **byrank)
+{
     size_t nf = r->nf ? r->nf : 1;
     r->fval = ps_arena_array(r->scratch, nf, sizeof *r->fval);
     r->ft.off = ps_arena_array(r->keep, nf, sizeof *r->ft.off);
     r->ft.len = ps_arena_array(r->keep, nf, sizeof *r->ft.len);
     r->rank = ps_arena_array(r->scratch, nf, sizeof *r->rank);
     r->prefix = ps_arena_zalloc(r->scratch, nf);
-    size_t *byrank = ps_arena_array(r->scratch, nf, sizeof *byrank);
+    *byrank = ps_arena_array(r->scratch, nf, sizeof **byrank);
     if (r->fval == NULL || r->ft.off == NULL || r->ft.len == NULL || r->rank == NULL ||
-        r->prefix == NULL || byrank == NULL)
+        r->prefix == NULL || *byrank == NULL)
         return -1;
     for (size_t j = 0; j < fs->cap; j++)
         if (fs->keys[j] != 0)
             r->fval[fs->vals[j]] = fs->keys[j] - 1;
-    size_t tsize = 0;
+    return 0;
+}
+
+/* Every frame's text, one after the other in r->ft; byrank in frame
+ * order, to be sorted. */
+static int frame_texts(struct render *r, size_t *byrank)
+{
+    size_t tsize = 0, to = 0;
     for (size_t i = 0; i < r->nf; i++)
         tsize += frame_len(r->syms, r->fval[i]);
     r->ft.buf = ps_arena_alloc(r->keep, tsize + 1);
     if (r->ft.buf == NULL)
         return -1;
-    size_t to = 0;
     for (size_t i = 0; i < r->nf; i++) {
         r->ft.off[i] = to;
         r->ft.len[i] = (uint32_t)frame_text(r->syms, r->fval[i], r->ft.buf + to);
         to += r->ft.len[i];
         byrank[i] = i;
     }
+    return 0;
+}
+
+/* The rank of each frame's text, and whether it starts a longer one. */
+static int rank_frames(struct render *r, size_t *byrank)
+{
     if (sort_indexes(byrank, r->nf, cmp_ftext, r) != 0)
         return -1;
     for (size_t k = 0; k < r->nf; k++) {
@@ -407,6 +426,16 @@ static int render_frames(struct render *r, struct fset *fs)
         }
     }
     return 0;
+}
+
+/* Step 1: every distinct frame, its text and the rank of its text. */
+static int render_frames(struct render *r, struct fset *fs)
+{
+    size_t *byrank;
+    if (index_frames(r, fs) != 0 || frame_arrays(r, fs, &byrank) != 0 ||
+        frame_texts(r, byrank) != 0)
+        return -1;
+    return rank_frames(r, byrank);
 }
 
 /* Step 2: the stacks in line order, copied out into rd. */
