@@ -380,11 +380,55 @@ void ps_output_after_fork(void)
     clock_gettime(CLOCK_REALTIME, &output.proc_start);
 }
 
+/* The first name seen on the way to ours that is not a profile of this
+ * user (a link, a directory, another user's file): said once a name is
+ * found. */
+struct skipped {
+    char path[4096];
+    struct stat st;
+};
+
+/* Moves the temporary file tmp to path, this process's candidate k, if the
+ * name is free, ours already or left over (see the top of the file).  0
+ * placed; 1 the name is another's, try the next; or -errno. */
+static int place_at(unsigned k, const char *tmp, const char *path, struct skipped *sk)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno != ENOENT)
+            return -errno;
+        int placed = place_new(tmp, path);
+        return placed == -EEXIST ? 1 : placed;  /* EEXIST: taken this very moment */
+    }
+    int mine = output.claimed && k == output.cand && st.st_dev == output.dev &&
+               st.st_ino == output.ino;
+    int left_over = S_ISREG(st.st_mode) && st.st_uid == geteuid() && before_we_started(&st);
+    if (!mine && !left_over) {
+        if ((!S_ISREG(st.st_mode) || st.st_uid != geteuid()) && !sk->path[0]) {
+            snprintf(sk->path, sizeof sk->path, "%s", path);
+            sk->st = st;
+        }
+        return 1;   /* another process's profile, or not ours at all */
+    }
+    return rename(tmp, path) != 0 ? -errno : 0;
+}
+
+/* Candidate k is this process's name from now on, while the file it
+ * wrote (tmpst) is there. */
+static void claim(unsigned k, const struct stat *tmpst)
+{
+    output.claimed = 1;
+    output.cand = k;
+    output.dev = tmpst->st_dev;
+    output.ino = tmpst->st_ino;
+}
+
 /* Writes this process's profile to its name (see the top of the file). */
 static int write_own(ps_output_fill_fn fill, void *ctx, char *written, size_t writtenlen)
 {
-    char path[4096], tmp[4200], skipped[4096] = "";
-    struct stat tmpst, st, skipped_st;
+    char path[4096], tmp[4200];
+    struct skipped sk = { .path = "" };
+    struct stat tmpst;
     int rc;
 
     if (!output.has_pid && output.lineage < 0)
@@ -395,50 +439,20 @@ static int write_own(ps_output_fill_fn fill, void *ctx, char *written, size_t wr
     if ((rc = write_temp(path, fill, ctx, output.mode, tmp, sizeof tmp, &tmpst)) != 0)
         return rc;
     for (unsigned k = output.claimed ? output.cand : 0; k < PS_MAX_CANDIDATES; k++) {
-        if ((rc = candidate(k, path, sizeof path)) != 0)
+        if ((rc = candidate(k, path, sizeof path)) != 0 ||
+            (rc = place_at(k, tmp, path, &sk)) < 0)
             break;
-        int placed;
-        if (lstat(path, &st) != 0) {
-            if (errno != ENOENT) {
-                rc = -errno;
-                break;
-            }
-            placed = place_new(tmp, path);
-            if (placed == -EEXIST)
-                continue;   /* another process took it this very moment */
-            if (placed != 0) {
-                rc = placed;
-                break;
-            }
-        } else {
-            int mine = output.claimed && k == output.cand && st.st_dev == output.dev &&
-                       st.st_ino == output.ino;
-            int left_over = S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-                            before_we_started(&st);
-            if (!mine && !left_over) {
-                if ((!S_ISREG(st.st_mode) || st.st_uid != geteuid()) && !skipped[0]) {
-                    snprintf(skipped, sizeof skipped, "%s", path);
-                    skipped_st = st;
-                }
-                continue;   /* another process's profile, or not ours at all */
-            }
-            if (rename(tmp, path) != 0) {
-                rc = -errno;
-                break;
-            }
-        }
-        output.claimed = 1;
-        output.cand = k;
-        output.dev = tmpst.st_dev;
-        output.ino = tmpst.st_ino;
-        if (skipped[0])
-            note_skipped(skipped, &skipped_st, path);
+        if (rc > 0)
+            continue;
+        claim(k, &tmpst);
+        if (sk.path[0])
+            note_skipped(sk.path, &sk.st, path);
         if (written != NULL)
             snprintf(written, writtenlen, "%s", path);
         return 0;
     }
     unlink(tmp);
-    return rc != 0 ? rc : -EEXIST;
+    return rc < 0 ? rc : -EEXIST;
 }
 
 int ps_output_write_with(const char *tmpl, ps_output_fill_fn fill, void *ctx,
