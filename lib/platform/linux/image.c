@@ -34,46 +34,32 @@ static int pread_all(int fd, void *buf, size_t n, off_t at)
     return 0;
 }
 
-/* The file of the mapping that contains inside (path NULL), or the start
- * of path's mapping at file offset 0.  0, or -1. */
-static int find_mapping(const char *path, uintptr_t inside, char *file, size_t filelen,
-                        uintptr_t *start)
+/* The file of the mapping in maps f that contains inside, into file.
+ * 0, or -1 (no such mapping, or not a file's). */
+static int file_of(FILE *f, uintptr_t inside, char *file, size_t filelen)
 {
-    FILE *f = fopen("/proc/self/maps", "re");
     char line[4096 + 128];
-    int found = -1;
-    if (f == NULL)
-        return -1;
-    /* First pass (path NULL): which file holds inside. */
-    if (path == NULL) {
-        while (fgets(line, sizeof line, f)) {
-            unsigned long lo, hi;
-            int off = 0;
-            if (sscanf(line, "%lx-%lx %*s %*x %*s %*u %n", &lo, &hi, &off) < 2 || off == 0)
-                continue;
-            if (inside >= lo && inside < hi) {
-                char *p = line + off;
-                p[strcspn(p, "\n")] = '\0';
-                if (*p != '/' || strlen(p) >= filelen)
-                    break;
-                strcpy(file, p);
-                found = 0;
-                break;
-            }
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        int off = 0;
+        if (sscanf(line, "%lx-%lx %*s %*x %*s %*u %n", &lo, &hi, &off) < 2 || off == 0)
+            continue;
+        if (inside >= lo && inside < hi) {
+            char *p = line + off;
+            p[strcspn(p, "\n")] = '\0';
+            if (*p != '/' || strlen(p) >= filelen)
+                return -1;
+            strcpy(file, p);
+            return 0;
         }
-        if (found != 0) {
-            fclose(f);
-            return -1;
-        }
-        path = file;
-        rewind(f);
-    } else if (strlen(path) < filelen) {
-        strcpy(file, path);
-    } else {
-        fclose(f);
-        return -1;
     }
-    found = -1;
+    return -1;
+}
+
+/* The start of path's mapping at file offset 0 in maps f.  0, or -1. */
+static int start_of(FILE *f, const char *path, uintptr_t *start)
+{
+    char line[4096 + 128];
     while (fgets(line, sizeof line, f)) {
         unsigned long lo, hi, offset;
         int off = 0;
@@ -83,69 +69,121 @@ static int find_mapping(const char *path, uintptr_t inside, char *file, size_t f
         p[strcspn(p, "\n")] = '\0';
         if (offset == 0 && strcmp(p, path) == 0) {
             *start = lo;
-            found = 0;
-            break;
+            return 0;
         }
+    }
+    return -1;
+}
+
+/* The file of the mapping that contains inside (path NULL), or the start
+ * of path's mapping at file offset 0.  0, or -1. */
+static int find_mapping(const char *path, uintptr_t inside, char *file, size_t filelen,
+                        uintptr_t *start)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    int found = -1;
+    if (f == NULL)
+        return -1;
+    if (path == NULL) {
+        /* First pass: which file holds inside. */
+        if (file_of(f, inside, file, filelen) == 0) {
+            rewind(f);
+            found = start_of(f, file, start);
+        }
+    } else if (strlen(path) < filelen) {
+        strcpy(file, path);
+        found = start_of(f, path, start);
     }
     fclose(f);
     return found;
 }
 
-int ps_image_section(const char *path, uintptr_t inside, const char *section, uintptr_t *addr,
-                     size_t *size)
+/* The ELF header of fd, if it is one we read: 64-bit, with a sane number
+ * of sections and program headers of the sizes we expect.  0, or -1. */
+static int read_header(int fd, Elf64_Ehdr *eh)
 {
-    char file[4096];
-    uintptr_t start;
-    Elf64_Ehdr eh;
-    int rc = -1;
+    if (pread_all(fd, eh, sizeof *eh, 0) != 0 || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_shentsize != sizeof(Elf64_Shdr) ||
+        eh->e_shnum == 0 || eh->e_shnum > MAX_SECTIONS || eh->e_shstrndx >= eh->e_shnum ||
+        eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phnum == 0 || eh->e_phnum > 64)
+        return -1;
+    return 0;
+}
 
-    if (find_mapping(path, inside, file, sizeof file, &start) != 0)
-        return -1;
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    Elf64_Shdr *sh = NULL;
-    char *names = NULL;
-    if (pread_all(fd, &eh, sizeof eh, 0) != 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) ||
-        eh.e_shnum == 0 || eh.e_shnum > MAX_SECTIONS || eh.e_shstrndx >= eh.e_shnum ||
-        eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 64)
-        goto out;
-    /* The load bias: the first PT_LOAD maps file offset 0. */
+/* The load bias of the image mapped at start: the first PT_LOAD maps file
+ * offset 0.  0, or -1. */
+static int load_bias(int fd, const Elf64_Ehdr *eh, uintptr_t start, uintptr_t *bias)
+{
     Elf64_Phdr ph[64];
-    if (pread_all(fd, ph, eh.e_phnum * sizeof ph[0], (off_t)eh.e_phoff) != 0)
-        goto out;
+    if (pread_all(fd, ph, eh->e_phnum * sizeof ph[0], (off_t)eh->e_phoff) != 0)
+        return -1;
     uintptr_t first = UINTPTR_MAX;
-    for (int i = 0; i < eh.e_phnum; i++)
+    for (int i = 0; i < eh->e_phnum; i++)
         if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first)
             first = ph[i].p_vaddr & ~(uintptr_t)0xfff;
     if (first == UINTPTR_MAX)
-        goto out;
-    uintptr_t bias = eh.e_type == ET_EXEC ? 0 : start - first;
+        return -1;
+    *bias = eh->e_type == ET_EXEC ? 0 : start - first;
+    return 0;
+}
 
-    sh = malloc(eh.e_shnum * sizeof *sh);
-    if (sh == NULL || pread_all(fd, sh, eh.e_shnum * sizeof *sh, (off_t)eh.e_shoff) != 0)
+/* The section named section among sh[] (names: the section names' table
+ * of namelen bytes), if it is loaded: its address there and size.  0, or
+ * -1. */
+static int pick_section(const Elf64_Ehdr *eh, const Elf64_Shdr *sh, const char *names,
+                        size_t namelen, const char *section, uintptr_t bias, uintptr_t *addr,
+                        size_t *size)
+{
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_name >= namelen || strcmp(names + sh[i].sh_name, section) != 0)
+            continue;
+        if (sh[i].sh_addr == 0)
+            return -1;  /* not loaded */
+        *addr = bias + sh[i].sh_addr;
+        *size = sh[i].sh_size;
+        return 0;
+    }
+    return -1;
+}
+
+/* The section headers and their names' table read from fd, then the
+ * section looked up among them.  0, or -1. */
+static int find_section(int fd, const Elf64_Ehdr *eh, const char *section, uintptr_t bias,
+                        uintptr_t *addr, size_t *size)
+{
+    Elf64_Shdr *sh = malloc(eh->e_shnum * sizeof *sh);
+    char *names = NULL;
+    int rc = -1;
+    if (sh == NULL || pread_all(fd, sh, eh->e_shnum * sizeof *sh, (off_t)eh->e_shoff) != 0)
         goto out;
-    const Elf64_Shdr *strs = &sh[eh.e_shstrndx];
+    const Elf64_Shdr *strs = &sh[eh->e_shstrndx];
     if (strs->sh_size == 0 || strs->sh_size > (1u << 20))
         goto out;
     names = malloc(strs->sh_size + 1);
     if (names == NULL || pread_all(fd, names, strs->sh_size, (off_t)strs->sh_offset) != 0)
         goto out;
     names[strs->sh_size] = '\0';
-    for (int i = 0; i < eh.e_shnum; i++) {
-        if (sh[i].sh_name >= strs->sh_size || strcmp(names + sh[i].sh_name, section) != 0)
-            continue;
-        if (sh[i].sh_addr == 0)
-            break;  /* not loaded */
-        *addr = bias + sh[i].sh_addr;
-        *size = sh[i].sh_size;
-        rc = 0;
-        break;
-    }
+    rc = pick_section(eh, sh, names, strs->sh_size, section, bias, addr, size);
 out:
     free(sh);
     free(names);
+    return rc;
+}
+
+int ps_image_section(const char *path, uintptr_t inside, const char *section, uintptr_t *addr,
+                     size_t *size)
+{
+    char file[4096];
+    uintptr_t start, bias;
+    Elf64_Ehdr eh;
+
+    if (find_mapping(path, inside, file, sizeof file, &start) != 0)
+        return -1;
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = read_header(fd, &eh) == 0 && load_bias(fd, &eh, start, &bias) == 0
+                 ? find_section(fd, &eh, section, bias, addr, size) : -1;
     close(fd);
     return rc;
 }
