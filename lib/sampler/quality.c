@@ -32,24 +32,48 @@ double ps_quality_achieved_hz(const struct ps_quality *q)
     return (double)q->d.ticks * 1e9 / (double)q->duration_ns;
 }
 
-size_t ps_quality_format(const struct ps_quality *q, char *buf, size_t len)
+/* "3.11", "3.13.2", "3.14.0t": 3.9-3.12 are known by their minor version
+ * only (layout tables per minor), so "3.11", not a made-up "3.11.0". */
+static void python_name(const struct ps_quality *q, char *buf, size_t len)
 {
-    if (len == 0)
-        return 0;
     unsigned v = q->hexversion;
-    uint64_t other = q->d.errors - q->d.errors_unreadable - q->d.errors_inconsistent;
-    if (q->d.errors < q->d.errors_unreadable + q->d.errors_inconsistent)
-        other = 0;
-    double secs = (double)q->duration_ns / 1e9;
-    /* 3.9-3.12 are known by their minor version only (layout tables per
-     * minor): "3.11", not a made-up "3.11.0". */
     char micro[16] = "";
     if (v >= 0x030D0000)
         snprintf(micro, sizeof micro, ".%u", (v >> 8) & 0xff);
+    snprintf(buf, len, "%u.%u%s%s", (v >> 24) & 0xff, (v >> 16) & 0xff, micro,
+             q->free_threaded ? "t" : "");
+}
+
+/* Samples dropped for a reason other than unreadable or inconsistent
+ * memory. */
+static uint64_t dropped_other(const struct ps_quality *q)
+{
+    if (q->d.errors < q->d.errors_unreadable + q->d.errors_inconsistent)
+        return 0;
+    return q->d.errors - q->d.errors_unreadable - q->d.errors_inconsistent;
+}
+
+/* Text that did not fit buf (len bytes) is cut at the last whole line
+ * that does: a reader never sees half a "key value" line.  Its length. */
+static size_t whole_lines(char *buf, size_t len)
+{
+    size_t keep = len - 1;
+    while (keep > 0 && buf[keep - 1] != '\n')
+        keep--;
+    buf[keep] = '\0';
+    return keep;
+}
+
+size_t ps_quality_format(const struct ps_quality *q, char *buf, size_t len)
+{
+    char python[48];
+    if (len == 0)
+        return 0;
+    python_name(q, python, sizeof python);
     int n = snprintf(buf, len,
                      "how %s\n"
                      "mode %s\n"
-                     "python %u.%u%s%s\n"
+                     "python %s\n"
                      "requested_rate_hz %d\n"
                      "achieved_rate_hz %.1f\n"
                      "duration_s %.3f\n"
@@ -65,26 +89,18 @@ size_t ps_quality_format(const struct ps_quality *q, char *buf, size_t len)
                      "budget_adjustments %llu\n"
                      "rate_now_hz %d\n"
                      "native_masked %llu\n",
-                     q->how, q->mode, (v >> 24) & 0xff, (v >> 16) & 0xff, micro,
-                     q->free_threaded ? "t" : "", q->requested_hz, ps_quality_achieved_hz(q), secs,
-                     (unsigned long long)q->d.ticks, (unsigned long long)q->d.samples,
-                     (unsigned long long)q->d.late_ticks,
+                     q->how, q->mode, python, q->requested_hz, ps_quality_achieved_hz(q),
+                     (double)q->duration_ns / 1e9, (unsigned long long)q->d.ticks,
+                     (unsigned long long)q->d.samples, (unsigned long long)q->d.late_ticks,
                      (unsigned long long)q->d.errors_unreadable,
-                     (unsigned long long)q->d.errors_inconsistent, (unsigned long long)other,
-                     (unsigned long long)q->d.truncated, (double)q->d.sampler_cpu_ns / 1e9,
-                     q->d.budget_pct, (unsigned long long)q->d.budget_adjustments,
-                     q->d.rate_now_hz, (unsigned long long)q->d.native_masked);
+                     (unsigned long long)q->d.errors_inconsistent,
+                     (unsigned long long)dropped_other(q), (unsigned long long)q->d.truncated,
+                     (double)q->d.sampler_cpu_ns / 1e9, q->d.budget_pct,
+                     (unsigned long long)q->d.budget_adjustments, q->d.rate_now_hz,
+                     (unsigned long long)q->d.native_masked);
     if (n < 0)
         return 0;
-    if ((size_t)n >= len) {
-        /* Cut at the last whole line that fits. */
-        size_t keep = len - 1;
-        while (keep > 0 && buf[keep - 1] != '\n')
-            keep--;
-        buf[keep] = '\0';
-        return keep;
-    }
-    return (size_t)n;
+    return (size_t)n >= len ? whole_lines(buf, len) : (size_t)n;
 }
 
 size_t ps_quality_json(const struct ps_quality *q, long pid, char *buf, size_t len)
