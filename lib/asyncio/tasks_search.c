@@ -81,6 +81,24 @@ static uintptr_t weakset_data(const struct ps_python *py, uintptr_t ws)
     return data;
 }
 
+/* The 13 values of the table debug_table() describes, from wherever it
+ * is.  0, or -1. */
+static int read_debug_table(const struct ps_tasks *T, uintptr_t mod_dict, uint64_t v[13])
+{
+    const struct ps_python *py = &T->py;
+    char file[4096];
+    const char *path = NULL;
+    uintptr_t f, addr;
+    size_t size;
+    if (ps_dict_get(py, mod_dict, "__file__", &f) == 0 && ps_obj_type(py, f) == py->str_type &&
+        ps_str_read(&py->L, f, file, sizeof file) > 0)
+        path = file;
+    if (ps_image_section(path, py->runtime, ".AsyncioDebug", &addr, &size) != 0 ||
+        size < 13 * sizeof v[0] || ps_read(v, addr, 13 * sizeof v[0]) != 0)
+        return -1;
+    return 0;
+}
+
 /*
  * 3.14+: _asyncio's own description (_AsyncioDebug, "_Py_AsyncioDebug" in
  * 3.15), in the section ".AsyncioDebug" of the extension module's file
@@ -96,17 +114,8 @@ static uintptr_t weakset_data(const struct ps_python *py, uintptr_t ws)
  */
 static int debug_table(struct ps_tasks *T, uintptr_t mod_dict)
 {
-    const struct ps_python *py = &T->py;
-    char file[4096];
-    const char *path = NULL;
-    uintptr_t f, addr;
-    size_t size;
     uint64_t v[13];
-    if (ps_dict_get(py, mod_dict, "__file__", &f) == 0 && ps_obj_type(py, f) == py->str_type &&
-        ps_str_read(&py->L, f, file, sizeof file) > 0)
-        path = file;
-    if (ps_image_section(path, py->runtime, ".AsyncioDebug", &addr, &size) != 0 ||
-        size < sizeof v || ps_read(v, addr, sizeof v) != 0) {
+    if (read_debug_table(T, mod_dict, v) != 0) {
         ps_say("PYSAMPLE_ASYNC: asyncio's _AsyncioDebug table was not found; "
                "tasks are not attributed, sampling threads only");
         T->state = PS_ASYNCIO_GAVE_UP;
@@ -115,7 +124,7 @@ static int debug_table(struct ps_tasks *T, uintptr_t mod_dict)
     struct ps_async_layout *A = &T->A;
     uint64_t tsize = v[0], name = v[1], awaited = v[2], is_task = v[3], is_set = v[4],
              coro = v[5], node = v[6], ts_size = v[9], running = v[11], head = v[12];
-    uint32_t h = ps_ob_head(&py->L);   /* FutureObj_HEAD: 10 pointers, then awaited_by */
+    uint32_t h = ps_ob_head(&T->py.L);   /* FutureObj_HEAD: 10 pointers, then awaited_by */
     if (tsize < 64 || tsize > 1024 || name + 8 > tsize || node + 16 > tsize ||
         awaited != h + 10 * 8 || is_task != awaited + 12 || is_set != is_task + 1 ||
         coro != name - 8 || node != name + 16 || ts_size < 256 || ts_size > (1u << 20) ||
@@ -140,57 +149,87 @@ static int debug_table(struct ps_tasks *T, uintptr_t mod_dict)
     return 0;
 }
 
-void ps_tasks_search(struct ps_tasks *T, uintptr_t interp, uint64_t now)
+/* When to search next: sooner after a search that followed an import,
+ * doubling up to SEARCH_MAX_NS while nothing is found. */
+static void schedule_search(struct ps_tasks *T, uint64_t now)
 {
-    const struct ps_python *py = &T->py;
-    uintptr_t modules, mod, d, v;
-
     T->search_every = T->search_every == 0 ? SEARCH_FIRST_NS
                       : T->search_every >= SEARCH_MAX_NS / 2 ? SEARCH_MAX_NS
                                                             : 2 * T->search_every;
     T->next_search = now + T->search_every;
     T->next_peek = now + SEARCH_FIRST_NS;
+}
+
+/* The dict of the _asyncio module in interp's sys.modules, into *d; the
+ * entries seen noted for ps_tasks_modules_grew.  0, or -1 (not imported,
+ * or asyncio without its accelerator: then said, once for good). */
+static int asyncio_dict(struct ps_tasks *T, uintptr_t interp, uintptr_t *d)
+{
+    const struct ps_python *py = &T->py;
+    uintptr_t modules, mod;
     T->modules_seen = -1;
     if (ps_read_ptr(interp + py->L.is_modules, &modules) != 0 ||
         ps_obj_type(py, modules) != py->dict_type)
-        return;
+        return -1;
     T->modules_seen = ps_dict_entries(py, modules);
-    if (ps_dict_get(py, modules, "_asyncio", &mod) != 0 || module_dict(T, mod, &d) != 0) {
-        /* asyncio imported its tasks module without the accelerator */
-        if (ps_dict_get(py, modules, "asyncio.tasks", &mod) == 0) {
-            ps_say("PYSAMPLE_ASYNC: asyncio runs without its C accelerator (_asyncio); "
-                   "tasks are not attributed, sampling threads only");
-            T->state = PS_ASYNCIO_GAVE_UP;
-        }
-        return;
+    if (ps_dict_get(py, modules, "_asyncio", &mod) == 0 && module_dict(T, mod, d) == 0)
+        return 0;
+    /* asyncio imported its tasks module without the accelerator */
+    if (ps_dict_get(py, modules, "asyncio.tasks", &mod) == 0) {
+        ps_say("PYSAMPLE_ASYNC: asyncio runs without its C accelerator (_asyncio); "
+               "tasks are not attributed, sampling threads only");
+        T->state = PS_ASYNCIO_GAVE_UP;
     }
-    if (ps_dict_get(py, d, "Task", &v) != 0 ||
-        !ps_type_named(py, v, "_asyncio.Task"))
-        return;
+    return -1;
+}
+
+/* _asyncio's Task and Future types, which every object read as one must
+ * be of.  0, or -1. */
+static int task_types(struct ps_tasks *T, uintptr_t d)
+{
+    const struct ps_python *py = &T->py;
+    uintptr_t v;
+    if (ps_dict_get(py, d, "Task", &v) != 0 || !ps_type_named(py, v, "_asyncio.Task"))
+        return -1;
     T->task_type = v;
     if (ps_dict_get(py, d, "Future", &v) != 0 || !ps_type_named(py, v, "_asyncio.Future"))
-        return;
+        return -1;
     T->future_type = v;
-    if (T->A.tasks_kind == PS_ATASKS_THREAD_LISTS) {
-        /* the running task is in each thread state: no _current_tasks */
-        if (debug_table(T, d) == 0) {
-            T->interp = interp;
-            T->state = PS_ASYNCIO_FOUND;
-        }
-        return;
-    }
+    return 0;
+}
+
+/* 3.9-3.13: the module's task registries (see the top of the file).  0,
+ * or -1. */
+static int task_registries(struct ps_tasks *T, uintptr_t d)
+{
+    const struct ps_python *py = &T->py;
+    uintptr_t v;
     if (ps_dict_get(py, d, "_current_tasks", &v) != 0 || ps_obj_type(py, v) != py->dict_type)
-        return;
+        return -1;
     T->current = v;
     const char *all = T->A.tasks_kind == PS_ATASKS_ALL ? "_all_tasks" : "_scheduled_tasks";
     if (ps_dict_get(py, d, all, &v) != 0 || (T->all_set = weakset_data(py, v)) == 0)
-        return;
+        return -1;
     T->eager_set = 0;
     if (T->A.tasks_kind == PS_ATASKS_SCHEDULED_EAGER &&
         (ps_dict_get(py, d, "_eager_tasks", &v) != 0 || ps_obj_type(py, v) != py->set_type))
-        return;
+        return -1;
     if (T->A.tasks_kind == PS_ATASKS_SCHEDULED_EAGER)
         T->eager_set = v;
-    T->interp = interp;
-    T->state = PS_ASYNCIO_FOUND;
+    return 0;
+}
+
+void ps_tasks_search(struct ps_tasks *T, uintptr_t interp, uint64_t now)
+{
+    uintptr_t d;
+    schedule_search(T, now);
+    if (asyncio_dict(T, interp, &d) != 0 || task_types(T, d) != 0)
+        return;
+    /* 3.14+: the running task is in each thread state: no _current_tasks */
+    int found = T->A.tasks_kind == PS_ATASKS_THREAD_LISTS ? debug_table(T, d)
+                                                         : task_registries(T, d);
+    if (found == 0) {
+        T->interp = interp;
+        T->state = PS_ASYNCIO_FOUND;
+    }
 }
