@@ -205,9 +205,9 @@ static int put_native(char *buf, size_t size, int *n)
     return put_lines(buf, size, n, l, PS_NATIVE_COUNTS);
 }
 
-void ps_stats_write(const char *path_pattern, int rate_hz, int native, int file_mode)
+/* The sampler's counts, its timings and the profile's, one a line. */
+static int put_counts(char *buf, size_t size, int *n, int rate_hz)
 {
-    char path[1100], buf[4096];
     uint64_t c[PS_COUNT_N];
     struct ps_profile_counts pc;
     ps_counters_read(stats.count, c, PS_COUNT_N);
@@ -233,16 +233,28 @@ void ps_stats_write(const char *path_pattern, int rate_hz, int native, int file_
         { "codecache_misses", (int64_t)pc.codecache_misses },
         { "messages_dropped", (int64_t)ps_say_dropped() },
     };
+    return put_lines(buf, size, n, lines, sizeof lines / sizeof lines[0]);
+}
+
+/* How memory is read (memread.h): a word, not a count. */
+static int put_read_mode(char *buf, size_t size, int *n)
+{
+    int m = snprintf(buf + *n, size - (size_t)*n, "read_mode %s\n", ps_mem_mode_name());
+    if (m < 0 || (size_t)m >= size - (size_t)*n)
+        return -1;
+    *n += m;
+    return 0;
+}
+
+void ps_stats_write(const char *path_pattern, int rate_hz, int native, int file_mode)
+{
+    char path[1100], buf[4096];
     int n = 0;
-    if (put_lines(buf, sizeof buf, &n, lines, sizeof lines / sizeof lines[0]) != 0)
+    if (put_counts(buf, sizeof buf, &n, rate_hz) != 0 || put_read_mode(buf, sizeof buf, &n) != 0)
         return;
-    int m = snprintf(buf + n, sizeof buf - (size_t)n, "read_mode %s\n", ps_mem_mode_name());
-    if (m < 0 || (size_t)m >= sizeof buf - (size_t)n)
-        return;
-    n += m;
     /* The native counts are extra: without room for them the rest is
-     * still written (as before they existed).  Then how the native
-     * samples came out and what unwinding cost (merge.c). */
+     * still written.  Then how the native samples came out and what
+     * unwinding cost (merge.c). */
     if (native) {
         int before = n;
         if (put_native(buf, sizeof buf, &n) != 0)
