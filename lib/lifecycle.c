@@ -96,12 +96,38 @@ static void fork_prepare(void);
 static void fork_parent(void);
 static void fork_child(void);
 
+/* Memory reads, the interpreter and the sampler's tables: 0, or -errno
+ * with the reason said (nothing to say where there is no CPython). */
+static int find_python(ps_sym_lookup lookup, void *ctx)
+{
+    char why[512];
+    enum ps_detect det;
+    if (ps_mem_init() != 0) {
+        ps_say("no safe way to read memory in this process; profiling is off");
+        return -ENOSYS;
+    }
+    det = lookup != NULL ? ps_python_detect_with(&life.py, lookup, ctx, why, sizeof why)
+                         : ps_python_detect(&life.py, why, sizeof why);
+    if (det != PS_DETECT_OK) {
+        if (det == PS_DETECT_UNSUPPORTED && life.python_path[0])
+            ps_say("%s (%s); profiling is off", why, life.python_path);
+        else if (det == PS_DETECT_UNSUPPORTED)
+            ps_say("%s; profiling is off", why);
+        return det == PS_DETECT_UNSUPPORTED ? -ENOTSUP : -ENOENT;
+    }
+    ps_threads_track();
+    if (ps_sampler_setup(&life.py) != 0) {
+        ps_say("out of memory; profiling is off");
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 /* Detects the interpreter (through lookup when given: the symbols of a
  * libpython loaded late, lib/platform/linux/dlwatch.c) and prepares the sampler.
  * Caller holds the lock. */
 static int setup_locked(ps_sym_lookup lookup, void *ctx)
 {
-    char why[512];
     if (state() >= PS_LIFE_READY)
         return 0;
     if (state() == PS_LIFE_FAILED)
@@ -109,26 +135,7 @@ static int setup_locked(ps_sym_lookup lookup, void *ctx)
     /* No CPython (yet): stay OFF, a later call may find one. */
     if (lookup == NULL && !ps_python_present())
         return -ENOENT;
-    int rc = 0;
-    enum ps_detect det;
-    if (ps_mem_init() != 0) {
-        ps_say("no safe way to read memory in this process; profiling is off");
-        rc = -ENOSYS;
-    } else if ((det = lookup != NULL
-                          ? ps_python_detect_with(&life.py, lookup, ctx, why, sizeof why)
-                          : ps_python_detect(&life.py, why, sizeof why)) != PS_DETECT_OK) {
-        if (det == PS_DETECT_UNSUPPORTED && life.python_path[0])
-            ps_say("%s (%s); profiling is off", why, life.python_path);
-        else if (det == PS_DETECT_UNSUPPORTED)
-            ps_say("%s; profiling is off", why);
-        rc = det == PS_DETECT_UNSUPPORTED ? -ENOTSUP : -ENOENT;
-    } else {
-        ps_threads_track();
-        if (ps_sampler_setup(&life.py) != 0) {
-            ps_say("out of memory; profiling is off");
-            rc = -ENOMEM;
-        }
-    }
+    int rc = find_python(lookup, ctx);
     if (rc != 0) {
         atomic_store(&life.state, PS_LIFE_FAILED);
         return rc;
@@ -213,43 +220,30 @@ static int arm_wanted(void)
     return arm != NULL && *arm != '\0' && strcmp(arm, "0") != 0;
 }
 
-/*
- * Profiling to PYSAMPLE_OUTPUT, from now to the end of the process, and/or
- * armed (PYSAMPLE_ARM: the sampler thread idles and answers the control
- * socket): the constructor's work in a Python executable, or the same when
- * a libpython is loaded later (lookup: its symbols).
- */
-static int start_auto(ps_sym_lookup lookup, void *ctx)
+/* PYSAMPLE_OUTPUT: the name proved writable now (a user should learn at
+ * start-up that nothing will be written), and the writer told of it.  0,
+ * or -EINVAL, said. */
+static int prepare_output(void)
 {
-    struct ps_section sec;
-    ps_section_enter(&sec, &life.lock);
-    int rc = 0;
-    if (state() == PS_LIFE_PROFILING || state() == PS_LIFE_FAILED || life.armed) {
-        rc = state() == PS_LIFE_FAILED ? -ENOTSUP : 0;
-        goto out;
-    }
-    char why[512];
-    ps_interpose_init();
-    ps_config_parse(ps_settings_edit(), ps_env_initial, NULL, env_warn);
     const struct ps_config *cfg = ps_settings_process();
-    int output = cfg->output[0] != '\0';
-    if (!output && !cfg->arm) {
-        rc = -EINVAL;
-        goto out;
+    char why[512];
+    if (ps_output_init(cfg->output, cfg->file_mode, output_note, why, sizeof why) != 0) {
+        ps_say("%s; profiling is off", why);
+        return -EINVAL;
     }
-    if (output) {
-        if (ps_output_init(cfg->output, cfg->file_mode, output_note, why, sizeof why) != 0) {
-            ps_say("%s; profiling is off", why);
-            rc = -EINVAL;
-            goto out;
-        }
-        ps_writer_setup(cfg->output);
-        if (cfg->quality_sidecar)
-            ps_writer_after_write(write_quality);
-    }
-    rc = setup_locked(lookup, ctx);
-    if (rc != 0)
-        goto out;
+    ps_writer_setup(cfg->output);
+    if (cfg->quality_sidecar)
+        ps_writer_after_write(write_quality);
+    return 0;
+}
+
+/* The interpreter found: armed if asked, the profile written at exit, and
+ * the sampler thread started, profiling (output) or idle and answering
+ * the control socket.  0, or -errno. */
+static int begin(int output)
+{
+    const struct ps_config *cfg = ps_settings_process();
+    int rc = 0;
     if (cfg->arm && ps_control_setup(cfg, life.py.L.hexversion, life.py.L.free_threaded) == 0)
         life.armed = 1;
     if (!life.atexit) {
@@ -267,7 +261,37 @@ static int start_auto(ps_sym_lookup lookup, void *ctx)
     }
     if (rc != 0)
         ps_say("cannot start the sampler thread: %s; profiling is off", strerror(-rc));
-out:
+    return rc;
+}
+
+/* start_auto, the lock held. */
+static int start_auto_locked(ps_sym_lookup lookup, void *ctx)
+{
+    if (state() == PS_LIFE_PROFILING || state() == PS_LIFE_FAILED || life.armed)
+        return state() == PS_LIFE_FAILED ? -ENOTSUP : 0;
+    ps_interpose_init();
+    ps_config_parse(ps_settings_edit(), ps_env_initial, NULL, env_warn);
+    const struct ps_config *cfg = ps_settings_process();
+    int output = cfg->output[0] != '\0';
+    if (!output && !cfg->arm)
+        return -EINVAL;
+    int rc = output ? prepare_output() : 0;
+    if (rc == 0)
+        rc = setup_locked(lookup, ctx);
+    return rc == 0 ? begin(output) : rc;
+}
+
+/*
+ * Profiling to PYSAMPLE_OUTPUT, from now to the end of the process, and/or
+ * armed (PYSAMPLE_ARM: the sampler thread idles and answers the control
+ * socket): the constructor's work in a Python executable, or the same when
+ * a libpython is loaded later (lookup: its symbols).
+ */
+static int start_auto(ps_sym_lookup lookup, void *ctx)
+{
+    struct ps_section sec;
+    ps_section_enter(&sec, &life.lock);
+    int rc = start_auto_locked(lookup, ctx);
     ps_section_leave(&sec);
     return rc;
 }
