@@ -100,17 +100,18 @@ static int is_no(const char *s)
     return is(s, "0") || is(s, "no") || is(s, "false") || is(s, "off");
 }
 
-/*
- * A yes/no variable: 1/yes/true/on or 0/no/false/off, in any case;
- * anything else is said in one line ending in otherwise ("using 0", "not
- * armed") and def is kept.  An empty value means def, quietly, only where
- * empty_is_def (an empty PYSAMPLE_LINES has always been reported).
- */
 /* 1 or 0 for a yes or no word, -1 for anything else. */
 static int parse_bool(const char *s)
 {
     return is_yes(s) ? 1 : is_no(s) ? 0 : -1;
 }
+
+/*
+ * A yes/no variable: 1/yes/true/on or 0/no/false/off, in any case;
+ * anything else is said in one line ending in otherwise ("using 0", "not
+ * armed") and def is kept.  An empty value means def, quietly, only where
+ * empty_is_def (an empty PYSAMPLE_LINES is reported).
+ */
 
 static int get_bool(ps_env_get get, void *ctx, void (*warn)(void *, const char *),
                     const char *name, int def, int empty_is_def, const char *otherwise)
