@@ -40,6 +40,7 @@
 #include "settings.h"
 #include "memory/memread.h"
 #include "util/message.h"
+#include "util/owner.h"
 #include "profile/output.h"
 #include "platform/platform.h"
 #include "profile/profile.h"
@@ -60,7 +61,6 @@ static struct {
     _Atomic int state;            /* enum ps_life */
     int atfork, atexit;           /* handlers registered */
     int armed;                    /* PYSAMPLE_ARM: control.h answers */
-    pid_t pid;                    /* the process this state belongs to */
     _Atomic int self_signal_written; /* kill()/raise() to ourselves wrote already */
     int forked;                   /* this process is a fork() child ... */
     uint64_t fork_position;       /* ... and this was ps_python_position() then */
@@ -73,10 +73,11 @@ static enum ps_life state(void)
     return (enum ps_life)atomic_load(&life.state);
 }
 
-/* profiling_here() for a signal handler: atomics and getpid() only. */
-static int profiling_here_signal_safe(void)
+/* 1 if this process writes PYSAMPLE_OUTPUT and the caller runs in it.
+ * Atomics and getpid() only: signal handlers ask too. */
+static int profiling_here(void)
 {
-    return state() == PS_LIFE_PROFILING && life.pid != 0 && getpid() == life.pid;
+    return state() == PS_LIFE_PROFILING && ps_owner_here();
 }
 
 /* ---- set-up ----------------------------------------------------------------- */
@@ -140,7 +141,7 @@ static int setup_locked(ps_sym_lookup lookup, void *ctx)
         atomic_store(&life.state, PS_LIFE_FAILED);
         return rc;
     }
-    life.pid = getpid();
+    ps_owner_claim();
     ps_forkpause_init(&life.lock);
     if (!life.atfork) {
         pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -163,7 +164,7 @@ static void on_write_signal(int sig)
 {
     (void)sig;
     int saved = errno;
-    if (profiling_here_signal_safe()) {
+    if (profiling_here()) {
         ps_writer_ask(PS_WRITE_NOW);
         ps_sampler_request_write();
     }
@@ -352,17 +353,6 @@ const struct ps_python *ps_lifecycle_python(void)
     return state() >= PS_LIFE_READY ? &life.py : NULL;
 }
 
-int ps_lifecycle_owner(void)
-{
-    return life.pid != 0 && getpid() == life.pid;
-}
-
-/* 1 if this process writes PYSAMPLE_OUTPUT and the caller runs in it. */
-static int profiling_here(void)
-{
-    return state() == PS_LIFE_PROFILING && ps_lifecycle_owner();
-}
-
 /* ---- writing: the one path ------------------------------------------------- */
 
 /*
@@ -541,7 +531,7 @@ void ps_lifecycle_self_signal(void)
 
 int ps_lifecycle_fopen_begin(const char *path)
 {
-    return ps_lifecycle_owner() && ps_forkpause_fopen_begin(path);
+    return ps_owner_here() && ps_forkpause_fopen_begin(path);
 }
 
 void ps_lifecycle_fopen_end(FILE *f)
@@ -551,7 +541,7 @@ void ps_lifecycle_fopen_end(FILE *f)
 
 void ps_lifecycle_fclosed(FILE *f)
 {
-    if (ps_lifecycle_owner())
+    if (ps_owner_here())
         ps_forkpause_fclosed(f);
 }
 
@@ -576,7 +566,7 @@ static void fork_child(void)
 {
     /* A new process: its own profile (empty), its own file, its own final
      * write, its own sampler thread. */
-    life.pid = getpid();
+    ps_owner_claim();
     ps_mem_after_fork();
     ps_output_after_fork();
     ps_writer_child_after_fork();

@@ -36,14 +36,6 @@ void ps_lifecycle_stop_sampling(void);
 /* The interpreter found, or NULL before READY. */
 const struct ps_python *ps_lifecycle_python(void);
 
-/*
- * 1 if this process's state is its own and the caller runs in it.  0 in a
- * vfork() child (posix_spawn, subprocess): it shares our memory until it
- * execs or _exits, and must neither write a profile nor change our state in
- * the parent's stead.
- */
-int ps_lifecycle_owner(void);
-
 /* The program calls _exit() or _Exit(): the process ends without atexit,
  * so the profile is written now; then the C library's _exit. */
 _Noreturn void ps_lifecycle_exit(int status);

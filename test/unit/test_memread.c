@@ -7,8 +7,9 @@
  * after (which go into the program's view behind the library's handler:
  * the direct path stays, and the program's handlers must see exactly what
  * the kernel would have given them).  The library's real sigaction/signal
- * interposers are compiled in (lib/platform/linux/interpose.c) so that this goes
- * through the same code as in a real process.
+ * stand-ins are linked in (lib/platform/linux/interpose_sigaction.c, built
+ * once for the library and this test) so that this goes through the same
+ * code as in a real process.
  *
  * Scenarios that end a process (a genuine crash, a loop, a handler race)
  * run in a fresh copy of this executable: `test_memread <scenario>`.
@@ -35,41 +36,9 @@
 #include "check.h"
 #include "memory/memread.h"
 #include "platform/platform.h"
+#include "platform/linux/linux.h"   /* ps_real_signal */
 #include "read_path.h"
-
-/* The real interposers, as libpysample.so has them. */
-#include "platform/linux/interpose.c"
-
-_Noreturn void ps_lifecycle_exit(int status)
-{
-    ps_real_exit(status);
-}
-
-/* The rest of the lifecycle interpose.c calls into (lib/lifecycle.c): this
- * test is the only process there is, profiling nothing. */
-int ps_lifecycle_owner(void)
-{
-    return 1;
-}
-void ps_lifecycle_before_exec(void)
-{
-}
-void ps_lifecycle_self_signal(void)
-{
-}
-int ps_lifecycle_fopen_begin(const char *path)
-{
-    (void)path;
-    return 0;
-}
-void ps_lifecycle_fopen_end(FILE *f)
-{
-    (void)f;
-}
-void ps_lifecycle_fclosed(FILE *f)
-{
-    (void)f;
-}
+#include "util/owner.h"
 
 static long page;
 
@@ -997,6 +966,10 @@ static void check_scenarios(void)
 
 int main(int argc, char **argv)
 {
+    /* This test is the process whose state the library keeps, from the
+     * start (the lifecycle claims it at set-up): the stand-ins act rather
+     * than only forward, as in a vfork child. */
+    ps_owner_claim();
     page = sysconf(_SC_PAGESIZE);
     if (argc == 3) {
         scenario_pipe = atoi(argv[2]);

@@ -122,6 +122,20 @@ void ps_darwin_hold_forget(void);
 #endif
 #endif
 
+/* --- the stand-ins (interpose.c, interpose_sigaction.c) --------------------
+ *
+ * One {replacement, original} pair per function, in __DATA,__interpose,
+ * where dyld reads them; each file's array, named after it, adds its own
+ * (the linker concatenates the section).  Used, since nothing refers to
+ * them. */
+struct ps_interpose {
+    const void *replacement;
+    const void *original;
+};
+#define PS_DARWIN_INTERPOSE(name) \
+    __attribute__((used, section("__DATA,__interpose"))) \
+    static const struct ps_interpose ps_interposers_##name[]
+
 /* --- images (machosyms.c) ---------------------------------------------------- */
 
 /*

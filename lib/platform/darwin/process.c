@@ -3,7 +3,8 @@
  * Not yet what Linux reads from /proc (docs/macos.md): the start time is
  * this image's (so an exec'ed image treats its predecessor's file as
  * another process's), and a parent is never recognised (a child of a
- * profiled Python with a template without %p takes the name only if free).
+ * profiled Python with a template without %p takes the name only if free),
+ * and the fatal signals are not taken over.
  */
 #include <time.h>
 #include <unistd.h>
@@ -37,4 +38,12 @@ int ps_image_section(const char *path, uintptr_t inside, const char *section, ui
     (void)addr;
     (void)size;
     return -1;
+}
+
+/* Not yet on macOS (docs/macos.md): SIGTERM/SIGHUP/SIGINT keep their
+ * default action, and with no fopen stand-in CPython 3.12+ counts the
+ * sampler thread after os.fork(). */
+void ps_fatal_signals_take_over(void (*write_first)(int sig))
+{
+    (void)write_first;
 }

@@ -1,13 +1,9 @@
 /*
- * linux/interpose.c - libc functions we stand in front of.
+ * linux/interpose.c - libc functions we stand in front of for the
+ * lifecycle: the moments the program reaches that decide when a profile is
+ * written.  (sigaction and signal, which answer what the program sees of
+ * signal actions, are interpose_sigaction.c.)
  *
- *   sigaction, signal
- *              so that the program's own SIGSEGV/SIGBUS handler goes into
- *              its view behind ours, which delivers it every fault that
- *              is not one of our guarded reads (lib/memory/); and so that
- *              our handler of SIGTERM, SIGHUP, SIGINT and SIGQUIT stays
- *              hidden (below).  glibc's signal() calls its internal sigaction, not
- *              ours, so it needs its own stand-in;
  *   _exit, _Exit
  *              os._exit() and multiprocessing children end this way,
  *              skipping atexit: the profile is written first;
@@ -27,92 +23,33 @@
  *
  * Each forwards to libc's definition (linux/libc.c).  In a vfork() child
  * (posix_spawn, subprocess), which runs in our memory until it execs or
- * _exits, every stand-in only forwards (ps_lifecycle_owner()).  Calls go
- * one way: the stand-ins report to the lifecycle (lifecycle.h) and ask
- * the services below them (fatal.c for SIGTERM, SIGHUP, SIGQUIT and SIGINT
- * at default disposition, faultview.c for SIGSEGV/SIGBUS, regs.c for the
- * native-stack signal) what the program is to see; nothing calls back into
- * this file.
+ * _exits, kill and raise only forward (util/owner.h); the lifecycle
+ * decides what the others do there.  Calls go one way: the stand-ins report to the
+ * lifecycle (lifecycle.h) and ask fatal.c whether a signal kills us;
+ * nothing calls back into this file.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "lifecycle.h"
-#include "memory/memread.h"
-#include "native/native.h"
 #include "platform/platform.h"
 #include "platform/linux/linux.h"
+#include "util/owner.h"
 
 #define PS_EXPORT __attribute__((visibility("default")))
 
-PS_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
-{
-    if (!ps_lifecycle_owner())
-        return ps_real_sigaction(sig, act, old);
-    /* SIGSEGV/SIGBUS: while ours is in front, the program's handler goes
-     * into its view (faultview.c), not into the kernel. */
-    if (sig == SIGSEGV || sig == SIGBUS)
-        return ps_mem_fault_sigaction(sig, act, old);
-    /* The signal of native stacks (regs.c), while ours is installed: the
-     * program's action goes into its view. */
-    int nrc = ps_native_sigaction(sig, act, old);
-    if (nrc != -2)
-        return nrc;
-    int frc = ps_fatal_sigaction(sig, act, old);
-    if (frc != -2)
-        return frc;
-    return ps_real_sigaction(sig, act, old);
-}
-
-/* What glibc's signal() asks of sigaction: BSD semantics, the signal
- * blocked while its handler runs. */
-static void bsd_action(int sig, sighandler_t handler, struct sigaction *act)
-{
-    memset(act, 0, sizeof *act);
-    act->sa_handler = handler;
-    act->sa_flags = SA_RESTART;
-    sigemptyset(&act->sa_mask);
-    sigaddset(&act->sa_mask, sig);
-}
-
-PS_EXPORT sighandler_t signal(int sig, sighandler_t handler)
-{
-    if (!ps_lifecycle_owner())
-        return ps_real_signal(sig, handler);
-    /* SIGSEGV/SIGBUS: while ours is in front, the program's handler goes
-     * into its view (faultview.c), as for sigaction() above. */
-    int fault = (sig == SIGSEGV || sig == SIGBUS) && handler != SIG_ERR;
-    if (!fault && handler != SIG_ERR) {
-        struct sigaction act, old;
-        bsd_action(sig, handler, &act);
-        int nrc = ps_native_sigaction(sig, &act, &old);
-        if (nrc == 0)
-            return old.sa_handler;
-    }
-    if (!fault && !ps_fatal_signal_managed(sig))
-        return ps_real_signal(sig, handler);
-    struct sigaction act, old;
-    bsd_action(sig, handler, &act);
-    int rc = fault ? ps_mem_fault_sigaction(sig, &act, &old) : ps_fatal_sigaction(sig, &act, &old);
-    if (rc != 0)
-        return SIG_ERR;
-    /* sa_handler and sa_sigaction share storage: either way, the old one. */
-    return old.sa_handler;
-}
-
 PS_EXPORT int kill(pid_t pid, int sig)
 {
-    if (pid > 0 && ps_lifecycle_owner() && pid == getpid() && ps_fatal_signal_kills_us(sig))
+    if (pid > 0 && ps_owner_here() && pid == getpid() && ps_fatal_signal_kills_us(sig))
         ps_lifecycle_self_signal();
     return ps_real_kill(pid, sig);
 }
 
 PS_EXPORT int raise(int sig)
 {
-    if (ps_lifecycle_owner() && ps_fatal_signal_kills_us(sig))
+    if (ps_owner_here() && ps_fatal_signal_kills_us(sig))
         ps_lifecycle_self_signal();
     return ps_real_raise(sig);
 }
