@@ -11,8 +11,8 @@
  *   direct   memcpy guarded by our SIGSEGV/SIGBUS handler + siglongjmp;
  *            ~10 ns, used only while we verifiably own those handlers;
  *   syscall  the platform's checked copy (process_vm_readv, else a pipe,
- *            else a memfd/temp file; mach_vm_read_overwrite on macOS),
- *            about 1-2 us, used otherwise.
+ *            else a memfd/temp file; mach_vm_read_overwrite on macOS:
+ *            ps_plat_read, platform.h), about 1-2 us, used otherwise.
  *
  * ps_read() is meant for one thread at a time (the sampler thread, or a
  * unit test's main thread); a second concurrent reader is safe but is sent
@@ -121,25 +121,5 @@ int ps_mem_handlers_installed(void);
 /* Force a mode (tests and benchmarks).  Direct is only honoured while our
  * handlers are installed and the direct path has not been given up. */
 void ps_mem_force_mode(enum ps_read_mode m);
-
-/*
- * Platform syscall copy, implemented in lib/<os>/ (no signals involved).
- * Returns 0 or -1.
- */
-int ps_plat_read_init(void);
-int ps_plat_read(void *dst, uintptr_t src, size_t n);
-const char *ps_plat_read_name(void);
-/* 0 where the guarded direct path must never be used (macOS: see
- * lib/platform/darwin/read.c), 1 where ps_mem_enable_direct() may take it. */
-int ps_plat_read_direct_ok(void);
-/* In a forked child: refresh what depends on the pid, and stop sharing the
- * pipe or file with the parent. */
-void ps_plat_read_after_fork(void);
-/*
- * Use one method only ("process_vm_readv", "pipe", "file"; NULL or "auto"
- * for the automatic choice).  For tests, benchmarks and PYSAMPLE_READ_MODE.
- * Returns 0, or -1 if that method cannot work here.
- */
-int ps_plat_read_force(const char *method);
 
 #endif

@@ -17,6 +17,29 @@
 
 struct ps_python;
 
+/* --- memory -------------------------------------------------------------- */
+
+/*
+ * The syscall copy behind ps_read() (memory/memread.h), which checks what it
+ * copies instead of faulting (no signals involved): linux/read.c,
+ * darwin/read.c.  Each returns 0 or -1.
+ */
+int ps_plat_read_init(void);
+int ps_plat_read(void *dst, uintptr_t src, size_t n);
+const char *ps_plat_read_name(void);
+/* 0 where the guarded direct path must never be used (macOS: see
+ * lib/platform/darwin/read.c), 1 where ps_mem_enable_direct() may take it. */
+int ps_plat_read_direct_ok(void);
+/* In a forked child: refresh what depends on the pid, and stop sharing the
+ * pipe or file with the parent. */
+void ps_plat_read_after_fork(void);
+/*
+ * Use one method only ("process_vm_readv", "pipe", "file"; NULL or "auto"
+ * for the automatic choice).  For tests, benchmarks and PYSAMPLE_READ_MODE.
+ * Returns 0, or -1 if that method cannot work here.
+ */
+int ps_plat_read_force(const char *method);
+
 /* --- signals ------------------------------------------------------------ */
 
 /* Resolves the C library functions behind our stand-ins (interpose.c).

@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "util/bsearch.h"
-#include "memory/memread.h"
+#include "platform/platform.h"
 #include "platform/darwin/darwin.h"
 
 struct rec {

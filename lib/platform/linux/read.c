@@ -61,7 +61,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "memory/memread.h"
+#include "platform/platform.h"
 
 #define FILE_WINDOW (64 * 1024)  /* bytes copied per pwrite on the file path */
 
