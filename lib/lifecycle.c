@@ -44,7 +44,6 @@
 #include "profile/output.h"
 #include "platform/platform.h"
 #include "profile/profile.h"
-#include "sampler/quality.h"
 #include "sampler/forkpause.h"
 #include "sampler/sampler.h"
 #include "sampler/state.h"
@@ -85,11 +84,6 @@ static int profiling_here(void)
 static void env_warn(void *ctx, const char *msg)
 {
     (void)ctx;
-    ps_say("%s", msg);
-}
-
-static void output_note(const char *msg)
-{
     ps_say("%s", msg);
 }
 
@@ -171,31 +165,6 @@ static void on_write_signal(int sig)
     errno = saved;
 }
 
-/*
- * PYSAMPLE_QUALITY: after each write of the profile (on the writing
- * thread), <path>.quality.json says what it is worth (docs/format.md).
- * Written atomically, like the profile.
- */
-static void write_quality(const char *path)
-{
-    struct ps_stats zero, now;
-    memset(&zero, 0, sizeof zero);
-    ps_sampler_stats(&now);
-    struct ps_quality q;
-    memset(&q, 0, sizeof q);
-    q.how = "PYSAMPLE_OUTPUT";
-    q.mode = ps_settings_process()->mode == PS_MODE_CPU ? "cpu" : "wall";
-    q.hexversion = life.py.L.hexversion;
-    q.free_threaded = life.py.L.free_threaded;
-    q.requested_hz = now.requested_hz;
-    ps_quality_between(&q, &zero, &now, now.sampled_ns);
-    char json[2048], side[4200];
-    size_t n = ps_quality_json(&q, (long)getpid(), json, sizeof json);
-    int w = snprintf(side, sizeof side, "%s.quality.json", path);
-    if (n > 0 && w > 0 && (size_t)w < sizeof side)
-        ps_write_atomic(side, json, n, ps_settings_process()->file_mode);
-}
-
 static void take_write_signal(int sig)
 {
     struct sigaction sa;
@@ -228,13 +197,11 @@ static int prepare_output(void)
 {
     const struct ps_config *cfg = ps_settings_process();
     char why[512];
-    if (ps_output_init(cfg->output, cfg->file_mode, output_note, why, sizeof why) != 0) {
+    if (ps_output_init(cfg->output, cfg->file_mode, why, sizeof why) != 0) {
         ps_say("%s; profiling is off", why);
         return -EINVAL;
     }
     ps_writer_setup(cfg->output);
-    if (cfg->quality_sidecar)
-        ps_writer_after_write(write_quality);
     return 0;
 }
 
@@ -245,7 +212,7 @@ static int begin(int output)
 {
     const struct ps_config *cfg = ps_settings_process();
     int rc = 0;
-    if (cfg->arm && ps_control_setup(cfg, life.py.L.hexversion, life.py.L.free_threaded) == 0)
+    if (cfg->arm && ps_control_setup(cfg) == 0)
         life.armed = 1;
     if (!life.atexit) {
         atexit(at_exit);

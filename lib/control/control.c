@@ -77,8 +77,6 @@ struct conn {
 static struct {
     int enabled;
     char dir[256];
-    unsigned hexversion;
-    int free_threaded;
     unsigned armed_uid;
     pid_t pid;
     /* The listening socket, and when to try again to make it. */
@@ -103,13 +101,11 @@ void ps_control_wake(void)
     ps_ctlwake_signal();
 }
 
-int ps_control_setup(const struct ps_config *cfg, unsigned hexversion, int free_threaded)
+int ps_control_setup(const struct ps_config *cfg)
 {
     if (ctl.enabled)
         return 0;
     snprintf(ctl.dir, sizeof ctl.dir, "%s", cfg->control_dir[0] ? cfg->control_dir : ps_ctlsock_default_dir());
-    ctl.hexversion = hexversion;
-    ctl.free_threaded = free_threaded;
     for (int i = 0; i < PS_CTL_CONNS; i++)
         ctl.conns[i].fd.fd = -1;
     int rc = ps_ctlwake_make();
@@ -128,11 +124,6 @@ int ps_control_enabled(void)
     return ctl.enabled;
 }
 
-void ps_control_python(unsigned *hexversion, int *free_threaded)
-{
-    *hexversion = ctl.hexversion;
-    *free_threaded = ctl.free_threaded;
-}
 
 void ps_control_note_session(int on)
 {

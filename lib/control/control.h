@@ -23,13 +23,10 @@
 
 /* Armed: remembers the settings and makes the wake-up pipe (the socket is
  * opened by the sampler thread).  0, or a negative errno (said). */
-int ps_control_setup(const struct ps_config *cfg, unsigned hexversion, int free_threaded);
+int ps_control_setup(const struct ps_config *cfg);
 
 /* 1 once ps_control_setup succeeded in this process. */
 int ps_control_enabled(void);
-
-/* The interpreter's facts given at set-up (for the quality figures). */
-void ps_control_python(unsigned *hexversion, int *free_threaded);
 
 /*
  * On the sampler thread: waits until deadline (monotonic ns, UINT64_MAX:

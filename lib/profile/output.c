@@ -55,6 +55,7 @@
 #include "config.h"
 #include "profile/output.h"
 #include "platform/platform.h"
+#include "util/message.h"
 
 #define PS_MAX_CANDIDATES 100
 
@@ -70,7 +71,6 @@ static struct {
     dev_t dev;
     ino_t ino;
     unsigned counter;           /* temporary file names */
-    ps_output_note_fn note;
     char noted[4096];           /* the last name we said something about */
 } output = { .mode = 0600, .lineage = -1 };
 
@@ -293,16 +293,14 @@ static int before_we_started(const struct stat *st)
 
 static void note_skipped(const char *path, const struct stat *st, const char *instead)
 {
-    char msg[8400];
-    if (output.note == NULL || strcmp(output.noted, path) == 0)
+    if (strcmp(output.noted, path) == 0)
         return;
     snprintf(output.noted, sizeof output.noted, "%s", path);
     const char *what = S_ISLNK(st->st_mode) ? "a symbolic link" :
                        S_ISDIR(st->st_mode) ? "a directory" :
                        !S_ISREG(st->st_mode) ? "not a regular file" : "another user's file";
-    snprintf(msg, sizeof msg, "%s is %s, which we neither follow nor replace; the profile "
-             "goes to %s", path, what, instead);
-    output.note(msg);
+    ps_say("%s is %s, which we neither follow nor replace; the profile goes to %s", path, what,
+           instead);
 }
 
 /* The profile's name in a directory the user named: the one `pysample
@@ -335,14 +333,12 @@ static int in_directory(const char *tmpl, char *why, size_t whylen)
     return 0;
 }
 
-int ps_output_init(const char *tmpl, int file_mode, ps_output_note_fn note,
-                   char *why, size_t whylen)
+int ps_output_init(const char *tmpl, int file_mode, char *why, size_t whylen)
 {
     char path[4096], tmp[4200];
     struct timespec now;
     snprintf(output.tmpl, sizeof output.tmpl, "%s", tmpl);
     output.mode = file_mode;
-    output.note = note;
     output.has_pid = ps_template_has_pid(tmpl);
     clock_gettime(CLOCK_REALTIME, &now);
     output.start_time = (long)now.tv_sec;

@@ -7,20 +7,16 @@
 
 #include <stddef.h>
 
-/* Receives a one-line message for the user (without prefix or newline). */
-typedef void (*ps_output_note_fn)(const char *msg);
-
 /*
  * Remembers the template, notes when this process started, and checks,
  * now rather than at exit, that a file can be created next to the first
  * path it expands to.  A template naming a directory (a trailing '/', or
- * a directory there) means <directory>/pysample-%p.txt.  note (may be
- * NULL) hears about names we skip
- * because something we must not replace is there.  Returns 0, or -1 with
- * a message for the user in why.
+ * a directory there) means <directory>/pysample-%p.txt.  A name skipped
+ * because something we must not replace is there is said once on stderr
+ * (message.h) when a write skips it.  Returns 0, or -1 with a message
+ * for the user in why.
  */
-int ps_output_init(const char *tmpl, int file_mode, ps_output_note_fn note,
-                   char *why, size_t whylen);
+int ps_output_init(const char *tmpl, int file_mode, char *why, size_t whylen);
 
 /* In a forked child: a new process, started now, that is not the first
  * one; the parent's name is not ours. */

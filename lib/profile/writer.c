@@ -12,11 +12,15 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/message.h"
 #include "profile/output.h"
 #include "profile/profile.h"
 #include "profile/writer.h"
+#include "sampler/quality.h"
+#include "sampler/state.h"
+#include "settings.h"
 #include "util/lock.h"
 
 /* One write waits for another this long at most (a very large profile on
@@ -48,6 +52,26 @@ unsigned ps_writer_ask(enum ps_write_kind kind)
     return atomic_fetch_add(&writer.asked, 1) + 1;
 }
 
+/*
+ * PYSAMPLE_QUALITY: after each write of the profile (on the writing
+ * thread), <path>.quality.json says what it is worth (docs/format.md):
+ * the sampler's counts since it started.  Written atomically, like the
+ * profile.
+ */
+static void write_quality(const char *path)
+{
+    struct ps_stats zero, now;
+    memset(&zero, 0, sizeof zero);
+    ps_sampler_stats(&now);
+    struct ps_quality q;
+    ps_sampler_quality(&q, "PYSAMPLE_OUTPUT", &zero, &now, now.sampled_ns, now.requested_hz);
+    char json[2048], side[4200];
+    size_t n = ps_quality_json(&q, (long)getpid(), json, sizeof json);
+    int w = snprintf(side, sizeof side, "%s.quality.json", path);
+    if (n > 0 && w > 0 && (size_t)w < sizeof side)
+        ps_write_atomic(side, json, n, ps_settings_process()->file_mode);
+}
+
 /* Renders and writes; every ticket asked before the render is served. */
 void ps_writer_write_now(int say_errors)
 {
@@ -59,6 +83,8 @@ void ps_writer_write_now(int say_errors)
     }
     unsigned covers = atomic_load(&writer.asked);
     int rc = ps_profile_write(NULL, path, sizeof path);
+    if (rc == 0 && ps_settings_process()->quality_sidecar)
+        write_quality(path);
     if (rc == 0 && writer.after != NULL)
         writer.after(path);
     atomic_store(&writer.done, covers);

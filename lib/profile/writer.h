@@ -56,9 +56,10 @@ enum ps_write_state ps_writer_state(void);
 int ps_writer_covered(unsigned ticket);
 
 /*
- * Called after each profile written to PYSAMPLE_OUTPUT, with the path it
- * went to, on the writing thread (PYSAMPLE_QUALITY: lifecycle.c writes the
- * quality sidecar there).  NULL: nothing.
+ * The unit tests' seam (test_writer.c): fn is called after each profile
+ * written to PYSAMPLE_OUTPUT, with the path it went to, on the writing
+ * thread, with the write's lock held.  The library sets none.  NULL:
+ * nothing.
  */
 void ps_writer_after_write(void (*fn)(const char *path));
 

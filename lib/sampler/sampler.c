@@ -62,7 +62,7 @@ int ps_sampler_setup(const struct ps_python *py)
     ps_settings_freeze();
     const struct ps_config *cfg = ps_settings();
     sampler.py = *py;
-    ps_sampler_state_setup(cfg->rate_hz, cfg->arm);
+    ps_sampler_state_setup(&sampler.py, cfg->rate_hz, cfg->arm);
     if (ps_profile_setup((size_t)cfg->max_stacks) != 0 ||
         ps_threadsample_setup(&sampler.py) != 0 ||
         ps_tick_setup(&sampler.py) != 0)

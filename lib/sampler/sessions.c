@@ -49,12 +49,7 @@ static void quality_now(struct ps_quality *q, const char *how, const struct ps_s
 {
     struct ps_stats now;
     ps_sampler_stats(&now);
-    memset(q, 0, sizeof *q);
-    q->how = how;
-    q->mode = ps_settings()->mode == PS_MODE_CPU ? "cpu" : "wall";
-    ps_control_python(&q->hexversion, &q->free_threaded);
-    q->requested_hz = rate;
-    ps_quality_between(q, base, &now, ps_now_ns() - since);
+    ps_sampler_quality(q, how, base, &now, ps_now_ns() - since, rate);
 }
 
 /* meta and data frames of a profile, then ok. */

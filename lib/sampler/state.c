@@ -17,15 +17,18 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "control/control.h"
 #include "platform/platform.h"
+#include "sampler/quality.h"
 #include "sampler/state.h"
 #include "sampler/stats.h"
 #include "sampler/tick.h"
 #include "settings.h"
 
 static struct {
+    const struct ps_python *py; /* sampler.c's */
     _Atomic int state;          /* enum ps_sampler_state */
     int control;                /* armed: waits are control.c's poll */
 
@@ -46,8 +49,9 @@ static void wake_init(void)
     pthread_mutex_init(&st.wake_lock, NULL);
 }
 
-void ps_sampler_state_setup(int rate_hz, int armed)
+void ps_sampler_state_setup(const struct ps_python *py, int rate_hz, int armed)
 {
+    st.py = py;
     st.control = armed;
     atomic_store(&st.rate_hz, rate_hz);
     atomic_store(&st.requested_hz, rate_hz);
@@ -238,6 +242,20 @@ void ps_sampler_write_stats(void)
     const struct ps_config *cfg = ps_settings();
     if (cfg->stats_path[0])
         ps_stats_write(cfg->stats_path, atomic_load(&st.rate_hz), cfg->native, cfg->file_mode);
+}
+
+void ps_sampler_quality(struct ps_quality *q, const char *how, const struct ps_stats *base,
+                        const struct ps_stats *now, uint64_t duration_ns, int rate)
+{
+    memset(q, 0, sizeof *q);
+    q->how = how;
+    q->mode = ps_settings()->mode == PS_MODE_CPU ? "cpu" : "wall";
+    if (st.py != NULL) {
+        q->hexversion = st.py->L.hexversion;
+        q->free_threaded = st.py->L.free_threaded;
+    }
+    q->requested_hz = rate;
+    ps_quality_between(q, base, now, duration_ns);
 }
 
 void ps_sampler_state_child_after_fork(int idle)

@@ -26,6 +26,8 @@
 
 #include <stdint.h>
 
+#include "python/runtime.h"
+
 struct ps_stats {
     uint64_t ticks;
     uint64_t samples;
@@ -54,9 +56,10 @@ enum ps_sampler_state {
     PS_SAMPLER_ENDED,      /* returned from its main, not joined yet */
 };
 
-/* Set-up (sampler.c): the rate asked for at start; armed: waits are
- * control.c's poll. */
-void ps_sampler_state_setup(int rate_hz, int armed);
+/* Set-up (sampler.c): the interpreter (sampler.c's: it outlives the
+ * sampler), the rate asked for at start; armed: waits are control.c's
+ * poll. */
+void ps_sampler_state_setup(const struct ps_python *py, int rate_hz, int armed);
 int ps_sampler_armed(void);
 
 enum ps_sampler_state ps_sampler_state(void);
@@ -128,6 +131,13 @@ void ps_sampler_stats(struct ps_stats *st);
  * rate and settings of now (the thread writes it when it ends). */
 int ps_sampler_stats_wanted(void);
 void ps_sampler_write_stats(void);
+
+/* What a profile is worth (quality.h): how it was asked for, the counts
+ * between base and now over duration_ns, at the rate asked, with this
+ * interpreter and the mode ticks follow. */
+struct ps_quality;
+void ps_sampler_quality(struct ps_quality *q, const char *how, const struct ps_stats *base,
+                        const struct ps_stats *now, uint64_t duration_ns, int rate);
 
 /* A fork child: no thread, no request to write, idle if asked (else
  * sampling as the parent was asked to); the wake-up's lock and condition

@@ -91,7 +91,7 @@ static int fill(void *ctx, ps_output_put_fn put, void *put_ctx)
 static int write_rendered(const char *path, struct ps_rendered *rd)
 {
     char why[256];
-    if (ps_output_init(path, 0600, NULL, why, sizeof why) != 0)
+    if (ps_output_init(path, 0600, why, sizeof why) != 0)
         return -1;
     return ps_output_write_with(path, fill, rd, NULL, 0);
 }

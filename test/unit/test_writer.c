@@ -67,7 +67,7 @@ int main(void)
     char dir[] = "/tmp/pysample-writer-XXXXXX", tmpl[256], why[256];
     CHECK(mkdtemp(dir) != NULL);
     snprintf(tmpl, sizeof tmpl, "%s/out.txt", dir);
-    CHECK_EQ_INT(ps_output_init(tmpl, 0600, NULL, why, sizeof why), 0);
+    CHECK_EQ_INT(ps_output_init(tmpl, 0600, why, sizeof why), 0);
     CHECK_EQ_INT(ps_profile_setup(100), 0);
     ps_writer_setup(tmpl);
     add_sample("before_first");
