@@ -12,12 +12,12 @@
  *   - when the sampler goes direct (ps_mem_enable_direct, once the
  *     interpreter is up) ours goes in, and what was installed before becomes
  *     the program's view of the signal (struct fault_view);
- *   - from then on our sigaction()/signal() interposers (lib/platform/linux/
- *     interpose.c -> ps_mem_fault_sigaction) record the program's handler
- *     in the view and answer its queries from the view: the program sees
- *     exactly what the kernel would have shown it (normalise() says how),
- *     so a handler that saves "old" and chains to it chains to what it
- *     replaced, never to us;
+ *   - from then on our sigaction()/signal() interposers
+ *     (lib/platform/linux/interpose_sigaction.c -> ps_mem_fault_sigaction)
+ *     record the program's handler in the view and answer its queries from
+ *     the view: the program sees exactly what the kernel would have shown
+ *     it (normalise() says how), so a handler that saves "old" and chains
+ *     to it chains to what it replaced, never to us;
  *   - every fault that is not one of our reads is delivered to the view as
  *     the kernel would have delivered it (deliver());
  *   - a change that bypasses the interposers (a raw rt_sigaction system

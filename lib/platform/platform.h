@@ -42,7 +42,7 @@ int ps_plat_read_force(const char *method);
 
 /* --- signals ------------------------------------------------------------ */
 
-/* Resolves the C library functions behind our stand-ins (interpose.c).
+/* Resolves the C library functions behind our stand-ins (interpose*.c).
  * Called by the constructor, so that no signal handler looks them up. */
 void ps_interpose_init(void);
 

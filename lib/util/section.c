@@ -1,6 +1,6 @@
 /*
  * section.c - our critical sections (section.h): the signals our
- * fatal-signal handler takes (lib/platform/linux/interpose.c) held off the
+ * fatal-signal handler takes (lib/platform/linux/fatal.c) held off the
  * calling thread, and a lock held.
  */
 #include <pthread.h>

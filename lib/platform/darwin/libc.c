@@ -2,9 +2,9 @@
  * darwin/libc.c - the C library's own sigaction and _exit, and the small
  * struct stat difference.
  *
- * On macOS the interposers (darwin/interpose.c) are listed in a
- * __DATA,__interpose section, which dyld applies to every image except the
- * one that holds the section.  So from this library a plain call to
+ * On macOS the interposers (darwin/interpose.c, interpose_sigaction.c) are
+ * listed in a __DATA,__interpose section, which dyld applies to every image
+ * except the one that holds the section.  So from this library a plain call to
  * sigaction() or _exit() reaches libSystem's, and no lookup is needed.
  */
 #include <signal.h>

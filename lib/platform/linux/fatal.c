@@ -1,8 +1,8 @@
 /*
  * linux/fatal.c - our handler of fatal signals at default disposition
  * (platform.h: ps_fatal_signals_take_over), and what the program's
- * sigaction(), signal(), kill() and raise() (linux/interpose.c) are told
- * of them.
+ * sigaction(), signal() (linux/interpose_sigaction.c), kill() and raise()
+ * (linux/interpose.c) are told of them.
  *
  * Fatal signals at default disposition.  SIGTERM (Kubernetes, systemd,
  * multiprocessing's terminate()) and SIGHUP kill a Python process without

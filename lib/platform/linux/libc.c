@@ -1,6 +1,7 @@
 /*
  * linux/libc.c - the C library's own definitions of the functions that
- * linux/interpose.c stands in front of, found with dlsym(RTLD_NEXT).
+ * linux/interpose.c and interpose_sigaction.c stand in front of, found
+ * with dlsym(RTLD_NEXT).
  *
  * The lookups happen once, in ps_interpose_init(), called by the
  * constructor, so nothing calls dlsym from a signal handler later; a call

@@ -1,6 +1,6 @@
 /*
  * linux/linux.h - what the files of lib/platform/linux/ share: the C library's own
- * definitions of the functions interpose.c stands in front of (libc.c),
+ * definitions of the functions interpose*.c stand in front of (libc.c),
  * what it asks of our fatal-signal handling (fatal.c), and the one reader
  * of small /proc files (threads.c).
  */
