@@ -36,7 +36,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sampler/counters.h"
+#include "util/counters.h"
 #include "native/native.h"
 #include "profile/symtab.h"
 

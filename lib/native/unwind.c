@@ -39,7 +39,7 @@
 #include <time.h>
 
 #include "native/cfi.h"
-#include "sampler/counters.h"
+#include "util/counters.h"
 #include "memory/memread.h"
 #include "native/native.h"
 #include "platform/platform.h"

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sampler/counters.h"
+#include "util/counters.h"
 #include "memory/memread.h"
 #include "native/native.h"
 #include "platform/platform.h"

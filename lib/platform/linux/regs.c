@@ -71,7 +71,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sampler/counters.h"
+#include "util/counters.h"
 #include "platform/stacks.h"
 #include "platform/platform.h"
 #include "platform/linux/linux.h"
