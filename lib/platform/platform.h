@@ -133,15 +133,6 @@ extern const int ps_plat_walk_reads_copy;
  */
 int ps_program_threads_gone(void);
 
-/*
- * fn is called by a thread of the program that is about to end: its start
- * routine returned (threads created while tracking, ps_threads_track) or
- * it called pthread_exit.  Not for threads cancelled or made by a raw
- * clone.  The thread still exists when fn runs: fn only notes it (atomics,
- * a wake-up).  NULL: nothing.  (macOS: never called yet.)
- */
-void ps_threads_on_end(void (*fn)(void));
-
 /* --- time --------------------------------------------------------------- */
 
 uint64_t ps_now_ns(void);                 /* monotonic clock */

@@ -3,7 +3,7 @@
  *
  * Looked at every 100 ms at most: one read of /proc/self/stat while the
  * leader runs (platform.h).  An armed, idle thread that never wakes by
- * itself is woken when a program thread ends (thread_ending) and then
+ * itself is woken when a program thread ends (ps_orphan_thread_ending) and then
  * looks every 100 ms for a second: the thread that told it is still
  * finishing when it first looks.  The final profile (and PYSAMPLE_STATS)
  * is written here, before exit(0), so that our atexit handler finds it
@@ -26,17 +26,10 @@ static struct {
     uint64_t watch_until;       /* armed and idle: look until then, not never */
 } orphan;
 
-/* A program thread is about to end (platform.h): the armed, idle wait
- * has no deadline, so it is woken to look. */
-static void thread_ending(void)
+void ps_orphan_thread_ending(void)
 {
     if (atomic_exchange(&orphan.thread_ended, 1) == 0 && ps_sampler_armed())
         ps_control_wake();
-}
-
-void ps_orphan_setup(void)
-{
-    ps_threads_on_end(thread_ending);
 }
 
 int ps_orphan_news(void)

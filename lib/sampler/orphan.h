@@ -14,8 +14,10 @@
 
 #include <stdint.h>
 
-/* Has the platform tell us when a program thread ends (platform.h). */
-void ps_orphan_setup(void);
+/* A program thread is about to end (the pthread_create and pthread_exit
+ * stand-ins: linux/interpose_threads.c): the armed, idle wait, which has
+ * no deadline, is woken to look.  Atomics and one write(). */
+void ps_orphan_thread_ending(void);
 
 /* On the sampler thread, at now (monotonic ns): if the program's threads
  * are all gone, writes the final profile and PYSAMPLE_STATS and calls

@@ -71,7 +71,6 @@ int ps_sampler_setup(const struct ps_python *py)
         ps_profile_setup_timeline((size_t)cfg->timeline_max, cfg->rate_hz);
     if (cfg->native)
         native_init();
-    ps_orphan_setup();
     sampler.setup_done = 1;
     return 0;
 }

@@ -354,9 +354,3 @@ int ps_program_threads_gone(void)
 {
     return 0;
 }
-
-/* Not on macOS yet, like ps_program_threads_gone above. */
-void ps_threads_on_end(void (*fn)(void))
-{
-    (void)fn;
-}

@@ -47,4 +47,11 @@ int ps_fatal_signal_managed(int sig);
 int ps_fatal_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 int ps_fatal_signal_kills_us(int sig);
 
+/* threads.c's registry of pthread_t -> kernel tid, for the pthread_create
+ * stand-in (interpose_threads.c): whether threads are tracked
+ * (ps_threads_track, platform.h) and the calling thread recorded, from its
+ * trampoline. */
+int ps_threads_tracking(void);
+void ps_threads_record_self(void);
+
 #endif

@@ -3,21 +3,18 @@
  *
  * Python 3.9 and 3.10 record only the pthread_t of a thread state, but the
  * profile names threads by kernel tid and cpu mode needs the tid for the
- * thread's CPU clock.  So we interpose pthread_create: the new thread runs a
- * trampoline that records (pthread_self(), gettid()) before calling the
- * real start routine.  The registry is a fixed, lock-free open-addressing
+ * thread's CPU clock.  So we interpose pthread_create (interpose_threads.c):
+ * the new thread runs a trampoline that records (pthread_self(), gettid())
+ * here before calling the real start routine.  The registry is a fixed, lock-free open-addressing
  * table: the trampoline must not take a lock the sampler might hold and vice
  * versa, and a fixed table has no allocation that fork could catch half done.
  * A pthread_t reused for a new thread (glibc caches stacks) simply gets its
  * entry overwritten with the new tid.  Threads made by raw clone() never
  * appear here; the sampler then falls back to showing the pthread id.
  *
- * The trampoline, and a pthread_exit stand-in, also report a thread about
- * to end (ps_threads_on_end): an armed, idle sampler sleeps until woken,
- * and must look whether the program has any thread left (fork from a
- * thread: orphan.c).  /proc/self/task says the rest.
+ * Whether the program has any thread left (ps_program_threads_gone: a
+ * fork from a thread, orphan.c) /proc/self says.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -34,8 +31,6 @@
 #include "platform/platform.h"
 #include "platform/linux/linux.h"
 
-#define PS_EXPORT __attribute__((visibility("default")))
-
 #define REG_SLOTS 8192  /* power of two */
 
 struct reg_slot {
@@ -45,7 +40,6 @@ struct reg_slot {
 
 static struct reg_slot reg[REG_SLOTS];
 static _Atomic int tracking;
-static void (*_Atomic on_end)(void);   /* ps_threads_on_end */
 
 long ps_gettid(void)
 {
@@ -92,89 +86,16 @@ void ps_threads_track(void)
     atomic_store(&tracking, 1);
 }
 
-/* --- pthread_create interposer ------------------------------------------ */
-
-typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-
-struct tramp {
-    void *(*fn)(void *);
-    void *arg;
-};
-
-static void thread_ending(void)
+/* Called by the pthread_create trampoline (interpose_threads.c) in each
+ * new thread: records it. */
+void ps_threads_record_self(void)
 {
-    void (*fn)(void) = atomic_load(&on_end);
-    if (fn != NULL)
-        fn();
-}
-
-static void *trampoline(void *p)
-{
-    struct tramp t = *(struct tramp *)p;
-    free(p);
     reg_put((uintptr_t)pthread_self(), ps_gettid());
-    void *ret = t.fn(t.arg);
-    thread_ending();
-    return ret;
 }
 
-void ps_threads_on_end(void (*fn)(void))
+int ps_threads_tracking(void)
 {
-    atomic_store(&on_end, fn);
-}
-
-/* pthread_exit: a thread ends without returning through the trampoline
- * (CPython 3.9-3.11's PyThread_exit_thread, a main thread that leaves the
- * others running).  Resolved when first called: by a thread, not a signal
- * handler (pthread_exit is not async-signal-safe either). */
-typedef void (*exit_fn)(void *);
-
-PS_EXPORT _Noreturn void pthread_exit(void *ret)
-{
-    static _Atomic(exit_fn) real;
-    exit_fn f = atomic_load(&real);
-    if (f == NULL) {
-        f = (exit_fn)dlsym(RTLD_NEXT, "pthread_exit");
-        atomic_store(&real, f);
-    }
-    thread_ending();
-    if (f != NULL)
-        f(ret);
-    /* No C library's pthread_exit behind us (cannot happen with glibc):
-     * end this thread alone, as the kernel ends a thread. */
-    for (;;)
-        syscall(SYS_exit, 0);
-}
-
-static create_fn real_create(void)
-{
-    static _Atomic(create_fn) fn;
-    create_fn f = atomic_load(&fn);
-    if (f == NULL) {
-        f = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
-        atomic_store(&fn, f);
-    }
-    return f;
-}
-
-PS_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
-                             void *(*start)(void *), void *arg)
-{
-    create_fn create = real_create();
-    if (create == NULL)
-        return EAGAIN;
-    /* Profiling off (or not Python): no trampoline, no allocation. */
-    if (!atomic_load(&tracking))
-        return create(thread, attr, start, arg);
-    struct tramp *t = malloc(sizeof *t);
-    if (t == NULL)
-        return create(thread, attr, start, arg);
-    t->fn = start;
-    t->arg = arg;
-    int rc = create(thread, attr, trampoline, t);
-    if (rc != 0)
-        free(t);
-    return rc;
+    return atomic_load(&tracking);
 }
 
 /* --- CPU clocks and names ----------------------------------------------- */
