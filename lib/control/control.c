@@ -15,9 +15,8 @@
  * the lines held back are counted in the next).
  *
  * Never blocking the sampler, whoever connects.  Every descriptor is
- * non-blocking; a request must arrive whole within PS_CTL_READ_NS, a reply
- * must make progress every PS_CTL_WRITE_NS, else the connection is
- * dropped.  At most PS_CTL_ACCEPTS connections are accepted per
+ * non-blocking; a connection slow to send its request or to take its
+ * reply is dropped (ctlconn.c: the connections).  At most PS_CTL_ACCEPTS connections are accepted per
  * PS_CTL_WINDOW_NS: a flood from anyone costs bounded CPU, and the
  * owner's client, queued among the flood's, is reached within a few
  * windows.  accept() failing for want of descriptors (EMFILE: the program
@@ -42,6 +41,7 @@
 #include <unistd.h>
 
 #include "control/control.h"
+#include "control/ctlconn.h"
 #include "control/ctlfd.h"
 #include "control/ctlsweep.h"
 #include "control/ctlwake.h"
@@ -49,10 +49,6 @@
 #include "platform/platform.h"
 #include "util/message.h"
 
-#define PS_CTL_CONNS 8
-#define PS_CTL_QUEUE (4 * PS_CTL_CONNS)
-#define PS_CTL_READ_NS 5000000000ull
-#define PS_CTL_WRITE_NS 30000000000ull
 #define PS_CTL_REFUSAL_LOG_NS 1000000000ull
 #define PS_CTL_WINDOW_NS 100000000ull
 #define PS_CTL_ACCEPTS 64
@@ -60,19 +56,6 @@
 #define PS_CTL_BACKOFF_MAX_NS 2000000000ull
 #define PS_CTL_SWEEP_NS 50000000ull
 #define PS_CTL_CHECK_NS 2000000000ull
-
-struct conn {
-    struct ps_fd fd;         /* fd -1: a free slot */
-    unsigned gen;            /* the handle's upper bits: stale handles miss */
-    char in[PS_CTL_LINE_MAX];
-    size_t inlen;
-    int got_request;
-    int delivered;           /* queued as a command, not yet finished */
-    int eof;                 /* the client half-closed: nothing more to read */
-    int close_after;         /* close once out is sent */
-    uint64_t deadline;       /* request by then; or, sending, progress by then */
-    struct ps_buf out;
-};
 
 static struct {
     int enabled;
@@ -88,9 +71,6 @@ static struct {
     /* Accepting: the window's count, a pause, the EMFILE back-off. */
     uint64_t window_start, paused_until, emfile_backoff;
     unsigned window_accepts;
-    struct conn conns[PS_CTL_CONNS];
-    struct ps_ctl_cmd queue[PS_CTL_QUEUE];
-    unsigned qhead, qlen;
     int session;
     uint64_t refusal_at;
     unsigned refusals_held;
@@ -106,8 +86,7 @@ int ps_control_setup(const struct ps_config *cfg)
     if (ctl.enabled)
         return 0;
     snprintf(ctl.dir, sizeof ctl.dir, "%s", cfg->control_dir[0] ? cfg->control_dir : ps_ctlsock_default_dir());
-    for (int i = 0; i < PS_CTL_CONNS; i++)
-        ctl.conns[i].fd.fd = -1;
+    ps_ctlconn_setup();
     int rc = ps_ctlwake_make();
     if (rc != 0) {
         ps_say("cannot arm: %s; PYSAMPLE_ARM is off", strerror(-rc));
@@ -124,48 +103,9 @@ int ps_control_enabled(void)
     return ctl.enabled;
 }
 
-
 void ps_control_note_session(int on)
 {
     ctl.session = on;
-}
-
-/* ---- the command queue ------------------------------------------------------- */
-
-static int handle_of(int i)
-{
-    return (int)(ctl.conns[i].gen << 4) | i;
-}
-
-static struct conn *conn_of(int handle)
-{
-    int i = handle & 0xf;
-    if (handle < 0 || i >= PS_CTL_CONNS)
-        return NULL;
-    struct conn *c = &ctl.conns[i];
-    return c->fd.fd >= 0 && handle_of(i) == handle ? c : NULL;
-}
-
-static void push(enum ps_ctl_cmd_kind kind, int i, const struct ps_ctl_request *req)
-{
-    if (ctl.qlen == PS_CTL_QUEUE)
-        return;  /* cannot happen: a connection queues at most two */
-    struct ps_ctl_cmd *c = &ctl.queue[(ctl.qhead + ctl.qlen++) % PS_CTL_QUEUE];
-    memset(c, 0, sizeof *c);
-    c->kind = kind;
-    c->conn = handle_of(i);
-    if (req != NULL)
-        c->req = *req;
-}
-
-int ps_control_next(struct ps_ctl_cmd *cmd)
-{
-    if (ctl.qlen == 0)
-        return 0;
-    *cmd = ctl.queue[ctl.qhead];
-    ctl.qhead = (ctl.qhead + 1) % PS_CTL_QUEUE;
-    ctl.qlen--;
-    return 1;
 }
 
 /* ---- the socket -------------------------------------------------------------- */
@@ -217,79 +157,6 @@ void ps_control_process_exit(void)
     ctl.file[0] = '\0';
 }
 
-/* ---- connections ------------------------------------------------------------- */
-
-static void close_conn(int i)
-{
-    struct conn *c = &ctl.conns[i];
-    if (c->fd.fd < 0)
-        return;
-    if (c->delivered)
-        push(PS_CTL_CMD_GONE, i, NULL);
-    ps_fd_release(&c->fd);
-    ps_buf_free(&c->out);
-    c->gen++;
-}
-
-/* Sends what can be sent now. */
-static void flush(int i)
-{
-    struct conn *c = &ctl.conns[i];
-    while (c->out.len > 0) {
-        if (!ps_fd_ours(&c->fd)) {
-            close_conn(i);
-            return;
-        }
-        long n = ps_ctlsock_send(c->fd.fd, c->out.data, c->out.len);
-        if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR)
-            break;
-        if (n <= 0) {
-            close_conn(i);
-            return;
-        }
-        ps_buf_consume(&c->out, (size_t)n);
-        c->deadline = ps_now_ns() + PS_CTL_WRITE_NS;
-    }
-    if (c->out.len == 0 && c->close_after)
-        close_conn(i);
-}
-
-int ps_control_frame(int conn, const char *kind, const char *data, size_t len)
-{
-    struct conn *c = conn_of(conn);
-    if (c == NULL)
-        return -1;
-    if (c->out.len == 0)
-        c->deadline = ps_now_ns() + PS_CTL_WRITE_NS;
-    if (ps_ctlproto_frame(&c->out, kind, data, len) != 0) {
-        close_conn(conn & 0xf);  /* out of memory: the client sees the connection end */
-        return -1;
-    }
-    flush(conn & 0xf);
-    return conn_of(conn) != NULL ? 0 : -1;
-}
-
-void ps_control_finish(int conn, const char *kind, const char *text)
-{
-    struct conn *c = conn_of(conn);
-    if (c == NULL)
-        return;
-    c->delivered = 0;  /* answered: its end is nobody's news */
-    c->close_after = 1;
-    ps_control_frame(conn, kind, text, strlen(text));
-}
-
-int ps_control_open(int conn)
-{
-    return conn_of(conn) != NULL;
-}
-
-int ps_control_sending(int conn)
-{
-    struct conn *c = conn_of(conn);
-    return c != NULL && c->out.len > 0;
-}
-
 /* ---- who may connect --------------------------------------------------------- */
 
 /* NULL if the peer may talk to us; else why not, for both ends. */
@@ -339,28 +206,6 @@ static void refuse(struct ps_fd *fd, long uid, long pid, const char *why)
     ctl.refusals_held = 0;
 }
 
-static void admit(struct ps_fd *fd)
-{
-    int i = 0;
-    while (i < PS_CTL_CONNS && ctl.conns[i].fd.fd >= 0)
-        i++;
-    if (i == PS_CTL_CONNS) {
-        static const char busy[] = "err 42\nbusy: too many control connections at once";
-        if (ps_fd_ours(fd)) {
-            long w = ps_ctlsock_send(fd->fd, busy, sizeof busy - 1);
-            (void)w;
-        }
-        ps_fd_release(fd);
-        return;
-    }
-    struct conn *c = &ctl.conns[i];
-    unsigned gen = c->gen;
-    memset(c, 0, sizeof *c);
-    c->gen = gen;
-    c->fd = *fd;
-    c->deadline = ps_now_ns() + PS_CTL_READ_NS;
-}
-
 /* Accepts what is pending, within the window's allowance. */
 static void accept_some(uint64_t now)
 {
@@ -392,74 +237,10 @@ static void accept_some(uint64_t now)
         if (no != NULL)
             refuse(&own, uid, pid, no);
         else
-            admit(&own);
+            ps_ctlconn_admit(&own);
     }
     if (ctl.window_accepts >= PS_CTL_ACCEPTS)
         ctl.paused_until = ctl.window_start + PS_CTL_WINDOW_NS;
-}
-
-/* Reads what the client sent into c->in (once the request is in, into a
- * bin).  1 if c->in may now hold a whole request, 0 if not, or if the
- * connection was closed. */
-static int read_in(int i)
-{
-    struct conn *c = &ctl.conns[i];
-    char junk[256];
-    char *into = c->got_request ? junk : c->in + c->inlen;
-    size_t room = c->got_request ? sizeof junk : sizeof c->in - c->inlen;
-    ssize_t n = read(c->fd.fd, into, room);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return 0;
-    if (n < 0 || (n == 0 && !c->got_request && c->inlen == 0)) {
-        close_conn(i);
-        return 0;
-    }
-    if (n == 0) {
-        /* Half-closed (socat, `shutdown(SHUT_WR)`): the reply is still
-         * wanted.  A request without its newline ends here. */
-        c->eof = 1;
-        return !c->got_request;
-    }
-    if (c->got_request)
-        return 0;  /* nothing more is expected: ignored */
-    c->inlen += (size_t)n;
-    return 1;
-}
-
-/* The request, once its line is whole (or the client has half-closed):
- * queued for the sampler thread, or answered with err. */
-static void take_request(int i)
-{
-    struct conn *c = &ctl.conns[i];
-    char *nl = memchr(c->in, '\n', c->inlen);
-    if (nl == NULL && !c->eof) {
-        if (c->inlen == sizeof c->in) {
-            c->got_request = 1;
-            ps_control_finish(handle_of(i), "err", "request longer than 511 bytes");
-        }
-        return;
-    }
-    c->got_request = 1;
-    struct ps_ctl_request r;
-    char why[200];
-    size_t len = nl != NULL ? (size_t)(nl - c->in) : c->inlen;
-    if (ps_ctlproto_parse(c->in, len, &r, why, sizeof why) != 0) {
-        ps_control_finish(handle_of(i), "err", why);
-        return;
-    }
-    c->delivered = 1;
-    push(PS_CTL_CMD_REQUEST, i, &r);
-}
-
-/* The connection has something to read, or its client went away. */
-static void readable(int i)
-{
-    if (!ps_fd_ours(&ctl.conns[i].fd)) {
-        close_conn(i);
-        return;
-    }
-    if (read_in(i))
-        take_request(i);
 }
 
 /* ---- the wait ---------------------------------------------------------------- */
@@ -484,79 +265,25 @@ static int check_fds(uint64_t now)
         ps_fd_release(&ctl.lfd);
         ctl.listen_at = now;
     }
-    for (int i = 0; i < PS_CTL_CONNS; i++)
-        if (ctl.conns[i].fd.fd >= 0 && !ps_fd_ours(&ctl.conns[i].fd))
-            close_conn(i);
+    ps_ctlconn_check();
     return rewoke;
-}
-
-static uint64_t earliest(uint64_t a, uint64_t b)
-{
-    return a < b ? a : b;
-}
-
-/* What one wait polls: who[k] says whose fds[k] is (-1 the wake-up pipe,
- * -2 the listening socket, else a connection's slot); until, when it
- * ends at the latest. */
-struct waitset {
-    struct pollfd fds[2 + PS_CTL_CONNS];
-    int who[2 + PS_CTL_CONNS];
-    unsigned n;
-    uint64_t until;
-};
-
-static void watch(struct waitset *w, int fd, short events, int who)
-{
-    w->fds[w->n] = (struct pollfd){ .fd = fd, .events = events };
-    w->who[w->n++] = who;
 }
 
 /* The wake-up pipe, and the listening socket unless accepting is paused
  * (then the wait ends with the pause) or it is yet to be made again. */
-static void watch_socket(struct waitset *w, uint64_t now)
+static void watch_socket(struct ps_ctl_waitset *w, uint64_t now)
 {
     if (ps_ctlwake_fd() >= 0)
-        watch(w, ps_ctlwake_fd(), POLLIN, -1);
+        ps_ctl_watch(w, ps_ctlwake_fd(), POLLIN, -1);
     if (ctl.lfd.fd >= 0 && now >= ctl.paused_until)
-        watch(w, ctl.lfd.fd, POLLIN, -2);
+        ps_ctl_watch(w, ctl.lfd.fd, POLLIN, -2);
     else if (ctl.lfd.fd >= 0)
-        w->until = earliest(w->until, ctl.paused_until);
+        w->until = ps_ctl_earliest(w->until, ctl.paused_until);
     else if (!ctl.listen_given_up)
-        w->until = earliest(w->until, ctl.listen_at);
+        w->until = ps_ctl_earliest(w->until, ctl.listen_at);
 }
 
-/* Every connection: readable until its client half-closed, writable while
- * a reply waits; the wait ends by the deadline of one still owing us its
- * request or taking its reply. */
-static void watch_conns(struct waitset *w)
-{
-    for (int i = 0; i < PS_CTL_CONNS; i++) {
-        struct conn *c = &ctl.conns[i];
-        if (c->fd.fd < 0)
-            continue;
-        if (!c->got_request || c->out.len > 0)
-            w->until = earliest(w->until, c->deadline);
-        watch(w, c->fd.fd, (short)((c->eof ? 0 : POLLIN) | (c->out.len > 0 ? POLLOUT : 0)), i);
-    }
-}
-
-/* A connection's events.  Its slot may have been closed, or closed and
- * taken again, by an earlier step of this pass: the descriptor polled
- * must still be the slot's. */
-static void conn_events(int i, int fd, short ev)
-{
-    struct conn *c = &ctl.conns[i];
-    if (c->fd.fd != fd)
-        return;
-    if (ev & POLLIN)
-        readable(i);
-    else if ((ev & (POLLHUP | POLLERR)) && c->fd.fd == fd)
-        close_conn(i);  /* gone for good: nothing can reach it */
-    if (c->fd.fd == fd && (ev & POLLOUT))
-        flush(i);
-}
-
-static void serve(const struct waitset *w, int ready)
+static void serve(const struct ps_ctl_waitset *w, int ready)
 {
     for (unsigned k = 0; ready > 0 && k < w->n; k++) {
         short ev = w->fds[k].revents;
@@ -567,18 +294,7 @@ static void serve(const struct waitset *w, int ready)
         else if (w->who[k] == -2)
             accept_some(ps_now_ns());
         else
-            conn_events(w->who[k], w->fds[k].fd, ev);
-    }
-}
-
-/* Closes, silently, each connection past its deadline that has not sent
- * its request or is not reading what it asked for. */
-static void expire_conns(uint64_t now)
-{
-    for (int i = 0; i < PS_CTL_CONNS; i++) {
-        struct conn *c = &ctl.conns[i];
-        if (c->fd.fd >= 0 && now > c->deadline && (!c->got_request || c->out.len > 0))
-            close_conn(i);
+            ps_ctlconn_events(w->who[k], w->fds[k].fd, ev);
     }
 }
 
@@ -591,11 +307,11 @@ void ps_control_wait(uint64_t deadline)
         return;
     if (ctl.lfd.fd < 0 && !ctl.listen_given_up && now >= ctl.listen_at)
         open_listen(now);
-    struct waitset w = { .n = 0, .until = earliest(deadline, now + PS_CTL_CHECK_NS) };
+    struct ps_ctl_waitset w = { .n = 0, .until = ps_ctl_earliest(deadline, now + PS_CTL_CHECK_NS) };
     watch_socket(&w, now);
-    watch_conns(&w);
+    ps_ctlconn_watch(&w);
     serve(&w, ps_ctlsock_poll(w.fds, w.n, w.until));
-    expire_conns(ps_now_ns());
+    ps_ctlconn_expire(ps_now_ns());
 }
 
 int ps_control_child_after_fork(void)
@@ -608,13 +324,7 @@ int ps_control_child_after_fork(void)
     ctl.listen_said = ctl.listen_given_up = 0;
     ctl.listen_at = ctl.listen_backoff = ctl.paused_until = ctl.emfile_backoff = 0;
     ctl.file[0] = '\0';    /* the parent's, not ours to remove */
-    for (int i = 0; i < PS_CTL_CONNS; i++) {
-        struct conn *c = &ctl.conns[i];
-        ps_fd_release(&c->fd);
-        ps_buf_free(&c->out);
-        c->gen++;
-    }
-    ctl.qlen = 0;
+    ps_ctlconn_child_after_fork();
     ps_ctlwake_drop();
     if (ps_ctlwake_make() != 0)
         ctl.enabled = 0;  /* the child is simply not armed */
