@@ -29,8 +29,9 @@
  * Every sample is counted once either way.
  *
  * Names are interned once per address: a direct-mapped cache from pc to
- * function id, valid for one profile generation and one list of loaded
- * objects.
+ * function id, valid for one generation of the symbol table (a clear
+ * makes a new one) and one list of loaded objects (ps_objs_generation):
+ * nobody has to tell it that either changed.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,14 +47,14 @@ enum { K_OTHER = 0, K_INTERP, K_EVAL };
 
 struct pcent {
     uintptr_t pc;
-    const struct ps_symtab *tab;   /* the table func belongs to */
+    const struct ps_symtab *tab;   /* the table func belongs to ... */
+    uint32_t syms_gen;             /* ... as it was then (symtab.h) */
+    uint32_t objs_gen;             /* the loaded objects then (stacks.h) */
     uint32_t func;
-    uint32_t objs_gen;
     uint8_t kind;
 };
 
 static struct pcent cache[PS_PCCACHE];
-static uint32_t objs_gen = 1;
 
 /* Outcomes of the native samples (PYSAMPLE_STATS), counted by the sampler
  * thread, read by whoever writes the statistics: relaxed atomics. */
@@ -72,11 +73,6 @@ static void count(_Atomic uint64_t *c)
     atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
-void ps_native_objects_changed(void)
-{
-    objs_gen++;
-}
-
 static uint32_t marker(struct ps_symtab *t, const char *s)
 {
     return ps_sym_marker(t, s);
@@ -88,7 +84,8 @@ static uint32_t marker(struct ps_symtab *t, const char *s)
 static const struct pcent *resolve(struct ps_symtab *t, uintptr_t a)
 {
     struct pcent *e = &cache[(a ^ (a >> 13)) & (PS_PCCACHE - 1)];
-    if (e->pc == a && e->tab == t && e->objs_gen == objs_gen &&
+    uint32_t objs_gen = ps_objs_generation();
+    if (e->pc == a && e->tab == t && e->syms_gen == t->generation && e->objs_gen == objs_gen &&
         e->func != PS_ID_NONE)
         return e;
     char buf[64];
@@ -109,6 +106,7 @@ static const struct pcent *resolve(struct ps_symtab *t, uintptr_t a)
     }
     e->pc = a;
     e->tab = t;
+    e->syms_gen = t->generation;
     e->objs_gen = objs_gen;
     return e;
 }

@@ -75,11 +75,6 @@ struct ps_pyframe {
     int entry;
 };
 
-/* The names cached per address are stale: the loaded objects changed, or
- * the symbol table their ids belong to was emptied (profile.c, where the
- * code cache is dropped for the same reason). */
-void ps_native_objects_changed(void);
-
 /*
  * One merge: the two walks of a sample, and where the stack goes.  Set
  * what applies with designated initialisers.

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "native/native.h"
 #include "profile/output.h"
 #include "profile/profile.h"
 #include "profile/render.h"
@@ -144,13 +143,13 @@ static int clear_locked(void)
     ps_timeline_restart(&profile.p.tl, ps_now_ns(), real_now_ns());
     /* A symbol table that met its limit (a program making functions or
      * threads without end) is rebuilt now that no stack refers to it, so
-     * the next profile names them again; the code cache and merge.c's
-     * names per address go with it, as their entries hold its ids.  The sampler keeps none across ticks
+     * the next profile names them again; the code cache goes with it,
+     * as its entries hold its ids (merge.c's names per address see the
+     * table's new generation).  The sampler keeps none across ticks
      * except the reserved markers, whose ids every table shares. */
     if (ps_symtab_refused(&profile.p.syms)) {
         ps_symtab_clear(&profile.p.syms);
         ps_codecache_clear(&profile.p.cc);
-        ps_native_objects_changed();
     }
     return 0;
 }

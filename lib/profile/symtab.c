@@ -10,6 +10,7 @@
  * place, so interning builds no copy of a name on the sampler thread's
  * small stack.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,6 +303,14 @@ static int add_reserved(struct ps_symtab *s)
     return 0;
 }
 
+/* Generations are counted for the process, not per table: a table made
+ * where another was (the same address) must not look like it. */
+static uint32_t new_generation(void)
+{
+    static _Atomic uint32_t last;
+    return atomic_fetch_add(&last, 1) + 1;
+}
+
 int ps_symtab_init(struct ps_symtab *s, size_t max_stacks)
 {
     memset(s, 0, sizeof *s);
@@ -310,6 +319,7 @@ int ps_symtab_init(struct ps_symtab *s, size_t max_stacks)
     s->max_funcs = PS_SYM_RESERVED + (2 * max_stacks < 4096 ? 4096 : 2 * max_stacks);
     s->max_labels = PS_LABEL_RESERVED + (max_stacks / 4 < 4096 ? 4096 : max_stacks / 4);
     memo_empty(s);
+    s->generation = new_generation();
     if (s->funcs == NULL || s->labels == NULL || add_reserved(s) != 0) {
         ps_symtab_free(s);
         return -1;
@@ -331,5 +341,6 @@ void ps_symtab_clear(struct ps_symtab *s)
     strtab_empty(s->funcs);
     strtab_empty(s->labels);
     memo_empty(s);
+    s->generation = new_generation();
     add_reserved(s);
 }

@@ -70,6 +70,10 @@ struct ps_symtab {
     struct ps_strtab *labels;  /* thread labels */
     size_t max_funcs, max_labels;
     int refused;               /* a new symbol met a limit */
+    /* Which ids these are: new for each table and each clear, never
+     * reused, so that what caches ids outside the table (merge.c's names
+     * per address) knows them stale without being told. */
+    uint32_t generation;
     struct ps_label_memo memo[PS_LABEL_MEMO];  /* by tid; emptied with labels */
 };
 

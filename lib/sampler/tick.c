@@ -158,8 +158,8 @@ int ps_tick(int all, uint64_t cpu_period_ns, unsigned run)
      * before the batch and before any thread is held (dl_iterate_phdr
      * takes the loader's lock, which a held thread could own, and a thread
      * that holds it may be waiting in sigaction() for our batch to end). */
-    if (ps_settings()->native && ps_objs_refresh(ticks.py->runtime))
-        ps_native_objects_changed();
+    if (ps_settings()->native)
+        ps_objs_refresh(ticks.py->runtime);
 
     /* The runtime's fixed reads too go inside the batch: outside it each
      * took and released the read guard (a compare-and-swap and a

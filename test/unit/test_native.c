@@ -555,9 +555,6 @@ static void test_merge(void)
               tr = stat_of("native_truncated");
     struct ps_symtab t;
     CHECK_EQ_INT(ps_symtab_init(&t, 1000), 0);
-    /* A new table where the last one was: the cached names are void (the
-     * library has one table for its life, emptied in place). */
-    ps_native_objects_changed();
     uint32_t a = ps_sym_python(&t, "py_a", "x.py"), b = ps_sym_python(&t, "py_b", "x.py");
     /* Innermost first: py_b then py_a, one evaluation-loop call. */
     struct ps_pyframe py[2] = { { ps_frame(b, 2), 0 }, { ps_frame(a, 1), 1 } };
@@ -610,10 +607,25 @@ static void test_merge(void)
     struct ps_native_merge_req tight = on;
     tight.cap = 3;
     CHECK_EQ_INT(ps_native_merge(&tight), 3);
+
+    /* The table emptied (a reset after it met its limit) and refilled in
+     * another order: the native frames' ids cached per address belong to
+     * the old table, and are not used (the stack would name py_a or a
+     * marker where middle and leaf_capture are). */
+    ps_symtab_clear(&t);
+    uint32_t x = ps_sym_python(&t, "py_x", "y.py"), y = ps_sym_python(&t, "py_y", "y.py");
+    a = ps_sym_python(&t, "py_a", "x.py");
+    b = ps_sym_python(&t, "py_b", "x.py");
+    CHECK(x != 0 && y != 0);
+    py[0].frame = ps_frame(b, 2);
+    py[1].frame = ps_frame(a, 1);
+    d = ps_native_merge(&on);
+    names_of(&t, st, d, buf, sizeof buf);
+    CHECK_EQ_STR(buf, "py_a;py_b;middle;leaf_capture");
     ps_symtab_free(&t);
 
     /* Each merge counted once, by outcome. */
-    CHECK_EQ_INT(stat_of("native_root") - root, 3);
+    CHECK_EQ_INT(stat_of("native_root") - root, 4);
     CHECK_EQ_INT(stat_of("native_mismatch") - mism, 1);
     CHECK_EQ_INT(stat_of("native_unavailable") - unav, 1);
     CHECK_EQ_INT(stat_of("native_truncated_max") - tmax, 1);
