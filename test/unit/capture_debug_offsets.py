@@ -16,7 +16,7 @@ co_linetable and co_firstlineno must be this code's, a bytes object's size
 and contents and a str's length must be where the block says.  The
 positions of those values inside the block are written out here a second
 time (from each version's Include/internal/pycore_debug_offsets.h), so a
-wrong table in lib/python/layout_debugoffsets.c and a wrong capture do not agree by
+wrong table in lib/python/layout_debugoffsets_table.c and a wrong capture do not agree by
 accident.  Exit status 1 and a message if anything disagrees.
 """
 import ctypes
