@@ -36,7 +36,7 @@
  * is not done.
  *
  * Within one walk, one read of a code object serves the frames whose bytes
- * were copied *before* it (frames.c, struct walk_codes: a recursive stack
+ * were copied *before* it (framecode.h, struct walk_codes: a recursive stack
  * shows the same code object on many frames of one 4 KiB copy).  What
  * such a frame gets is exactly what a read of its own would have given it:
  * the object's bytes read after the frame's were copied, compared with the

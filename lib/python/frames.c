@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "python/frames.h"
+#include "python/framecode.h"
 #include "python/walkplan.h"
 #include "memory/memread.h"
 #include "platform/platform.h"
@@ -42,23 +43,6 @@ static inline int owner_native(const struct walk_plan *p, const uint8_t *fr)
     return (int8_t)fr[p->fr_owner] >= p->first_native;
 }
 
-/* 3.14t: the thread may run its own copy of the bytecode.  Out of line:
- * only a frame whose pointer is not in the code's own bytecode gets here. */
-static __attribute__((noinline)) int64_t tlbc_addr(const struct ps_layout *L, uintptr_t code,
-                                                   const uint8_t *fr, uintptr_t ip, int64_t n)
-{
-    int32_t idx;
-    uintptr_t arr, entry;
-    int64_t size;
-    memcpy(&idx, fr + L->fr_tlbc_index, sizeof idx);
-    if (ps_read_ptr(code + L->co_tlbc, &arr) == 0 && arr != 0 &&
-        ps_read(&size, arr, sizeof size) == 0 && idx >= 0 && idx < size && size < 4096 &&
-        ps_read_ptr(arr + 8 + 8 * (uintptr_t)idx, &entry) == 0 &&
-        ip + 2 >= entry && ip < entry + 2 * (uint64_t)n)
-        return ((int64_t)ip - (int64_t)entry) / 2;
-    return INT64_MIN;
-}
-
 /* Instruction address of a 3.11+ frame, in code units from the start of
  * the bytecode it executes; INT64_MIN if the pointer makes no sense. */
 static inline int64_t interp_addr(const struct walk_plan *p, uintptr_t code, const uint8_t *fr,
@@ -71,119 +55,15 @@ static inline int64_t interp_addr(const struct walk_plan *p, uintptr_t code, con
     if (ip + 2 >= base && ip < base + 2 * (uint64_t)n)
         return ((int64_t)ip - (int64_t)base) / 2;
     if (p->tlbc)
-        return tlbc_addr(&p->py->L, code, fr, ip, n);
+        return ps_framecode_tlbc_addr(&p->py->L, code, fr, ip, n);
     return INT64_MIN;
-}
-
-/* Words a frame of the code whose snapshot is co takes on the data stack
- * (3.11+: FRAME_SPECIALS_SIZE, the words before localsplus, + co_nlocalsplus
- * + co_stacksize, which is co_framesize where that exists), or 0 where there
- * is no data stack (3.9/3.10). */
-static uint64_t frame_words(const struct walk_plan *p, const uint8_t *co)
-{
-    int32_t stacksize, nlocalsplus;
-    if (!p->has_words)
-        return 0;
-    memcpy(&stacksize, co + p->co_stacksize, sizeof stacksize);
-    memcpy(&nlocalsplus, co + p->co_nlocalsplus, sizeof nlocalsplus);
-    if (stacksize < 0 || nlocalsplus < 0)
-        return 0;
-    return p->specials_words + (uint64_t)stacksize + (uint64_t)nlocalsplus;
-}
-
-/*
- * Code objects already checked in this walk (see "one read for many
- * frames" below): code address -> entry and frame size, and when its bytes
- * were read (a count of this walk's reads).  Direct-mapped; a slot is only
- * trusted for a frame whose bytes were copied before that read.  32 slots,
- * so that a stack's dozen or two distinct code objects rarely evict each
- * other; emptied with one store (used), not one per slot.
- */
-#define PS_WALK_CODES 32
-_Static_assert(PS_WALK_CODES <= 32, "walk_codes.used has a bit per slot");
-
-struct walk_codes {
-    uint64_t reads;                 /* reads made by this walk so far */
-    uint32_t used;                  /* bit i: slot[i] was filled in this walk */
-    struct {
-        uintptr_t code;
-        struct ps_code_entry *ce;
-        uint64_t words;
-        uint64_t read_no;           /* the read that checked it */
-    } slot[PS_WALK_CODES];
-};
-
-/* A code object's slot.  Multiplicative, not the address's low bits: code
- * objects of one size made one after the other (exec() of similar source,
- * as test/bench/workload.py's levels on 3.12) sit a multiple of 256 bytes
- * apart, so bits 4-7 were the same for all ten and every frame evicted its
- * caller's slot: no frame was ever served on 3.12. */
-static inline size_t code_slot(uintptr_t code)
-{
-    return (size_t)(((uint64_t)code * 0x9E3779B97F4A7C15ull) >> 56) & (PS_WALK_CODES - 1);
-}
-
-static inline struct ps_code_entry *checked_code(const struct walk_codes *wc, uintptr_t code,
-                                                 uint64_t frame_read, uint64_t *words)
-{
-    if (wc == NULL)
-        return NULL;
-    size_t i = code_slot(code);
-    /* The entry may have been replaced since (another code object's miss
-     * took its way): its address says so. */
-    if (!(wc->used >> i & 1u) || wc->slot[i].code != code || wc->slot[i].read_no <= frame_read ||
-        !wc->slot[i].ce->valid || wc->slot[i].ce->id.addr != code)
-        return NULL;
-    *words = wc->slot[i].words;
-    return wc->slot[i].ce;
-}
-
-static void code_checked(struct walk_codes *wc, uintptr_t code, struct ps_code_entry *ce,
-                         uint64_t words, uint64_t read_no)
-{
-    if (wc == NULL)
-        return;
-    size_t i = code_slot(code);
-    wc->used |= 1u << i;
-    wc->slot[i].code = code;
-    wc->slot[i].ce = ce;
-    wc->slot[i].words = words;
-    wc->slot[i].read_no = read_no;
-}
-
-/* The code object at code, read now (after the frame that points to it
- * was copied): 1 with *cep and *words set, 0 for an entry frame's None
- * (3.13+), or a PS_WALK_ error.  Out of line: in a deep walk most frames
- * are served by walk_codes, and its 1 KiB buffer stays off the walk's
- * stack. */
-static __attribute__((noinline)) int read_code(const struct walk_plan *p, struct walk_codes *wc,
-                                               uintptr_t code, struct ps_code_entry **cep,
-                                               uint64_t *words)
-{
-    uint8_t co[1024];
-    uintptr_t type;
-    if (ps_read_in_scope(co, code, p->co_read) != 0)
-        return PS_WALK_UNREADABLE;
-    uint64_t read_no = wc != NULL ? ++wc->reads : 0;
-    memcpy(&type, co + p->ob_type, sizeof type);
-    if (type != p->code_type) {
-        /* 3.13+ entry frames hold None; elsewhere this is a frame that
-         * was popped and reused while we looked. */
-        return p->none_is_entry ? 0 : PS_WALK_INCONSISTENT;
-    }
-    *words = frame_words(p, co);
-    *cep = ps_code_resolve(p->cc, p->py, p->syms, p->lines, code, co);
-    if (*cep == NULL)
-        return PS_WALK_UNREADABLE;
-    code_checked(wc, code, *cep, *words, read_no);
-    return 1;
 }
 
 /* Resolves the frame at address frame, whose fr_read bytes are in fr
  * (copied by read number frame_read of this walk): 1 with *out set, 0 for
  * a frame that is not shown (shim, entry frame, interpreter code), or a
  * PS_WALK_ error.  *boot is set for the frame of Thread._bootstrap_inner.
- * *words receives the frame's size on the data stack (frame_words), 0 if
+ * *words receives the frame's size on the data stack (framecode.c), 0 if
  * not known.  Does not look at the frame's link.  Inlined into the walk:
  * it runs for every frame. */
 static inline __attribute__((always_inline)) int
@@ -201,7 +81,7 @@ resolve(const struct walk_plan *p, uintptr_t frame, const uint8_t *fr, uint64_t 
         return 0;
     struct ps_code_entry *ce = checked_code(wc, code, frame_read, &w);
     if (ce == NULL) {
-        int r = read_code(p, wc, code, &ce, &w);
+        int r = ps_framecode_read(p, wc, code, &ce, &w);
         if (r <= 0)
             return r;
     }
@@ -570,7 +450,7 @@ static __attribute__((noinline)) int walk_frames(const struct ps_walk_req *rq,
 
 /*
  * One recovery point per walk.  The walk's own reads of the
- * frames (frame_read) and of the code objects (read_code) are
+ * frames (frame_read) and of the code objects (ps_framecode_read) are
  * ps_read_in_scope() reads: a fault in one of them jumps
  * here and the walk is reported unreadable, exactly what that read's
  * -1 would have led to (a failed frame or code object read ends the walk
@@ -588,8 +468,9 @@ static __attribute__((noinline)) int walk_frames(const struct ps_walk_req *rq,
  * What is shared -- the code cache and the symbol table -- is only changed
  * inside ps_code_resolve(), and no scoped read runs there: its own reads
  * (refill: names, line table) are plain ps_read()s that recover by
- * themselves, as does the 3.14t bytecode lookup (tlbc_addr).  No lock is
- * taken and nothing is allocated by the walk outside ps_code_resolve().
+ * themselves, as does the 3.14t bytecode lookup (ps_framecode_tlbc_addr).
+ * No lock is taken and nothing is allocated by the walk outside
+ * ps_code_resolve().
  * So a jump never leaves shared state half-updated; what it abandons is
  * the walk.  A change that makes the walk write shared state outside
  * ps_code_resolve, or call a scoped read from inside it, breaks this.
