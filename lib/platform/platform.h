@@ -15,8 +15,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-struct ps_python;
-
 /* --- memory -------------------------------------------------------------- */
 
 /*
@@ -104,25 +102,38 @@ int64_t ps_thread_cpu_ns(long tid);
 int ps_thread_os_name(long tid, char *buf, size_t len);
 
 /*
- * Brackets the walk of one thread (threadsample.c).  Where a running thread
- * cannot be read consistently enough (macOS), begin suspends thread tid,
- * refreshes ts (L.ts_read bytes at tsp) and copies its frame chain (as far
- * as a walk of max_frames may go) into a buffer allocated beforehand, then
- * resumes it, calling nothing in between that could take a lock the
- * thread holds; until end, ps_read() serves those addresses from the copy,
- * so the walk, which may allocate, sees the thread as it was while stopped.
- * Returns 0, or -1 if the thread or its state is gone (do not walk).
- * Linux reads running threads: both do nothing.
+ * A thread stopped to be read.  Where a running thread cannot be read
+ * consistently enough (macOS), the sampler stops it, reads what its walk
+ * will need, and resumes it before walking; what is read is chosen above
+ * (lib/python/framecopy.c), this is the mechanism only:
+ *   ps_thread_suspend   stops thread tid with room reserved for `reads`
+ *                       reads of `bytes` in all (allocated before the
+ *                       stop), and records every ps_read() the caller
+ *                       makes from now on.  0: stopped, recording; 1: not
+ *                       stopped (an unknown thread, the caller itself, no
+ *                       memory), read it live; -1: it has ended.  A thread
+ *                       held for its native stack (stacks.h) stays stopped:
+ *                       one stop for both stacks.
+ *   ps_thread_resume    lets it run on.  keep 1: until ps_thread_copy_end,
+ *                       ps_read() serves what was recorded, so the walk,
+ *                       which may allocate, sees the thread as it was while
+ *                       stopped; keep 0: reads are live again.
+ *   ps_thread_copy_end  reads are live again, and a thread still held is
+ *                       resumed: the sample is over.
+ * Between suspend and resume the caller may take no lock and allocate
+ * nothing (the thread may hold malloc's lock): darwin/suspend.c's header
+ * says what may run.
+ * ps_plat_walk_reads_copy is 1 where this is done (macOS): the walk then
+ * reads the copy, whose reads are already batched, and its own wider reads
+ * (frames.c's data-stack spans) would reach past what was copied and read
+ * the running thread instead.  0 where running threads are read (Linux,
+ * where ps_read() cannot fault and the walk checks what it reads): the
+ * three above are then never called.
  */
-int ps_thread_copy_begin(const struct ps_python *py, long tid, uintptr_t tsp, uint8_t *ts,
-                         int max_frames);
-void ps_thread_copy_end(void);
-
-/* 1 where the walk reads a copy made by ps_thread_copy_begin (macOS): the
- * copy already batches the reads, and a walk's own wider reads (frames.c's
- * data-stack spans) would reach past what was copied and read the running
- * thread instead.  0 on Linux. */
 extern const int ps_plat_walk_reads_copy;
+int ps_thread_suspend(long tid, size_t reads, size_t bytes);
+void ps_thread_resume(int keep);
+void ps_thread_copy_end(void);
 
 /*
  * 1 if no thread of the program is left: every thread of this process but

@@ -70,9 +70,9 @@ int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_
                  int lines, uintptr_t frame, uint64_t *out, int *taskgroup);
 
 /*
- * How a frame chain is followed, by the walk below and by the macOS copy of
- * a suspended thread (lib/platform/darwin/suspend.c), which must copy exactly what
- * the walk may read.
+ * How a frame chain is followed, by the walk below and by the copy of a
+ * suspended thread (framecopy.c, macOS), which must copy exactly what the
+ * walk may read.
  *
  * Budget: how many links a walk of at most max Python frames may follow.
  * Shims are skipped but still cost a step; 3.12 can have one per Python

@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "python/framecopy.h"
 #include "python/frames.h"
 #include "python/interpstate.h"
 #include "memory/memread.h"
 #include "native/native.h"
-#include "platform/platform.h"
 #include "sampler/stats.h"
 #include "sampler/threadinfo.h"
 #include "sampler/threadsample.h"
@@ -138,7 +138,7 @@ static int walk_try(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, long tid, 
                     struct walk *w)
 {
     uintptr_t frame;
-    ps_thread_copy_end();
+    ps_framecopy_end();
     /* Native stacks: the thread state is read again after the registers,
      * so that the Python walk describes the same moment. */
     if (ps_settings()->native)
@@ -150,9 +150,9 @@ static int walk_try(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, long tid, 
         return 1;
     }
     /* macOS: suspend the thread, copy its state and frame chain,
-     * resume it; the walk below reads that copy (platform.h).  Linux
+     * resume it; the walk below reads that copy (framecopy.h).  Linux
      * walks the running thread: nothing happens here. */
-    if (ps_thread_copy_begin(sample.py, tid, tsp, ts, ps_settings()->max_depth) != 0) {
+    if (ps_framecopy_begin(sample.py, tid, tsp, ts, ps_settings()->max_depth) != 0) {
         hold_end(w);
         return 1;
     }
@@ -183,7 +183,7 @@ static void walk_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, long t
     for (int tries = 0; tries < PS_WALK_TRIES; tries++)
         if (walk_try(p, tsp, ts, tid, tries, w))
             break;
-    ps_thread_copy_end();
+    ps_framecopy_end();
 }
 
 /* The stack's root frames: the interpreter (not the main one), then a

@@ -1,8 +1,10 @@
 /*
  * test_darwin_copy.c - runs the macOS suspend-copy-resume logic on Linux.
  *
- * lib/platform/darwin/suspend.c and lib/platform/darwin/read.c are compiled against a fake
- * <mach/mach.h> (fake_darwin/); the Mach calls are played by this file:
+ * lib/platform/darwin/suspend.c and lib/platform/darwin/read.c (the
+ * mechanism) and lib/python/framecopy.c (what is copied) are compiled
+ * against a fake <mach/mach.h> (fake_darwin/); the Mach calls are played
+ * by this file:
  *   thread_suspend  asks a real "Python" thread to park at its next safe
  *                   point and waits until it has (as the kernel's
  *                   thread_suspend returns once the thread is off the CPU);
@@ -15,16 +17,19 @@
  *
  * What it asserts, for 3.11+-style contiguous frames (span reads) and
  * 3.9-style scattered frames:
- *   - after ps_thread_copy_begin, every frame the walk reads through
+ *   - after ps_framecopy_begin, every frame the walk reads through
  *     ps_read is the one of the moment the thread was parked: the chain's
  *     depth and every frame's stamp agree with the thread state, although
  *     the thread has since rewritten them (it has, in most rounds: checked);
  *   - nothing calls malloc, calloc, realloc or free while the thread is
  *     parked (they are wrapped here and counted);
- *   - reads outside the copy see live memory; after ps_thread_copy_end all
+ *   - reads outside the copy see live memory; after ps_framecopy_end all
  *     reads are live again;
  *   - an unknown thread is read live (0), an ended one is refused (-1);
- *   - a chain longer than the walk may go is copied as far as it may go.
+ *   - a chain longer than the walk may go is copied as far as it may go;
+ *   - the platform's part alone, with no Python (platform.h): what was
+ *     read while the thread was stopped is served after it changed, only
+ *     when kept and only until ps_thread_copy_end.
  * Prints "PASS name" / "FAIL name: why" lines; exit status 0 if all passed.
  */
 #include <errno.h>
@@ -44,6 +49,7 @@
 #include <mach-o/nlist.h>
 
 #include "platform/darwin/darwin.h"
+#include "python/framecopy.h"
 #include "python/frames.h"
 #include "memory/memread.h"
 #include "native/native.h"
@@ -80,6 +86,7 @@ void free(void *p) { note_alloc(); __libc_free(p); }
 uintptr_t vm_page_size = 4096;
 static _Atomic int want_park, parked, target_ended;
 static _Atomic int suspends, resumes;
+static _Atomic int reads_stopped;  /* mach_vm_read_overwrite calls while parked */
 static pid_t self_pid;
 
 mach_port_t mach_task_self(void)
@@ -114,6 +121,8 @@ kern_return_t mach_vm_read_overwrite(vm_map_t task, mach_vm_address_t address,
                                      mach_vm_size_t *outsize)
 {
     (void)task;
+    if (atomic_load(&parked_now))
+        atomic_fetch_add(&reads_stopped, 1);
     struct iovec l = { (void *)(uintptr_t)data, size }, r = { (void *)(uintptr_t)address, size };
     ssize_t got = process_vm_readv(self_pid, &l, 1, &r, 1, 0);
     if (got < 0 && (errno == ENOSYS || errno == EPERM))
@@ -146,7 +155,8 @@ kern_return_t thread_resume(thread_act_t thread)
     return KERN_SUCCESS;
 }
 
-/* The registry and the rest of the platform, as suspend.c sees them. */
+/* The registry and the rest of the platform, as suspend.c and read.c see
+ * them. */
 mach_port_t ps_darwin_thread_port(long tid)
 {
     return tid == TARGET_TID ? (mach_port_t)TARGET_TID : MACH_PORT_NULL;
@@ -164,8 +174,8 @@ uint64_t ps_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* What suspend.c uses from memread.c and frames.c, minus what does not
- * concern it (direct reads, versions). */
+/* What framecopy.c and read.c use from memread.c and walkplan.c, minus
+ * what does not concern them (direct reads, versions). */
 int ps_read(void *dst, uintptr_t src, size_t n)
 {
     if (src < 4096 || src + n < src)
@@ -312,13 +322,26 @@ static void run_kind(const char *label, enum ps_frame_kind kind, int scattered)
 
     char name[128], why[256];
     const char *err = NULL;
-    int rounds = 300, moved = 0;
+    int rounds = 300, moved = 0, batched = 1;
+    uint64_t worst_depth = 0;
+    int worst_reads = 0;
     uint8_t ts[sizeof(struct fake_ts)];
     for (int r = 0; r < rounds && err == NULL; r++) {
         int differs = 0;
-        if (ps_thread_copy_begin(&py, TARGET_TID, (uintptr_t)&ts_live, ts, 4096) != 0) {
-            err = "ps_thread_copy_begin refused a live thread";
+        atomic_store(&reads_stopped, 0);
+        if (ps_framecopy_begin(&py, TARGET_TID, (uintptr_t)&ts_live, ts, 4096) != 0) {
+            err = "ps_framecopy_begin refused a live thread";
             break;
+        }
+        /* Contiguous frames: one span read covers 4096 / FR_STRIDE of
+         * them, so the copy takes a few reads, not one per frame. */
+        uint64_t depth;
+        memcpy(&depth, ts + 16, sizeof depth);
+        int reads = atomic_load(&reads_stopped);
+        if (!scattered && (uint64_t)reads > depth * FR_STRIDE / 4096 + 4 && reads > worst_reads) {
+            batched = 0;
+            worst_reads = reads;
+            worst_depth = depth;
         }
         /* Let the thread move on before we look at the copy. */
         for (int spin = 0; spin < 20; spin++)
@@ -326,9 +349,9 @@ static void run_kind(const char *label, enum ps_frame_kind kind, int scattered)
         err = walk_consistent(&py, ts, &differs);
         moved += differs;
         uint64_t live_stamp = atomic_load(&ts_live.stamp), got;
-        ps_thread_copy_end();
+        ps_framecopy_end();
         if (err == NULL && ps_read(&got, (uintptr_t)&ts_live.stamp, 8) == 0 && got < live_stamp)
-            err = "after ps_thread_copy_end a read still came from the copy";
+            err = "after ps_framecopy_end a read still came from the copy";
     }
     atomic_store(&stop_target, 1);
     pthread_join(t, NULL);
@@ -340,6 +363,14 @@ static void run_kind(const char *label, enum ps_frame_kind kind, int scattered)
     snprintf(why, sizeof why, "in %d of %d rounds live frames differed from the copy "
              "(want some, or the test proves nothing)", moved, rounds);
     report(name, moved > 0, why);
+    if (!scattered) {
+        snprintf(name, sizeof name, "%s/span-reads-batch-frames", label);
+        snprintf(why, sizeof why, "%d reads while stopped for %llu frames (want at most "
+                 "%llu: one per 4 KiB of frames, and the thread state)", worst_reads,
+                 (unsigned long long)worst_depth,
+                 (unsigned long long)(worst_depth * FR_STRIDE / 4096 + 4));
+        report(name, batched, why);
+    }
     snprintf(name, sizeof name, "%s/no-allocation-while-suspended", label);
     snprintf(why, sizeof why, "%d allocator calls while the thread was parked",
              atomic_load(&alloc_in_window));
@@ -349,7 +380,7 @@ static void run_kind(const char *label, enum ps_frame_kind kind, int scattered)
 /* --- native stacks: fake images, registers and frame chains ----------------
  *
  * lib/platform/darwin/regs.c (capture, the frame-0 rule), machosyms.c (images and
- * symbols), suspend.c (the hold shared with the Python copy), unwind.c and
+ * symbols), suspend.c (the hold the Python copy joins), unwind.c and
  * merge.c (the merge), against:
  *   thread_get_state  the registers the check chose, as ARM_THREAD_STATE64
  *                     or x86_THREAD_STATE64 (PS_DARWIN_ARM64 picks which:
@@ -649,14 +680,14 @@ static void sample(struct nsample *o, int npy)
     for (int tries = 0; tries < 2; tries++) {
         struct ps_regs r;
         int sus = atomic_load(&suspends), res = atomic_load(&resumes);
-        ps_thread_copy_end();
+        ps_framecopy_end();
         o->n = o->trunc = 0;
         o->cap = ps_native_capture(TARGET_TID, &r);
         if (o->cap >= 0)
             o->n = ps_unwind(&r, o->pcs, 64, &o->trunc);
         uint8_t ts[sizeof(struct fake_ts)];
         o->copy_rc = ps_read(ts, (uintptr_t)&ts_live, sizeof ts) == 0
-                         ? ps_thread_copy_begin(&py, TARGET_TID, (uintptr_t)&ts_live, ts, 16)
+                         ? ps_framecopy_begin(&py, TARGET_TID, (uintptr_t)&ts_live, ts, 16)
                          : -2;
         o->parked_after_copy = atomic_load(&parked_now);
         int differs = 0;
@@ -667,7 +698,7 @@ static void sample(struct nsample *o, int npy)
         if (o->release == 0)
             break;
     }
-    ps_thread_copy_end();
+    ps_framecopy_end();
 
     struct ps_pyframe pf[1] = { { ps_frame(ps_sym_python(&syms_tab, "py_caller", "app.py"), 7), 1 } };
     uint64_t out[128];
@@ -916,6 +947,61 @@ static void run_native(void)
     ps_symtab_free(&syms_tab);
 }
 
+/* The platform's part alone (platform.h), with no Python: a value read
+ * while the thread is stopped is served after the thread changed it when
+ * the copy is kept, until ps_thread_copy_end; not when it is dropped.
+ * Threads that cannot be stopped: the caller itself and an unknown one are
+ * read live (1), an ended one is refused (-1). */
+static void run_mechanism(void)
+{
+    static _Atomic uint64_t cell;
+    uint64_t during = 0, kept = 0, after_end = 0, dropped = 0;
+    atomic_store(&stop_target, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, idle_target, NULL);
+
+    atomic_store(&cell, 1);
+    int rc1 = ps_thread_suspend(TARGET_TID, 4, 64);
+    int parked_in = atomic_load(&parked_now);
+    ps_read(&during, (uintptr_t)&cell, 8);
+    ps_thread_resume(1);
+    int parked_out = atomic_load(&parked_now);
+    atomic_store(&cell, 2);
+    ps_read(&kept, (uintptr_t)&cell, 8);
+    ps_thread_copy_end();
+    ps_read(&after_end, (uintptr_t)&cell, 8);
+
+    int rc2 = ps_thread_suspend(TARGET_TID, 4, 64);
+    ps_read(&during, (uintptr_t)&cell, 8);
+    ps_thread_resume(0);
+    atomic_store(&cell, 3);
+    ps_read(&dropped, (uintptr_t)&cell, 8);
+    ps_thread_copy_end();
+
+    int rc_self = ps_thread_suspend(ps_gettid(), 4, 64);
+    ps_thread_copy_end();
+    int rc_unknown = ps_thread_suspend(99, 4, 64);
+    ps_thread_copy_end();
+    atomic_store(&stop_target, 1);
+    pthread_join(t, NULL);
+    atomic_store(&target_ended, 1);
+    int rc_ended = ps_thread_suspend(TARGET_TID, 4, 64);
+    atomic_store(&target_ended, 0);
+
+    char why[256];
+    snprintf(why, sizeof why, "suspend %d %d (want 0 0), stopped while copying %d, after "
+             "resume %d; kept copy read %llu (want 1), after the end %llu (want 2), dropped "
+             "copy read %llu (want 3)", rc1, rc2, parked_in, parked_out,
+             (unsigned long long)kept, (unsigned long long)after_end,
+             (unsigned long long)dropped);
+    report("mechanism/records-then-serves-the-copy", rc1 == 0 && rc2 == 0 && parked_in &&
+           !parked_out && kept == 1 && after_end == 2 && dropped == 3, why);
+    snprintf(why, sizeof why, "self %d, unknown %d (want 1 1: read live), ended %d (want -1)",
+             rc_self, rc_unknown, rc_ended);
+    report("mechanism/threads-not-stopped", rc_self == 1 && rc_unknown == 1 && rc_ended == -1,
+           why);
+}
+
 int main(int argc, char **argv)
 {
     self_pid = getpid();
@@ -944,14 +1030,14 @@ int main(int argc, char **argv)
     fake_python(&py, PS_FRAMES_INTERP);
     uint8_t ts[sizeof(struct fake_ts)];
     build_chain(7, 3);
-    int rc = ps_thread_copy_begin(&py, 99, (uintptr_t)&ts_live, ts, 4096);
+    int rc = ps_framecopy_begin(&py, 99, (uintptr_t)&ts_live, ts, 4096);
     atomic_store(&ts_live.stamp, 8);
     uint64_t got = 0;
     ps_read(&got, (uintptr_t)&ts_live.stamp, 8);
-    ps_thread_copy_end();
+    ps_framecopy_end();
     report("unknown-thread-read-live", rc == 0 && got == 8, "rc or value wrong");
     atomic_store(&target_ended, 1);
-    rc = ps_thread_copy_begin(&py, TARGET_TID, (uintptr_t)&ts_live, ts, 4096);
+    rc = ps_framecopy_begin(&py, TARGET_TID, (uintptr_t)&ts_live, ts, 4096);
     report("ended-thread-refused", rc == -1, "want -1 when thread_suspend fails");
     atomic_store(&target_ended, 0);
 
@@ -963,7 +1049,7 @@ int main(int argc, char **argv)
     py.L.frame_kind = PS_FRAMES_OBJECT;  /* one record per frame */
     pthread_t t;
     pthread_create(&t, NULL, park_once, NULL);
-    rc = ps_thread_copy_begin(&py, TARGET_TID, (uintptr_t)&ts_live, ts, 10);
+    rc = ps_framecopy_begin(&py, TARGET_TID, (uintptr_t)&ts_live, ts, 10);
     pthread_join(t, NULL);
     build_chain(10, MAX_DEPTH);          /* live frames change; the copy must not */
     uintptr_t frame;
@@ -976,12 +1062,13 @@ int main(int argc, char **argv)
             break;
         frame = f[0];
     }
-    ps_thread_copy_end();
+    ps_framecopy_end();
     char why[128];
     snprintf(why, sizeof why, "rc %d, %d frames served from the copy, want %d", rc, copied,
              ps_walk_budget(10));
     report("deep-chain-copied-to-the-walk-budget", rc == 0 && copied == ps_walk_budget(10), why);
 
+    run_mechanism();
     run_native();
 
     printf("%d failed\n", failures);

@@ -1,8 +1,9 @@
 /*
  * darwin/darwin.h - what the files of lib/platform/darwin/ share: the thread registry
- * (threads.c), the copy of a suspended thread's memory that ps_plat_read()
- * serves afterwards (read.c, suspend.c), and the few declarations that the
- * macOS headers bundled with zig lack.
+ * (threads.c), the recording of a suspended thread's memory that
+ * ps_plat_read() serves afterwards (read.c, suspend.c), the native hold
+ * (regs.c, suspend.c), and the few declarations that the macOS headers
+ * bundled with zig lack.
  *
  * Everything here runs on macOS 11+ (arm64 and x86_64).  None of it has run
  * on a Mac yet: it is built and linked for both architectures on Linux by
@@ -89,17 +90,18 @@ int ps_darwin_copy_get(void *dst, uintptr_t addr, size_t n);
  *
  * With PYSAMPLE_NATIVE, ps_native_capture (regs.c) suspends the thread,
  * reads its registers with thread_get_state and leaves it suspended: the
- * sampler unwinds it right away, then ps_thread_copy_begin (suspend.c)
- * copies its Python frames within the same suspension and resumes it.  One
- * window for both, so the native and the Python stack describe the same
- * instant.  Whatever happens, the thread is resumed before anything that
- * may allocate runs: ps_thread_copy_begin resumes it on every path,
- * ps_thread_copy_end and ps_darwin_hold_end on theirs.
+ * sampler unwinds it right away, then ps_thread_suspend (suspend.c) joins
+ * that suspension for the copy of its Python frames, and ps_thread_resume
+ * ends it.  One window for both, so the native and the Python stack
+ * describe the same instant.  Whatever happens, the thread is resumed
+ * before anything that may allocate runs: ps_thread_suspend resumes it on
+ * every path that does not copy, ps_thread_resume, ps_thread_copy_end and
+ * ps_darwin_hold_end on theirs.
  *
  *   ps_darwin_hold_begin  reserves the copy's room as the last copy needed
  *                         it, then suspends; 0, or -1 (the thread ended)
  *   ps_darwin_held        the port of tid if it is held now, else
- *                         MACH_PORT_NULL (ps_thread_copy_begin's question)
+ *                         MACH_PORT_NULL (ps_thread_suspend's question)
  *   ps_darwin_hold_copied the copy was taken inside the hold; resumed
  *   ps_darwin_hold_end    resumes a thread still held; 0 if its copy was
  *                         taken inside the hold, -1 if not

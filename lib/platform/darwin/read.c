@@ -12,9 +12,10 @@
  * and debuggers see before any signal handler could take it back, and with
  * the thread suspended the copy is a handful of calls per sample anyway.
  *
- * The copy.  lib/platform/darwin/suspend.c suspends a thread, reads its thread state
- * and frame chain with recording on, resumes it, and then lets the ordinary
- * walk (frames.c) run with replay on: every read the walk makes of a range
+ * The copy.  suspend.c suspends a thread with recording on, the sampler
+ * reads its thread state and frame chain (lib/python/framecopy.c chooses
+ * what), suspend.c resumes it, and the ordinary walk (frames.c) then runs
+ * with replay on: every read the walk makes of a range
  * that was recorded is served from the copy, so it sees the thread exactly
  * as it was while stopped, and whatever it allocates to resolve new code
  * objects happens with no thread suspended.  Reads outside the recording

@@ -252,12 +252,17 @@ void ps_thread_precise_timers(void)
 /* --- walking a thread, files ------------------------------------------- */
 
 /* Linux walks threads while they run (ps_read() cannot fault, and the walk
- * checks what it reads): nothing to stop or copy (platform.h). */
-int ps_thread_copy_begin(const struct ps_python *py, long tid, uintptr_t tsp, uint8_t *ts,
-                         int max_frames)
+ * checks what it reads): nothing is stopped or copied (platform.h), and
+ * with ps_plat_walk_reads_copy 0 nobody asks. */
+int ps_thread_suspend(long tid, size_t reads, size_t bytes)
 {
-    (void)py, (void)tid, (void)tsp, (void)ts, (void)max_frames;
-    return 0;
+    (void)tid, (void)reads, (void)bytes;
+    return 1;
+}
+
+void ps_thread_resume(int keep)
+{
+    (void)keep;
 }
 
 void ps_thread_copy_end(void)
