@@ -202,6 +202,34 @@ static void call_program(const struct sigaction *v, int sig, siginfo_t *si, ucon
         act.sa_handler(sig);
 }
 
+/* One of our requests reached this thread: its registers copied, it is
+ * held while the sampler walks.  In the handler: gettid, atomics, futex
+ * and clock_gettime only (async-signal-safe); the caller keeps errno. */
+static void serve_request(ucontext_t *uc)
+{
+    /* Any of our signals serves the request pending for this thread:
+     * one sent for an earlier request that timed out may still have
+     * been pending when the current one was sent, and SIGURG does not
+     * queue, so that earlier one is all this thread will get. */
+    uint32_t sent = ST_SENT;
+    long me = (long)syscall(SYS_gettid);
+    if (atomic_load(&N.tid) == me &&
+        atomic_compare_exchange_strong(&N.state, &sent, ST_COPYING)) {
+        /* The sampler writes tid before it moves the state to SENT:
+         * a late signal of an earlier request to this thread may have
+         * read the old tid and met a new request for another thread.
+         * Give that one back. */
+        if (atomic_load(&N.tid) != me) {
+            atomic_store(&N.state, ST_SENT);
+            return;
+        }
+        ps_regs_from_context(uc, &N.regs);
+        atomic_store(&N.state, ST_HELD);
+        futex(&N.state, FUTEX_WAKE_PRIVATE, 1, NULL);
+        hold();
+    }
+}
+
 static void on_sig(int sig, siginfo_t *si, void *ucv)
 {
     int saved = errno;
@@ -215,28 +243,7 @@ static void on_sig(int sig, siginfo_t *si, void *ucv)
     if (!program_handles)
         fix_eintr(uc);   /* without us, this signal would not have run a handler */
     if (ours) {
-        /* Any of our signals serves the request pending for this thread:
-         * one sent for an earlier request that timed out may still have
-         * been pending when the current one was sent, and SIGURG does not
-         * queue, so that earlier one is all this thread will get. */
-        uint32_t sent = ST_SENT;
-        long me = (long)syscall(SYS_gettid);
-        if (atomic_load(&N.tid) == me &&
-            atomic_compare_exchange_strong(&N.state, &sent, ST_COPYING)) {
-            /* The sampler writes tid before it moves the state to SENT:
-             * a late signal of an earlier request to this thread may have
-             * read the old tid and met a new request for another thread.
-             * Give that one back. */
-            if (atomic_load(&N.tid) != me) {
-                atomic_store(&N.state, ST_SENT);
-                errno = saved;
-                return;
-            }
-            ps_regs_from_context(uc, &N.regs);
-            atomic_store(&N.state, ST_HELD);
-            futex(&N.state, FUTEX_WAKE_PRIVATE, 1, NULL);
-            hold();
-        }
+        serve_request(uc);
         errno = saved;
         return;
     }
@@ -452,25 +459,46 @@ static int capture_blocked(long tid, const char *line, struct ps_regs *regs)
     return PS_CAPTURE_BLOCKED;
 }
 
-int ps_native_capture(long tid, struct ps_regs *regs)
+/* Waits until the handler holds tid: 0; or -1 (a miss, counted) when it
+ * does not answer within PS_SENT_NS of now. */
+static int await_held(long tid, uint64_t now)
 {
-    char line[256];
-    N.how = PS_CAPTURE_FAILED;
-    if (!atomic_load(&N.installed) || tid <= 0 || read_syscall_file(tid, line, sizeof line) != 0) {
-        atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
-        return PS_CAPTURE_FAILED;
+    uint64_t deadline = now + PS_SENT_NS;
+    for (;;) {
+        uint32_t st = atomic_load(&N.state);
+        if (st == ST_HELD)
+            return 0;
+        uint64_t t = ps_now_ns();
+        if (st == ST_COPYING) {
+            sched_yield();   /* the handler is between two stores */
+            continue;
+        }
+        if (st != ST_SENT) {
+            /* ST_GONE: the handler ran and gave up waiting before we saw
+             * it (this thread was descheduled that long). */
+            missed(tid, t);
+            atomic_fetch_add(&N.n[PS_NATIVE_GONE], 1);
+            return -1;
+        }
+        if (t >= deadline) {
+            uint32_t s = ST_SENT;
+            if (atomic_compare_exchange_strong(&N.state, &s, ST_IDLE)) {
+                missed(tid, t);
+                atomic_fetch_add(&N.n[PS_NATIVE_LOST], 1);
+                return -1;
+            }
+            continue;   /* the handler took it just now */
+        }
+        uint64_t left = deadline - t;
+        struct timespec ts = { (time_t)(left / 1000000000ull), (long)(left % 1000000000ull) };
+        futex(&N.state, FUTEX_WAIT_PRIVATE, ST_SENT, &ts);
     }
-    if (strncmp(line, "running", 7) != 0) {
-        if (N.blocked_file)
-            return capture_blocked(tid, line, regs);
-        /* Under an emulator: not signalled either.  The emulator would
-         * restart the call after our handler with its arguments as they
-         * were, a relative timeout whole again: a thread sampled often
-         * enough would never time out. */
-        atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
-        return PS_CAPTURE_FAILED;
-    }
+}
 
+/* A running thread: signalled, and held by its handler while the
+ * sampler walks (ps_native_release lets it go). */
+static int capture_running(long tid, struct ps_regs *regs)
+{
     uint64_t now = ps_now_ns();
     if (quiet(tid, now) || !still_ours()) {
         atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
@@ -495,41 +523,34 @@ int ps_native_capture(long tid, struct ps_regs *regs)
         atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
         return PS_CAPTURE_FAILED;
     }
-    uint64_t deadline = now + PS_SENT_NS;
-    for (;;) {
-        uint32_t st = atomic_load(&N.state);
-        if (st == ST_HELD)
-            break;
-        uint64_t t = ps_now_ns();
-        if (st == ST_COPYING) {
-            sched_yield();   /* the handler is between two stores */
-            continue;
-        }
-        if (st != ST_SENT) {
-            /* ST_GONE: the handler ran and gave up waiting before we saw
-             * it (this thread was descheduled that long). */
-            missed(tid, t);
-            atomic_fetch_add(&N.n[PS_NATIVE_GONE], 1);
-            return PS_CAPTURE_FAILED;
-        }
-        if (t >= deadline) {
-            uint32_t s = ST_SENT;
-            if (atomic_compare_exchange_strong(&N.state, &s, ST_IDLE)) {
-                missed(tid, t);
-                atomic_fetch_add(&N.n[PS_NATIVE_LOST], 1);
-                return PS_CAPTURE_FAILED;
-            }
-            continue;   /* the handler took it just now */
-        }
-        uint64_t left = deadline - t;
-        struct timespec ts = { (time_t)(left / 1000000000ull), (long)(left % 1000000000ull) };
-        futex(&N.state, FUTEX_WAIT_PRIVATE, ST_SENT, &ts);
-    }
+    if (await_held(tid, now) != 0)
+        return PS_CAPTURE_FAILED;
     *regs = N.regs;
     N.cur_tid = tid;
     N.how = PS_CAPTURE_HELD;
     atomic_fetch_add(&N.n[PS_NATIVE_HELD], 1);
     return PS_CAPTURE_HELD;
+}
+
+int ps_native_capture(long tid, struct ps_regs *regs)
+{
+    char line[256];
+    N.how = PS_CAPTURE_FAILED;
+    if (!atomic_load(&N.installed) || tid <= 0 || read_syscall_file(tid, line, sizeof line) != 0) {
+        atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
+        return PS_CAPTURE_FAILED;
+    }
+    if (strncmp(line, "running", 7) != 0) {
+        if (N.blocked_file)
+            return capture_blocked(tid, line, regs);
+        /* Under an emulator: not signalled either.  The emulator would
+         * restart the call after our handler with its arguments as they
+         * were, a relative timeout whole again: a thread sampled often
+         * enough would never time out. */
+        atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
+        return PS_CAPTURE_FAILED;
+    }
+    return capture_running(tid, regs);
 }
 
 int ps_native_release(void)
