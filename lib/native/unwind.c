@@ -225,11 +225,63 @@ static int find_rule(uintptr_t at, const struct ps_regs *rs, struct urule *ru, u
     return ru->kind != K_ROW || ru->cfa_reg >= 0;
 }
 
+/* The registers saved relative to the CFA lie side by side (pushed at
+ * entry): one read takes them all into blk (size bytes).  1 if it did, 0
+ * if each is to be read on its own; *lo_out: blk's offset from the CFA. */
+static int read_saved_block(const struct urule *ru, uint64_t cfa, uint8_t *blk, size_t size,
+                            int64_t *lo_out)
+{
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int i = 0; i < ru->n; i++)
+        if (ru->saved[i].how == H_OFFSET) {
+            lo = ru->saved[i].off < lo ? ru->saved[i].off : lo;
+            hi = ru->saved[i].off + 8 > hi ? ru->saved[i].off + 8 : hi;
+        }
+    *lo_out = lo;
+    return lo < hi && hi - lo <= (int64_t)size &&
+           ps_read(blk, (uintptr_t)(cfa + (uint64_t)lo), (size_t)(hi - lo)) == 0;
+}
+
+/* The registers the rule names, as the frame at cfa saved them, into
+ * next.  0, or -PS_STOP_READ. */
+static int restore_saved(const struct urule *ru, uint64_t cfa, const struct ps_regs *rs,
+                         struct ps_regs *next)
+{
+    uint8_t blk[PS_RULE_SAVED * 16];
+    int64_t lo;
+    int have = read_saved_block(ru, cfa, blk, sizeof blk, &lo);
+    for (int i = 0; i < ru->n; i++) {
+        int r = ru->saved[i].reg, off = ru->saved[i].off;
+        uint64_t v;
+        switch (ru->saved[i].how) {
+        case H_OFFSET:
+            if (have)
+                memcpy(&v, blk + (off - lo), 8);
+            else if (ps_read(&v, (uintptr_t)(cfa + (uint64_t)(int64_t)off), 8) != 0)
+                return -PS_STOP_READ;
+            ps_regs_set(next, r, v);
+            break;
+        case H_VAL_OFFSET:
+            ps_regs_set(next, r, cfa + (uint64_t)(int64_t)off);
+            break;
+        case H_REG:   /* from a register we may not know */
+            if (ps_regs_has(rs, off))
+                ps_regs_set(next, r, rs->r[off]);
+            else
+                next->valid &= ~(1ull << r);
+            break;
+        default:      /* H_DROP */
+            next->valid &= ~(1ull << r);
+            break;
+        }
+    }
+    return 0;
+}
+
 /*
  * Applies a rule to rs (cfa: the CFA, where the rule's is an
- * expression's).  The registers saved relative to the CFA lie side by
- * side (pushed at entry): one read takes them all.  A frame whose CFI is
- * the standard rbp frame and nothing else is one frame-pointer step.
+ * expression's).  A frame whose CFI is the standard rbp frame and
+ * nothing else is one frame-pointer step.
  */
 static int apply(const struct urule *ru, uint64_t cfa, struct ps_regs *rs, int exact)
 {
@@ -245,41 +297,10 @@ static int apply(const struct urule *ru, uint64_t cfa, struct ps_regs *rs, int e
     uint64_t sp = rs->r[PS_REG_SP];
     if (cfa < sp || (cfa == sp && !leaf_may_stay(exact)) || cfa - sp > PS_MAX_FRAME)
         return -PS_STOP_BAD_FRAME;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (int i = 0; i < ru->n; i++)
-        if (ru->saved[i].how == H_OFFSET) {
-            lo = ru->saved[i].off < lo ? ru->saved[i].off : lo;
-            hi = ru->saved[i].off + 8 > hi ? ru->saved[i].off + 8 : hi;
-        }
-    uint8_t blk[PS_RULE_SAVED * 16];
-    int have = lo < hi && hi - lo <= (int64_t)sizeof blk &&
-               ps_read(blk, (uintptr_t)(cfa + (uint64_t)lo), (size_t)(hi - lo)) == 0;
     struct ps_regs next = *rs;   /* same_value for what the rule does not name */
-    for (int i = 0; i < ru->n; i++) {
-        int r = ru->saved[i].reg, off = ru->saved[i].off;
-        uint64_t v;
-        switch (ru->saved[i].how) {
-        case H_OFFSET:
-            if (have)
-                memcpy(&v, blk + (off - lo), 8);
-            else if (ps_read(&v, (uintptr_t)(cfa + (uint64_t)(int64_t)off), 8) != 0)
-                return -PS_STOP_READ;
-            ps_regs_set(&next, r, v);
-            break;
-        case H_VAL_OFFSET:
-            ps_regs_set(&next, r, cfa + (uint64_t)(int64_t)off);
-            break;
-        case H_REG:   /* from a register we may not know */
-            if (ps_regs_has(rs, off))
-                ps_regs_set(&next, r, rs->r[off]);
-            else
-                next.valid &= ~(1ull << r);
-            break;
-        default:      /* H_DROP */
-            next.valid &= ~(1ull << r);
-            break;
-        }
-    }
+    int rc = restore_saved(ru, cfa, rs, &next);
+    if (rc != 0)
+        return rc;
     /* The caller's pc is the return address column's value (x86-64: pc's
      * own slot; aarch64: x30, which a leaf may never have saved, and which
      * a blocked thread's capture does not have). */
@@ -362,6 +383,48 @@ static void forget_rules(void)
 
 #endif /* PS_ARCH_CFI */
 
+/* Frame 0 without its frame record (native.h, the frame-0 contract): its
+ * return address is frame 1, and the registers already describe that
+ * caller's frame.  0, or PS_STOP_NO_OBJECT. */
+static int leaf_return(struct ps_regs *rs)
+{
+    rs->valid &= ~PS_REGS_LEAF_RET;
+    if (ps_objs_find((uintptr_t)rs->leaf_ret - 1) == NULL)
+        return PS_STOP_NO_OBJECT;
+    rs->r[PS_REG_PC] = rs->leaf_ret;
+    return 0;
+}
+
+/* One step up from rs: 1, 2 into an interrupted context (exact pc, maybe
+ * another stack), 0 at the root, or -cause.  Frame pointers only where
+ * this CPU's CFI is not followed. */
+static int step(struct ps_regs *rs, int exact)
+{
+#if PS_ARCH_CFI
+    return cfi_step(rs, exact);
+#else
+    (void)exact;
+    return fp_step(rs, 0);
+#endif
+}
+
+/* Whether a step from old_sp (from an exact pc: was_exact) to rs landed
+ * in a frame: 0 if it did, else why not. */
+static int landed(const struct ps_regs *rs, uint64_t old_sp, int was_exact, int exact)
+{
+    /* A stack that did not move up, or a return address outside every
+     * object's code: not a frame. */
+    if (!exact && (rs->r[PS_REG_SP] < old_sp ||
+                   (rs->r[PS_REG_SP] == old_sp && !leaf_may_stay(was_exact))))
+        return PS_STOP_BAD_FRAME;
+    /* ... a pc in no object may still be a signal trampoline (an
+     * emulator's page of its own: ps_is_sigreturn). */
+    if (ps_objs_find((uintptr_t)rs->r[PS_REG_PC] - !exact) == NULL &&
+        !ps_is_sigreturn(rs->r[PS_REG_PC]))
+        return PS_STOP_NO_OBJECT;
+    return 0;
+}
+
 static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
 {
     struct ps_regs rs = *regs;
@@ -381,25 +444,15 @@ static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
             return n;
         }
         pcs[n++] = (uintptr_t)rs.r[PS_REG_PC];
-        /* Frame 0 without its frame record (native.h, the frame-0
-         * contract): its return address is frame 1, and the registers
-         * already describe that caller's frame. */
         if (rs.valid & PS_REGS_LEAF_RET) {
-            rs.valid &= ~PS_REGS_LEAF_RET;
-            if (ps_objs_find((uintptr_t)rs.leaf_ret - 1) == NULL) {
-                *stop = PS_STOP_NO_OBJECT;
+            *stop = leaf_return(&rs);
+            if (*stop != PS_STOP_ROOT)
                 return n;
-            }
-            rs.r[PS_REG_PC] = rs.leaf_ret;
             continue;
         }
         uint64_t old_sp = rs.r[PS_REG_SP];
         int was_exact = exact;
-#if PS_ARCH_CFI
-        int rc = cfi_step(&rs, exact);
-#else
-        int rc = fp_step(&rs, 0);
-#endif
+        int rc = step(&rs, exact);
         if (rc <= 0) {
             *stop = -rc;
             return n;
@@ -409,20 +462,9 @@ static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
             *stop = PS_STOP_SIGNAL;
             return n;
         }
-        /* A stack that did not move up, or a return address outside every
-         * object's code: not a frame. */
-        if (!exact && (rs.r[PS_REG_SP] < old_sp ||
-                       (rs.r[PS_REG_SP] == old_sp && !leaf_may_stay(was_exact)))) {
-            *stop = PS_STOP_BAD_FRAME;
+        *stop = landed(&rs, old_sp, was_exact, exact);
+        if (*stop != PS_STOP_ROOT)
             return n;
-        }
-        /* ... a pc in no object may still be a signal trampoline (an
-         * emulator's page of its own: ps_is_sigreturn). */
-        if (ps_objs_find((uintptr_t)rs.r[PS_REG_PC] - !exact) == NULL &&
-            !ps_is_sigreturn(rs.r[PS_REG_PC])) {
-            *stop = PS_STOP_NO_OBJECT;
-            return n;
-        }
     }
 }
 
