@@ -201,6 +201,38 @@ struct cie {
     const uint8_t *insns, *insns_end;
 };
 
+/* The augmentation data of a "z" CIE (its letters: aug), leaving c past
+ * it: the FDEs' pointer encoding, the personality skipped, the signal
+ * frame mark.  0 or -1. */
+static int parse_augmentation(struct cur *c, const char *aug, struct cie *ci)
+{
+    uint64_t alen = rd_uleb(c);
+    const uint8_t *aend = c->p + alen;
+    if (c->bad || alen > (uint64_t)(c->end - c->p))
+        return -1;
+    ci->has_aug_data = 1;
+    for (const char *a = aug + 1; *a; a++) {
+        if (*a == 'R') {
+            ci->fde_enc = (uint8_t)rd_u(c, 1);
+        } else if (*a == 'L') {
+            (void)rd_u(c, 1);
+        } else if (*a == 'P') {
+            uint8_t penc = (uint8_t)rd_u(c, 1);
+            struct cur pc = *c;
+            (void)rd_enc(&pc, (uint8_t)(penc & ~DW_EH_PE_indirect), 0);
+            c->p = pc.p;
+        } else if (*a == 'S') {
+            ci->signal_frame = 1;
+        } else if (*a == 'B') {
+            /* aarch64 pointer-authentication key: no data */
+        } else {
+            break;   /* unknown letter: the length lets us skip the rest */
+        }
+    }
+    c->p = aend;
+    return 0;
+}
+
 static int parse_cie(const uint8_t *buf, size_t len, uintptr_t addr, struct cie *ci)
 {
     struct cur c = { buf + 8, buf + len, addr, buf, 0 };   /* past length and id */
@@ -219,32 +251,8 @@ static int parse_cie(const uint8_t *buf, size_t len, uintptr_t addr, struct cie 
     ci->code_align = rd_uleb(&c);
     ci->data_align = rd_sleb(&c);
     ci->ra_reg = version == 1 ? (int)rd_u(&c, 1) : (int)rd_uleb(&c);
-    if (aug[0] == 'z') {
-        uint64_t alen = rd_uleb(&c);
-        const uint8_t *aend = c.p + alen;
-        if (c.bad || alen > (uint64_t)(c.end - c.p))
-            return -1;
-        ci->has_aug_data = 1;
-        for (const char *a = aug + 1; *a; a++) {
-            if (*a == 'R') {
-                ci->fde_enc = (uint8_t)rd_u(&c, 1);
-            } else if (*a == 'L') {
-                (void)rd_u(&c, 1);
-            } else if (*a == 'P') {
-                uint8_t penc = (uint8_t)rd_u(&c, 1);
-                struct cur pc = c;
-                (void)rd_enc(&pc, (uint8_t)(penc & ~DW_EH_PE_indirect), 0);
-                c.p = pc.p;
-            } else if (*a == 'S') {
-                ci->signal_frame = 1;
-            } else if (*a == 'B') {
-                /* aarch64 pointer-authentication key: no data */
-            } else {
-                break;   /* unknown letter: the length lets us skip the rest */
-            }
-        }
-        c.p = aend;
-    }
+    if (aug[0] == 'z' && parse_augmentation(&c, aug, ci) != 0)
+        return -1;
     if (c.bad || ci->ra_reg != PS_REG_RA || ci->code_align == 0)
         return -1;
     ci->insns = c.p;
@@ -444,6 +452,24 @@ static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, u
     return r.c.bad ? -1 : 0;
 }
 
+/* The binary operators of a CFA expression: the top two of the stack st
+ * (depth *sp) replaced by their result.  0 or -1. */
+static int arith(uint8_t op, uint64_t *st, int *sp)
+{
+    if (*sp < 2)
+        return -1;
+    uint64_t b = st[--*sp], a = st[*sp - 1];
+    switch (op) {
+    case 0x1a: a &= b; break;                              /* and */
+    case 0x22: a += b; break;                              /* plus */
+    case 0x1c: a -= b; break;                              /* minus */
+    case 0x24: a = b < 64 ? a << b : 0; break;             /* shl */
+    default: a = (int64_t)a >= (int64_t)b; break;          /* ge */
+    }
+    st[*sp - 1] = a;
+    return 0;
+}
+
 /*
  * A CFA expression, for the one kind the linker emits for every PLT:
  * rsp + 8, plus 8 more past the push in a lazy-binding stub
@@ -478,17 +504,8 @@ static int eval_cfa_expr(const uint8_t *p, uint64_t len, const struct ps_regs *r
                 return -1;
             st[sp - 1] += rd_uleb(&c);
         } else if (op == 0x1a || op == 0x22 || op == 0x1c || op == 0x24 || op == 0x2a) {
-            if (sp < 2)
+            if (arith(op, st, &sp) != 0)
                 return -1;
-            uint64_t b = st[--sp], a = st[sp - 1];
-            switch (op) {
-            case 0x1a: a &= b; break;                              /* and */
-            case 0x22: a += b; break;                              /* plus */
-            case 0x1c: a -= b; break;                              /* minus */
-            case 0x24: a = b < 64 ? a << b : 0; break;             /* shl */
-            default: a = (int64_t)a >= (int64_t)b; break;          /* ge */
-            }
-            st[sp - 1] = a;
         } else {
             return -1;
         }
@@ -496,6 +513,24 @@ static int eval_cfa_expr(const uint8_t *p, uint64_t len, const struct ps_regs *r
     if (c.bad || sp != 1)
         return -1;
     *out = st[0];
+    return 0;
+}
+
+/* The FDE's address range and augmentation data, read from c (left at
+ * its instructions): 0 if it covers lookup, from *start; -1 if it does
+ * not; -PS_STOP_CFI. */
+static int fde_covers(struct cur *c, const struct cie *ci, uintptr_t lookup, uintptr_t *start)
+{
+    *start = (uintptr_t)rd_enc(c, ci->fde_enc, 0);
+    uintptr_t range = (uintptr_t)rd_enc(c, (uint8_t)(ci->fde_enc & 0x0f), 0);
+    if (ci->has_aug_data) {
+        uint64_t alen = rd_uleb(c);
+        if (alen > (uint64_t)(c->end - c->p))
+            return -PS_STOP_CFI;
+        c->p += alen;
+    }
+    if (c->bad || lookup < *start || lookup - *start >= range)
+        return -1;   /* a gap between FDEs: no CFI for this pc */
     return 0;
 }
 
@@ -523,16 +558,10 @@ int ps_cfi_row(uintptr_t hdr, uintptr_t lookup, const struct ps_regs *rs, struct
     if (parse_cie(cie_buf, clen, cie_addr, &ci) != 0)
         return -PS_STOP_CFI;
     struct cur c = { fde + 8, fde + flen, fde_addr, fde, 0 };
-    uintptr_t start = (uintptr_t)rd_enc(&c, ci.fde_enc, 0);
-    uintptr_t range = (uintptr_t)rd_enc(&c, (uint8_t)(ci.fde_enc & 0x0f), 0);
-    if (ci.has_aug_data) {
-        uint64_t alen = rd_uleb(&c);
-        if (alen > (uint64_t)(c.end - c.p))
-            return -PS_STOP_CFI;
-        c.p += alen;
-    }
-    if (c.bad || lookup < start || lookup - start >= range)
-        return -1;   /* a gap between FDEs: no CFI for this pc */
+    uintptr_t start;
+    rc = fde_covers(&c, &ci, lookup, &start);
+    if (rc != 0)
+        return rc;
     if (ci.signal_frame)
         return -PS_STOP_SIGNAL;
 
