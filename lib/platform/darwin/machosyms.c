@@ -134,6 +134,29 @@ static int segname_is(const char *segname, const char *want)
     return strncmp(segname, want, 16) == 0;
 }
 
+/* What one segment adds: __TEXT's place, __LINKEDIT's, the span of the
+ * image's data. */
+static void note_segment(const struct segment_command_64 *sc, struct macho *m)
+{
+    if (segname_is(sc->segname, SEG_TEXT)) {
+        m->text_vmaddr = sc->vmaddr;
+        m->text_vmsize = sc->vmsize;
+        m->have_text = 1;
+    } else if (segname_is(sc->segname, SEG_LINKEDIT)) {
+        m->le_vmaddr = sc->vmaddr;
+        m->le_fileoff = sc->fileoff;
+        m->le_vmsize = sc->vmsize;
+        m->have_le = 1;
+    }
+    if (!segname_is(sc->segname, SEG_LINKEDIT) && !segname_is(sc->segname, SEG_PAGEZERO) &&
+        sc->vmsize != 0) {
+        if (sc->vmaddr < m->lo)
+            m->lo = sc->vmaddr;
+        if (sc->vmaddr + sc->vmsize > m->hi)
+            m->hi = sc->vmaddr + sc->vmsize;
+    }
+}
+
 /* Reads the header and load commands of the image at mh.  0 or -1. */
 static int parse_macho(uintptr_t mh, struct macho *m)
 {
@@ -159,23 +182,7 @@ static int parse_macho(uintptr_t mh, struct macho *m)
         if (lc.cmd == LC_SEGMENT_64 && lc.cmdsize >= sizeof(struct segment_command_64)) {
             struct segment_command_64 sc;
             memcpy(&sc, cmds + at, sizeof sc);
-            if (segname_is(sc.segname, SEG_TEXT)) {
-                m->text_vmaddr = sc.vmaddr;
-                m->text_vmsize = sc.vmsize;
-                m->have_text = 1;
-            } else if (segname_is(sc.segname, SEG_LINKEDIT)) {
-                m->le_vmaddr = sc.vmaddr;
-                m->le_fileoff = sc.fileoff;
-                m->le_vmsize = sc.vmsize;
-                m->have_le = 1;
-            }
-            if (!segname_is(sc.segname, SEG_LINKEDIT) && !segname_is(sc.segname, SEG_PAGEZERO) &&
-                sc.vmsize != 0) {
-                if (sc.vmaddr < m->lo)
-                    m->lo = sc.vmaddr;
-                if (sc.vmaddr + sc.vmsize > m->hi)
-                    m->hi = sc.vmaddr + sc.vmsize;
-            }
+            note_segment(&sc, m);
         } else if (lc.cmd == LC_SYMTAB && lc.cmdsize >= sizeof(struct symtab_command)) {
             memcpy(&m->symtab, cmds + at, sizeof m->symtab);
             m->have_symtab = 1;
@@ -243,6 +250,28 @@ static int collect(uint32_t i, struct ps_obj *o)
     return 0;
 }
 
+/* dyld's list as it is now, sorted by address, in a new array of *n
+ * images; NULL without memory. */
+static struct ps_obj *read_images(size_t *n_out)
+{
+    uint32_t count = _dyld_image_count();
+    if (count > PS_IMAGES_MAX)
+        count = PS_IMAGES_MAX;
+    struct ps_obj *objs = calloc(count ? count : 1, sizeof *objs);
+    if (objs == NULL)
+        return NULL;
+    size_t n = 0;
+    /* An image unloaded meanwhile shifts the indexes: the header of a
+     * past-the-end index is NULL, and the count moved, so the next tick
+     * reads the list again. */
+    for (uint32_t i = 0; i < count; i++)
+        if (collect(i, &objs[n]) == 0)
+            n++;
+    qsort(objs, n, sizeof *objs, by_lo);
+    *n_out = n;
+    return objs;
+}
+
 int ps_objs_refresh(uintptr_t interp)
 {
     if (!atomic_exchange(&watching, 1)) {
@@ -253,20 +282,10 @@ int ps_objs_refresh(uintptr_t interp)
     unsigned long now = atomic_load(&changes);
     if (T.have_list && now == T.seen)
         return 0;
-    uint32_t count = _dyld_image_count();
-    if (count > PS_IMAGES_MAX)
-        count = PS_IMAGES_MAX;
-    struct ps_obj *objs = calloc(count ? count : 1, sizeof *objs);
+    size_t n;
+    struct ps_obj *objs = read_images(&n);
     if (objs == NULL)
         return 0;
-    size_t n = 0;
-    /* An image unloaded meanwhile shifts the indexes: the header of a
-     * past-the-end index is NULL, and the count moved, so the next tick
-     * reads the list again. */
-    for (uint32_t i = 0; i < count; i++)
-        if (collect(i, &objs[n]) == 0)
-            n++;
-    qsort(objs, n, sizeof *objs, by_lo);
     /* Images that stayed keep their names; the others' are freed. */
     for (size_t i = 0; i < T.n; i++) {
         struct ps_obj *stay = same_image(objs, n, &T.objs[i]);
@@ -412,6 +431,68 @@ static void load_starts(struct ps_obj *o, const struct macho *m, uintptr_t linke
     o->t.nstarts = n;
 }
 
+/* Symbol s's name (len bytes), without the C compiler's prefix, if s is
+ * a symbol of the code whose name ends inside the string table names;
+ * NULL if not. */
+static const char *symbol_name(const struct nlist_64 *s, const char *names, const struct macho *m,
+                               size_t *len_out)
+{
+    const struct symtab_command *st = &m->symtab;
+    if ((s->n_type & N_STAB) != 0 || (s->n_type & N_TYPE) != N_SECT || s->n_sect == NO_SECT ||
+        s->n_un.n_strx == 0 || s->n_un.n_strx >= st->strsize ||
+        s->n_value < m->text_vmaddr || s->n_value - m->text_vmaddr >= m->text_vmsize)
+        return NULL;   /* debug entries, undefined, absolute, outside the code */
+    const char *nm = names + s->n_un.n_strx;
+    size_t room = st->strsize - s->n_un.n_strx;
+    size_t len = strnlen(nm, room);
+    if (len == room)
+        return NULL;   /* not terminated inside the table */
+    if (nm[0] == '_' && len > 1) {
+        nm++;       /* the C compiler's prefix */
+        len--;
+    }
+    *len_out = len;
+    return nm;
+}
+
+/* How far an image's tables have grown: entries and name bytes
+ * allocated, name bytes used. */
+struct symgrow {
+    size_t cap, strcap, used;
+};
+
+/* Appends the symbol nm (len bytes) at off to t.  0, or -1 without
+ * memory. */
+static int append_symbol(struct names *t, struct symgrow *g, const char *nm, size_t len,
+                         uint64_t off)
+{
+    if (t->nsyms == g->cap) {
+        size_t nc = g->cap ? g->cap * 2 : 1024;
+        struct sym *ns = realloc(t->syms, nc * sizeof *ns);
+        if (ns == NULL)
+            return -1;
+        t->syms = ns;
+        g->cap = nc;
+    }
+    if (g->used + len + 1 > g->strcap) {
+        size_t nc = g->strcap ? g->strcap * 2 : 16384;
+        while (nc < g->used + len + 1)
+            nc *= 2;
+        char *ns = realloc(t->strs, nc);
+        if (ns == NULL)
+            return -1;
+        t->strs = ns;
+        g->strcap = nc;
+    }
+    memcpy(t->strs + g->used, nm, len);
+    t->strs[g->used + len] = '\0';
+    t->syms[t->nsyms] = (struct sym){ off, (uint32_t)g->used };
+    t->nsyms++;
+    g->used += len + 1;
+    t->bytes += sizeof(struct sym) + len + 1;
+    return 0;
+}
+
 static void load_symtab(struct ps_obj *o, const struct macho *m, uintptr_t linkedit)
 {
     const struct symtab_command *st = &m->symtab;
@@ -424,49 +505,17 @@ static void load_symtab(struct ps_obj *o, const struct macho *m, uintptr_t linke
         free(nl);
         return;
     }
-    size_t cap = 0, strcap = 0, used = 0;
+    struct symgrow g = { 0, 0, 0 };
     for (uint32_t i = 0; i < st->nsyms; i++) {
-        const struct nlist_64 *s = &nl[i];
-        if ((s->n_type & N_STAB) != 0 || (s->n_type & N_TYPE) != N_SECT || s->n_sect == NO_SECT ||
-            s->n_un.n_strx == 0 || s->n_un.n_strx >= st->strsize ||
-            s->n_value < m->text_vmaddr || s->n_value - m->text_vmaddr >= m->text_vmsize)
-            continue;   /* debug entries, undefined, absolute, outside the code */
-        const char *nm = names + s->n_un.n_strx;
-        size_t room = st->strsize - s->n_un.n_strx;
-        size_t len = strnlen(nm, room);
-        if (len == room)
-            continue;   /* not terminated inside the table */
-        if (nm[0] == '_' && len > 1) {
-            nm++;       /* the C compiler's prefix */
-            len--;
-        }
+        size_t len;
+        const char *nm = symbol_name(&nl[i], names, m, &len);
+        if (nm == NULL)
+            continue;
         struct names *t = &o->t;
         if (len == 0 || T.sym_bytes + t->bytes + sizeof(struct sym) + len + 1 > PS_SYM_BUDGET)
             continue;
-        if (t->nsyms == cap) {
-            size_t nc = cap ? cap * 2 : 1024;
-            struct sym *ns = realloc(t->syms, nc * sizeof *ns);
-            if (ns == NULL)
-                break;
-            t->syms = ns;
-            cap = nc;
-        }
-        if (used + len + 1 > strcap) {
-            size_t nc = strcap ? strcap * 2 : 16384;
-            while (nc < used + len + 1)
-                nc *= 2;
-            char *ns = realloc(t->strs, nc);
-            if (ns == NULL)
-                break;
-            t->strs = ns;
-            strcap = nc;
-        }
-        memcpy(t->strs + used, nm, len);
-        t->strs[used + len] = '\0';
-        t->syms[t->nsyms] = (struct sym){ s->n_value - m->text_vmaddr, (uint32_t)used };
-        t->nsyms++;
-        used += len + 1;
-        t->bytes += sizeof(struct sym) + len + 1;
+        if (append_symbol(t, &g, nm, len, nl[i].n_value - m->text_vmaddr) != 0)
+            break;
     }
     free(nl);
     free(names);
