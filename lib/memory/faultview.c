@@ -372,6 +372,44 @@ static void chain_leave(int slot, uintptr_t saved_sp, int saved_depth)
     }
 }
 
+/*
+ * Calls the program's handler v (view slot idx of fv) as the kernel would
+ * have, errno back to the fault's (saved_errno) first.  1 if it ran, 0 if
+ * this call is a loop through handlers that chain back to us.
+ */
+static int call_view(struct fault_view *fv, unsigned idx, const struct sigaction *v, int sig,
+                     siginfo_t *si, void *uc, int saved_errno)
+{
+    int loop;
+    uintptr_t saved_sp = 0;
+    int saved_depth = -1;
+    int slot = chain_enter((uintptr_t)__builtin_frame_address(0), &loop,
+                           &saved_sp, &saved_depth);
+    if (loop)
+        return 0;
+    if (v->sa_flags & SA_RESETHAND)
+        reset_view(fv, idx, v);
+    /* The kernel blocked nothing for us (SA_NODEFER, empty
+     * sa_mask): block what it would have blocked for the
+     * program's handler.  No restore afterwards: sigreturn puts
+     * the interrupted context's mask back. */
+    sigset_t block = v->sa_mask;
+    if (!(v->sa_flags & SA_NODEFER))
+        sigaddset(&block, sig);
+    pthread_sigmask(SIG_BLOCK, &block, NULL);
+    errno = saved_errno;
+    /* Three arguments whatever SA_SIGINFO says, as the kernel
+     * passes them on x86-64 (the siginfo and ucontext pointers
+     * are in the argument registers for every handler, and
+     * handlers declared with one parameter that read the context
+     * exist); a one-parameter handler ignores the other two under
+     * every calling convention we run on.  sa_handler and
+     * sa_sigaction are one pointer in a union. */
+    v->sa_sigaction(sig, si, uc);
+    chain_leave(slot, saved_sp, saved_depth);
+    return 1;
+}
+
 /* Hands a fault that is not ours to the program's view, as the kernel
  * would have (the rules are at the top of this file). */
 static void deliver(int sig, siginfo_t *si, void *uc)
@@ -383,34 +421,8 @@ static void deliver(int sig, siginfo_t *si, void *uc)
     int hw = ps_signal_from_fault(si);
 
     if (has_function(&v) && !is_ours(&v)) {
-        int loop;
-        uintptr_t saved_sp = 0;
-        int saved_depth = -1;
-        int slot = chain_enter((uintptr_t)__builtin_frame_address(0), &loop,
-                               &saved_sp, &saved_depth);
-        if (!loop) {
-            if (v.sa_flags & SA_RESETHAND)
-                reset_view(fv, idx, &v);
-            /* The kernel blocked nothing for us (SA_NODEFER, empty
-             * sa_mask): block what it would have blocked for the
-             * program's handler.  No restore afterwards: sigreturn puts
-             * the interrupted context's mask back. */
-            sigset_t block = v.sa_mask;
-            if (!(v.sa_flags & SA_NODEFER))
-                sigaddset(&block, sig);
-            pthread_sigmask(SIG_BLOCK, &block, NULL);
-            errno = saved_errno;
-            /* Three arguments whatever SA_SIGINFO says, as the kernel
-             * passes them on x86-64 (the siginfo and ucontext pointers
-             * are in the argument registers for every handler, and
-             * handlers declared with one parameter that read the context
-             * exist); a one-parameter handler ignores the other two under
-             * every calling convention we run on.  sa_handler and
-             * sa_sigaction are one pointer in a union. */
-            v.sa_sigaction(sig, si, uc);
-            chain_leave(slot, saved_sp, saved_depth);
+        if (call_view(fv, idx, &v, sig, si, uc, saved_errno))
             return;   /* errno as the program's handler left it */
-        }
         /* A loop: fall through to the default action. */
     } else if (v.sa_handler == SIG_IGN && !hw) {
         errno = saved_errno;
