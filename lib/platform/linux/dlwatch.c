@@ -174,39 +174,41 @@ static int sym_matches(const struct elf_obj *o, uint32_t idx, const char *name)
     return strcmp(o->strtab + s->st_name, name) == 0;
 }
 
-/* Address of the defined symbol name in o, or 0.  The tables were checked
- * by the dynamic linker when it loaded the object (it resolves through the
- * same ones); the loops are bounded all the same. */
-static uintptr_t elf_lookup(const struct elf_obj *o, const char *name)
+/* elf_lookup through DT_GNU_HASH: its Bloom filter, then the bucket's
+ * chain. */
+static uintptr_t gnu_lookup(const struct elf_obj *o, const char *name)
 {
-    if (o->gnu_hash != NULL) {
-        const uint32_t *h = o->gnu_hash;
-        uint32_t nbuckets = h[0], symoffset = h[1], bloom_size = h[2], shift = h[3];
-        if (nbuckets == 0 || bloom_size == 0)
-            return 0;
-        const ElfW(Addr) *bloom = (const ElfW(Addr) *)(h + 4);
-        const uint32_t *buckets = (const uint32_t *)(bloom + bloom_size);
-        const uint32_t *chain = buckets + nbuckets;
-        uint32_t hv = 5381;
-        for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-            hv = hv * 33 + *p;
-        const unsigned bits = sizeof(ElfW(Addr)) * 8;
-        ElfW(Addr) word = bloom[(hv / bits) % bloom_size];
-        ElfW(Addr) mask = ((ElfW(Addr))1 << (hv % bits)) | ((ElfW(Addr))1 << ((hv >> shift) % bits));
-        if ((word & mask) != mask)
-            return 0;
-        uint32_t idx = buckets[hv % nbuckets];
-        if (idx < symoffset)
-            return 0;
-        for (int n = 0; n < 1 << 20; n++, idx++) {
-            uint32_t h2 = chain[idx - symoffset];
-            if ((hv | 1) == (h2 | 1) && sym_matches(o, idx, name))
-                return o->base + o->symtab[idx].st_value;
-            if (h2 & 1)
-                break;
-        }
+    const uint32_t *h = o->gnu_hash;
+    uint32_t nbuckets = h[0], symoffset = h[1], bloom_size = h[2], shift = h[3];
+    if (nbuckets == 0 || bloom_size == 0)
         return 0;
+    const ElfW(Addr) *bloom = (const ElfW(Addr) *)(h + 4);
+    const uint32_t *buckets = (const uint32_t *)(bloom + bloom_size);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t hv = 5381;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        hv = hv * 33 + *p;
+    const unsigned bits = sizeof(ElfW(Addr)) * 8;
+    ElfW(Addr) word = bloom[(hv / bits) % bloom_size];
+    ElfW(Addr) mask = ((ElfW(Addr))1 << (hv % bits)) | ((ElfW(Addr))1 << ((hv >> shift) % bits));
+    if ((word & mask) != mask)
+        return 0;
+    uint32_t idx = buckets[hv % nbuckets];
+    if (idx < symoffset)
+        return 0;
+    for (int n = 0; n < 1 << 20; n++, idx++) {
+        uint32_t h2 = chain[idx - symoffset];
+        if ((hv | 1) == (h2 | 1) && sym_matches(o, idx, name))
+            return o->base + o->symtab[idx].st_value;
+        if (h2 & 1)
+            break;
     }
+    return 0;
+}
+
+/* elf_lookup through DT_HASH (System V), where there is no GNU table. */
+static uintptr_t sysv_lookup(const struct elf_obj *o, const char *name)
+{
     const uint32_t *h = o->sysv_hash;
     uint32_t nbucket = h[0], nchain = h[1];
     if (nbucket == 0)
@@ -226,6 +228,14 @@ static uintptr_t elf_lookup(const struct elf_obj *o, const char *name)
         idx = h[2 + nbucket + idx];
     }
     return 0;
+}
+
+/* Address of the defined symbol name in o, or 0.  The tables were checked
+ * by the dynamic linker when it loaded the object (it resolves through the
+ * same ones); the loops are bounded all the same. */
+static uintptr_t elf_lookup(const struct elf_obj *o, const char *name)
+{
+    return o->gnu_hash != NULL ? gnu_lookup(o, name) : sysv_lookup(o, name);
 }
 
 /* ---- the scan ------------------------------------------------------------ */
