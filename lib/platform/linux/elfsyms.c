@@ -84,6 +84,44 @@ struct collect {
     int first_only;
 };
 
+/* The span of the object's code (its executable PT_LOAD segments) and
+ * where its .eh_frame_hdr is, into o. */
+static void read_segments(const struct dl_phdr_info *info, struct ps_obj *o)
+{
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            uintptr_t a = o->bias + ph->p_vaddr, b = a + ph->p_memsz;
+            if (a < o->lo)
+                o->lo = a;
+            if (b > o->hi)
+                o->hi = b;
+        } else if (ph->p_type == PT_GNU_EH_FRAME) {
+            o->eh_hdr = o->bias + ph->p_vaddr;
+        }
+    }
+}
+
+/* o's path and base name from the list's path: the vDSO, an object with
+ * no name, or a file.  0, or -1 without memory. */
+static int name_obj(struct ps_obj *o, const char *path)
+{
+    if (strncmp(path, "linux-vdso", 10) == 0 || strncmp(path, "linux-gate", 10) == 0) {
+        o->path = strdup("[vdso]");
+        o->vdso = 1;
+    } else if (path[0] == '\0') {
+        o->path = strdup("[unknown]");
+        o->syms_state = -1;
+    } else {
+        o->path = strdup(path);
+    }
+    if (o->path == NULL)
+        return -1;
+    const char *slash = strrchr(o->path, '/');
+    o->name = slash ? slash + 1 : o->path;
+    return 0;
+}
+
 static int collect_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
     struct collect *c = arg;
@@ -100,36 +138,14 @@ static int collect_cb(struct dl_phdr_info *info, size_t size, void *arg)
     memset(&o, 0, sizeof o);
     o.bias = info->dlpi_addr;
     o.lo = UINTPTR_MAX;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-            uintptr_t a = o.bias + ph->p_vaddr, b = a + ph->p_memsz;
-            if (a < o.lo)
-                o.lo = a;
-            if (b > o.hi)
-                o.hi = b;
-        } else if (ph->p_type == PT_GNU_EH_FRAME) {
-            o.eh_hdr = o.bias + ph->p_vaddr;
-        }
-    }
+    read_segments(info, &o);
     if (o.lo >= o.hi)
         return 0;
     const char *path = info->dlpi_name;
     if (path == NULL || path[0] == '\0')
         path = c->n == 0 && T.exe[0] ? T.exe : "";
-    if (strncmp(path, "linux-vdso", 10) == 0 || strncmp(path, "linux-gate", 10) == 0) {
-        o.path = strdup("[vdso]");
-        o.vdso = 1;
-    } else if (path[0] == '\0') {
-        o.path = strdup("[unknown]");
-        o.syms_state = -1;
-    } else {
-        o.path = strdup(path);
-    }
-    if (o.path == NULL)
+    if (name_obj(&o, path) != 0)
         return 0;
-    const char *slash = strrchr(o.path, '/');
-    o.name = slash ? slash + 1 : o.path;
     c->objs[c->n++] = o;
     return 0;
 }
@@ -309,6 +325,40 @@ static int by_addr(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* Appends the function symbol s, named nm (len bytes), to o's tables
+ * (cap entries and strcap name bytes allocated, strlen_ used).  0, or -1
+ * without memory. */
+static int append_sym(struct ps_obj *o, const ElfW(Sym) *s, const char *nm, size_t len,
+                      size_t *cap, size_t *strcap, size_t *strlen_)
+{
+    if (o->nsyms == *cap) {
+        size_t nc = *cap ? *cap * 2 : 1024;
+        struct sym *ns = realloc(o->syms, nc * sizeof *ns);
+        if (ns == NULL)
+            return -1;
+        o->syms = ns;
+        *cap = nc;
+    }
+    if (*strlen_ + len + 1 > *strcap) {
+        size_t nc = *strcap ? *strcap * 2 : 16384;
+        while (nc < *strlen_ + len + 1)
+            nc *= 2;
+        char *ns = realloc(o->strs, nc);
+        if (ns == NULL)
+            return -1;
+        o->strs = ns;
+        *strcap = nc;
+    }
+    memcpy(o->strs + *strlen_, nm, len + 1);
+    o->syms[o->nsyms].addr = s->st_value;
+    o->syms[o->nsyms].size = s->st_size > UINT32_MAX ? UINT32_MAX : (uint32_t)s->st_size;
+    o->syms[o->nsyms].name = (uint32_t)*strlen_;
+    o->nsyms++;
+    *strlen_ += len + 1;
+    o->bytes += sizeof(struct sym) + len + 1;
+    return 0;
+}
+
 /* Symbols of one symbol table section (symtab, with its string table). */
 static void add_section(struct ps_obj *o, const uint8_t *map, size_t size, const ElfW(Shdr) *sh,
                         const ElfW(Shdr) *str, size_t *cap, size_t *strcap, size_t *strlen_)
@@ -331,31 +381,8 @@ static void add_section(struct ps_obj *o, const uint8_t *map, size_t size, const
             continue;
         if (T.sym_bytes + o->bytes + sizeof(struct sym) + len + 1 > PS_SYM_BUDGET)
             return;
-        if (o->nsyms == *cap) {
-            size_t nc = *cap ? *cap * 2 : 1024;
-            struct sym *ns = realloc(o->syms, nc * sizeof *ns);
-            if (ns == NULL)
-                return;
-            o->syms = ns;
-            *cap = nc;
-        }
-        if (*strlen_ + len + 1 > *strcap) {
-            size_t nc = *strcap ? *strcap * 2 : 16384;
-            while (nc < *strlen_ + len + 1)
-                nc *= 2;
-            char *ns = realloc(o->strs, nc);
-            if (ns == NULL)
-                return;
-            o->strs = ns;
-            *strcap = nc;
-        }
-        memcpy(o->strs + *strlen_, nm, len + 1);
-        o->syms[o->nsyms].addr = s[i].st_value;
-        o->syms[o->nsyms].size = s[i].st_size > UINT32_MAX ? UINT32_MAX : (uint32_t)s[i].st_size;
-        o->syms[o->nsyms].name = (uint32_t)*strlen_;
-        o->nsyms++;
-        *strlen_ += len + 1;
-        o->bytes += sizeof(struct sym) + len + 1;
+        if (append_sym(o, &s[i], nm, len, cap, strcap, strlen_) != 0)
+            return;
     }
 }
 
