@@ -212,9 +212,9 @@ static inline int data_stack_linked(uintptr_t above, uintptr_t frame, uint64_t w
  * if a link points there, and then validated like any frame).
  *
  * Not on macOS (ps_plat_walk_reads_copy): there the walk reads a copy of
- * the suspended thread made by darwin/suspend.c, which batches its reads
- * by a rule of its own; a span read of ours would reach past that copy and
- * read the running thread.
+ * the suspended thread made by framecopy.c (through darwin/suspend.c),
+ * which batches its reads by a rule of its own; a span read of ours would
+ * reach past that copy and read the running thread.
  *
  * Only frames near the last data-stack frame walked are taken this way:
  * generator frames (heap) and 3.12+'s entry shims (C stack) are read

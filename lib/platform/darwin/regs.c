@@ -9,8 +9,9 @@
  * rsp, rbp), and leaves it suspended.  The sampler then unwinds it
  * (unwind.c: macOS code keeps frame pointers on both architectures, so the
  * frame-pointer walk is the method; every load through ps_read, here
- * mach_vm_read_overwrite), and ps_thread_copy_begin copies its Python
- * frames inside the same suspension and resumes it.  ps_native_release
+ * mach_vm_read_overwrite), and the frame copy (lib/python/framecopy.c)
+ * joins the hold through ps_thread_suspend, copies its Python frames
+ * inside the same suspension, and ps_thread_resume ends it.  ps_native_release
  * says whether both were taken in that one window.
  *
  * While the thread is suspended (from thread_suspend here to the resume in
