@@ -409,7 +409,7 @@ static enum step op_extended(struct cfa_run *r, uint8_t op)
     case 0x2e:                      /* GNU_args_size */
         (void)rd_uleb(&r->c);
         return STEP_ON;
-    case 0x2d:                      /* AARCH64_negate_ra_state (native/arch.h) */
+    case 0x2d:                      /* AARCH64_negate_ra_state (platform/arch.h) */
         return PS_ARCH_NEGATE_RA_STATE ? STEP_ON : STEP_FAIL;
     default:
         return STEP_FAIL;           /* an opcode we do not know: stop */

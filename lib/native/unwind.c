@@ -1,7 +1,7 @@
 /*
  * unwind.c - a thread's registers into its chain of return addresses.
  *
- * x86-64 and aarch64 (native/arch.h: register numbers, the return
+ * x86-64 and aarch64 (platform/arch.h: register numbers, the return
  * address column): DWARF call frame information, read by cfi.c from the
  * .eh_frame_hdr of the object containing pc: the CFA and where the
  * caller's registers were saved.  CFI it does not follow (an expression

@@ -14,7 +14,7 @@
  *              an address up in them during a hold takes no lock and
  *              allocates nothing.
  *
- * The CPU's register numbers are native/arch.h's, which this builds on.
+ * The CPU's register numbers are platform/arch.h's, which this builds on.
  */
 #ifndef PS_PLATFORM_STACKS_H
 #define PS_PLATFORM_STACKS_H
@@ -23,11 +23,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "native/arch.h"
+#include "platform/arch.h"
 
 /* --- registers ------------------------------------------------------------ */
 
-/* The architecture's registers (native/arch.h); r[] holds what is known. */
+/* The architecture's registers (platform/arch.h); r[] holds what is known. */
 struct ps_regs {
     uint64_t r[PS_REG_N];
     uint64_t valid;         /* bit i: r[i] is known; PS_REGS_LEAF_RET: leaf_ret is */

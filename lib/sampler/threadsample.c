@@ -235,6 +235,50 @@ static int stack_frames(struct ps_tick_ctx *t, unsigned long pth, int tasks_here
     return d;
 }
 
+/* The weight a stack of the thread ti counts with, of the tick's weight;
+ * 0: nothing to count.  cpu mode: the CPU time its thread used since it
+ * was last looked at, whatever weight the tick gave (its CPU clock also
+ * covers the ticks PYSAMPLE_MAX_THREADS_PER_TICK passed it by). */
+static uint64_t thread_weight(const struct ps_tick_ctx *t, struct ps_thread_info *ti,
+                              uint64_t weight)
+{
+    if (ps_settings()->mode == PS_MODE_CPU && !t->all)
+        return ps_threadinfo_cpu_weight(ti, t->cpu_period_ns, t->run);
+    return weight;
+}
+
+/* Counts the walk w of the thread state tsp (pthread pth, ti) weight
+ * times: its stack, with root frames, tasks and [gc]; in wall mode also
+ * the other tasks of the thread's loops where they wait. */
+static void count_walk(struct ps_tick_ctx *t, uintptr_t tsp, uintptr_t pth,
+                       struct ps_thread_info *ti, const struct walk *w, uint64_t weight)
+{
+    int d_root = root_frames(t, w);
+    int tasks_here = t->tasks != NULL && ps_tasks_on_thread(t->tasks, pth);
+    int d = stack_frames(t, pth, tasks_here, w, d_root);
+    /* The collector's stack, if it is collecting still now that it was
+     * walked: [gc] on top (interpstate.c says why twice). */
+    if (tsp == t->gc_collector && ps_gc_still_collecting(sample.py, t->interp, tsp))
+        sample.rooted[d++] = ps_frame(PS_SYM_GC, PS_LINE_NONE);
+    uint32_t label = ps_threadinfo_label(sample.py, &t->p->syms, ti, t->now, w->py.boot);
+    if (label == PS_ID_NONE ||
+        ps_stacktab_add(&t->p->tab, label, sample.rooted, (uint32_t)d, weight) != 0) {
+        ps_count(PS_COUNT_ERRORS, 1);
+        return;
+    }
+    ps_count(PS_COUNT_SAMPLES, weight);
+    /* Wall mode: every other task of this thread's loops counts where it
+     * waits, as if it were a thread of its own.  Its stack keeps the
+     * interpreter frame but not the truncation marker, which was this
+     * walk's. */
+    if (tasks_here && ps_settings()->mode == PS_MODE_WALL) {
+        int k = ps_tasks_emit_waiting(t->tasks, &t->p->syms, &t->p->tab, pth, label,
+                                      sample.rooted, w->py.truncated ? d_root - 1 : d_root,
+                                      sample.room, weight);
+        ps_count(PS_COUNT_SAMPLES, (uint64_t)k * weight);
+    }
+}
+
 void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_t weight)
 {
     long tid;
@@ -242,11 +286,7 @@ void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_
     if (ps_threadinfo_ids(&sample.py->L, ts, &tid, &pth) != 0)
         return;  /* not yet bound to an OS thread */
     struct ps_thread_info *ti = ps_threadinfo_find(tid);
-    /* cpu mode: a stack counts the CPU time its thread used since it was
-     * last looked at, whatever weight the tick gave (its CPU clock also
-     * covers the ticks PYSAMPLE_MAX_THREADS_PER_TICK passed it by). */
-    if (ps_settings()->mode == PS_MODE_CPU && !t->all)
-        weight = ps_threadinfo_cpu_weight(ti, t->cpu_period_ns, t->run);
+    weight = thread_weight(t, ti, weight);
     if (weight == 0)
         return;  /* idle since the previous look, or less than a period */
     if (t->tasks_state == PS_TASKS_DUE) {
@@ -264,31 +304,7 @@ void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_
     }
     if (w.py.n == 0)
         return;  /* no Python code on this thread right now */
-
-    int d_root = root_frames(t, &w);
-    int tasks_here = t->tasks != NULL && ps_tasks_on_thread(t->tasks, pth);
-    int d = stack_frames(t, pth, tasks_here, &w, d_root);
-    /* The collector's stack, if it is collecting still now that it was
-     * walked: [gc] on top (interpstate.c says why twice). */
-    if (tsp == t->gc_collector && ps_gc_still_collecting(sample.py, t->interp, tsp))
-        sample.rooted[d++] = ps_frame(PS_SYM_GC, PS_LINE_NONE);
-    uint32_t label = ps_threadinfo_label(sample.py, &t->p->syms, ti, t->now, w.py.boot);
-    if (label == PS_ID_NONE ||
-        ps_stacktab_add(&t->p->tab, label, sample.rooted, (uint32_t)d, weight) != 0) {
-        ps_count(PS_COUNT_ERRORS, 1);
-        return;
-    }
-    ps_count(PS_COUNT_SAMPLES, weight);
-    /* Wall mode: every other task of this thread's loops counts where it
-     * waits, as if it were a thread of its own.  Its stack keeps the
-     * interpreter frame but not the truncation marker, which was this
-     * walk's. */
-    if (tasks_here && ps_settings()->mode == PS_MODE_WALL) {
-        int k = ps_tasks_emit_waiting(t->tasks, &t->p->syms, &t->p->tab, pth, label,
-                                      sample.rooted, w.py.truncated ? d_root - 1 : d_root,
-                                      sample.room, weight);
-        ps_count(PS_COUNT_SAMPLES, (uint64_t)k * weight);
-    }
+    count_walk(t, tsp, pth, ti, &w, weight);
 }
 
 void ps_threadsample_child_after_fork(void)

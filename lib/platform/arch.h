@@ -1,5 +1,5 @@
 /*
- * native/arch.h - what the unwinder (unwind.c, cfi.c) needs of the CPU:
+ * platform/arch.h - what the unwinder (unwind.c, cfi.c) needs of the CPU:
  * its DWARF register numbers, the slots of struct ps_regs and how many
  * saved registers one cached rule holds.  Everything the unwinder does
  * differently per architecture is a value here; the code is the same.
@@ -8,8 +8,8 @@
  * platform's: platform/stacks.h, lib/platform/linux/regs_<arch>.c and
  * lib/platform/darwin/regs.c.
  */
-#ifndef PS_NATIVE_ARCH_H
-#define PS_NATIVE_ARCH_H
+#ifndef PS_PLATFORM_ARCH_H
+#define PS_PLATFORM_ARCH_H
 
 /*
  * PS_REG_N      slots of ps_regs.r[]: the DWARF registers we track, and pc
