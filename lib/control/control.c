@@ -113,11 +113,11 @@ void ps_control_note_session(int on)
 static void open_listen(uint64_t now)
 {
     char base[96], why[400];
-    snprintf(base, sizeof base, "pysample.%u.%llu.%ld", (unsigned)geteuid(), ps_ctlsock_pidns(),
+    snprintf(base, sizeof base, PS_CTLSOCK_NAME, (unsigned)geteuid(), ps_ctlsock_pidns(),
              (long)getpid());
     if (ctl.dir[0] != '\0') {
         char own[128];
-        snprintf(own, sizeof own, "%s.sock", base);
+        snprintf(own, sizeof own, "%s" PS_CTLSOCK_SUFFIX, base);
         ps_ctlsweep(ctl.dir, (unsigned)geteuid(), own, now + PS_CTL_SWEEP_NS);
     }
     int fd = ps_ctlsock_listen(ctl.dir, base, ctl.shown, sizeof ctl.shown, ctl.file, sizeof ctl.file,

@@ -27,20 +27,21 @@
 #include <unistd.h>
 
 #include "control/ctlsweep.h"
+#include "platform/ctlsock.h"
 #include "platform/platform.h"
 
 #define SWEEP_ENTRIES 4096  /* directory entries read at most */
 #define SWEEP_CHECKS 256    /* sockets connected to at most */
 
-/* 1 if name is "pysample.<uid>.<n>.<n>.sock". */
+/* 1 if name is "pysample.<uid>.<n>.<n>.sock" (ctlsock.h), uid's. */
 static int our_name(const char *name, unsigned uid)
 {
     unsigned u;
     unsigned long long ns;
     long pid;
     char tail[8];
-    return sscanf(name, "pysample.%u.%llu.%ld.%7s", &u, &ns, &pid, tail) == 4 && u == uid &&
-           strcmp(tail, "sock") == 0;
+    return sscanf(name, PS_CTLSOCK_NAME ".%7s", &u, &ns, &pid, tail) == 4 && u == uid &&
+           strcmp(tail, PS_CTLSOCK_SUFFIX + 1) == 0;
 }
 
 /* 1 if path is a socket that refuses connections: nobody listens. */

@@ -29,6 +29,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The name, for the effective uid, the pid namespace and the pid
+ * (control.c makes it, ctlsweep.c recognises it; the Python tool's
+ * scripts/pysample_tool/remote.py does both the same way), and what its
+ * file in a directory adds. */
+#define PS_CTLSOCK_NAME "pysample.%u.%llu.%ld"
+#define PS_CTLSOCK_SUFFIX ".sock"
+
 /* The directory used when PYSAMPLE_CONTROL_DIR is not set: "" (abstract
  * names) on Linux, "/tmp" on macOS. */
 const char *ps_ctlsock_default_dir(void);

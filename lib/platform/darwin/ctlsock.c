@@ -48,7 +48,7 @@ int ps_ctlsock_listen(const char *dir, const char *base, char *shown, size_t sho
     a.sun_family = AF_UNIX;
     if (dir[0] == '\0')
         dir = ps_ctlsock_default_dir();
-    int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/%s.sock", dir, base);
+    int n = snprintf(a.sun_path, sizeof a.sun_path, "%s/%s" PS_CTLSOCK_SUFFIX, dir, base);
     file[0] = '\0';
     if (n < 0 || (size_t)n >= sizeof a.sun_path) {
         snprintf(why, whylen, "the socket path in %s is too long", dir);

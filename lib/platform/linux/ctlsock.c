@@ -73,7 +73,7 @@ int ps_ctlsock_listen(const char *dir, const char *base, char *shown, size_t sho
                       size_t filelen, char *why, size_t whylen)
 {
     file[0] = '\0';
-    int n = dir[0] ? snprintf(shown, shownlen, "%s/%s.sock", dir, base)
+    int n = dir[0] ? snprintf(shown, shownlen, "%s/%s" PS_CTLSOCK_SUFFIX, dir, base)
                    : snprintf(shown, shownlen, "@%s", base);
     struct sockaddr_un a;
     socklen_t alen;
