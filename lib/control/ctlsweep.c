@@ -41,7 +41,7 @@ static int our_name(const char *name, unsigned uid)
     long pid;
     char tail[8];
     return sscanf(name, PS_CTLSOCK_NAME ".%7s", &u, &ns, &pid, tail) == 4 && u == uid &&
-           strcmp(tail, PS_CTLSOCK_SUFFIX + 1) == 0;
+           strcmp(tail, &PS_CTLSOCK_SUFFIX[1]) == 0;  /* past its dot */
 }
 
 /* 1 if path is a socket that refuses connections: nobody listens. */
