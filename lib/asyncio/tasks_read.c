@@ -342,7 +342,9 @@ static int coro_chain(struct ps_tasks *T, struct ps_codecache *cc, struct ps_sym
             break;
         int is_tg = 0;
         uint64_t f;
-        int r = ps_frame_one(py, cc, tab, lines, frame, &f, &is_tg);
+        const struct ps_walk_req one = { .py = py, .cc = cc, .syms = tab, .lines = lines,
+                                         .frame = frame, .max = 1, .out = &f };
+        int r = ps_frame_one(&one, &is_tg);
         if (r < 0)
             break;
         if (r > 0)

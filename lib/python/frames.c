@@ -492,15 +492,15 @@ int ps_walk(const struct ps_walk_req *rq, struct ps_walk_res *res)
     return n;
 }
 
-int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
-                 int lines, uintptr_t frame, uint64_t *out, int *taskgroup)
+int ps_frame_one(const struct ps_walk_req *rq, int *taskgroup)
 {
+    uintptr_t frame = rq->frame;
     struct walk_plan plan;
     uint8_t fr[512];
     uintptr_t boot = 0;
     uint64_t words;
 
-    int rc = ps_walk_plan_init(&plan, py, cc, syms, lines);
+    int rc = ps_walk_plan_init(&plan, rq->py, rq->cc, rq->syms, rq->lines);
     if (rc != 0)
         return rc;
     if (!ps_frame_addr_ok(frame) || ps_read(fr, frame, plan.fr_read) != 0)
@@ -508,5 +508,5 @@ int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_
     if (frame_freed(&plan, fr))
         return PS_WALK_INCONSISTENT;
     *taskgroup = 0;
-    return resolve(&plan, frame, fr, out, &boot, taskgroup, &words, NULL, 0);
+    return resolve(&plan, frame, fr, rq->out, &boot, taskgroup, &words, NULL, 0);
 }

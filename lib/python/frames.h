@@ -61,13 +61,13 @@ struct ps_walk_res {
 int ps_walk(const struct ps_walk_req *rq, struct ps_walk_res *res);
 
 /*
- * Resolves the one frame at frame without following its link (a suspended
- * coroutine's frame has none): 1 with *out set, 0 if the frame is not shown
- * (a shim), or a PS_WALK_ error.  *taskgroup is set to 1 when the frame
- * runs asyncio's TaskGroup.__aexit__ (its first local is the group).
+ * Resolves the one frame at rq->frame without following its link (a
+ * suspended coroutine's frame has none) into rq->out[0]; rq->max, addrs
+ * and entry are not used.  1 with the frame set, 0 if the frame is not
+ * shown (a shim), or a PS_WALK_ error.  *taskgroup is set to 1 when the
+ * frame runs asyncio's TaskGroup.__aexit__ (its first local is the group).
  */
-int ps_frame_one(const struct ps_python *py, struct ps_codecache *cc, struct ps_symtab *syms,
-                 int lines, uintptr_t frame, uint64_t *out, int *taskgroup);
+int ps_frame_one(const struct ps_walk_req *rq, int *taskgroup);
 
 /*
  * How a frame chain is followed, by the walk below and by the copy of a
