@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "control/ctlproto.h"
+#include "util/grow.h"
 
 static const struct { const char *name; enum ps_ctl_verb verb; } verbs[] = {
     { "dump", PS_CTL_DUMP },   { "record", PS_CTL_RECORD }, { "top", PS_CTL_TOP },
@@ -192,14 +193,10 @@ static int reserve(struct ps_buf *buf, size_t more)
 {
     if (buf->len + more <= buf->cap)
         return 0;
-    size_t cap = buf->cap ? buf->cap : 4096;
-    while (cap < buf->len + more)
-        cap *= 2;
-    char *d = realloc(buf->data, cap);
+    char *d = ps_grow(buf->data, &buf->cap, buf->len + more, 1, 4096);
     if (d == NULL)
         return -1;
     buf->data = d;
-    buf->cap = cap;
     return 0;
 }
 

@@ -49,6 +49,7 @@
 #include "memory/memread.h"
 #include "platform/stacks.h"
 #include "platform/darwin/darwin.h"
+#include "util/grow.h"
 
 #define PS_SYM_BUDGET (256u << 20)
 #define PS_IMAGES_MAX 4096
@@ -466,24 +467,14 @@ struct symgrow {
 static int append_symbol(struct names *t, struct symgrow *g, const char *nm, size_t len,
                          uint64_t off)
 {
-    if (t->nsyms == g->cap) {
-        size_t nc = g->cap ? g->cap * 2 : 1024;
-        struct sym *ns = realloc(t->syms, nc * sizeof *ns);
-        if (ns == NULL)
-            return -1;
-        t->syms = ns;
-        g->cap = nc;
-    }
-    if (g->used + len + 1 > g->strcap) {
-        size_t nc = g->strcap ? g->strcap * 2 : 16384;
-        while (nc < g->used + len + 1)
-            nc *= 2;
-        char *ns = realloc(t->strs, nc);
-        if (ns == NULL)
-            return -1;
-        t->strs = ns;
-        g->strcap = nc;
-    }
+    struct sym *syms = ps_grow(t->syms, &g->cap, t->nsyms + 1, sizeof *syms, 1024);
+    if (syms == NULL)
+        return -1;
+    t->syms = syms;
+    char *strs = ps_grow(t->strs, &g->strcap, g->used + len + 1, 1, 16384);
+    if (strs == NULL)
+        return -1;
+    t->strs = strs;
     memcpy(t->strs + g->used, nm, len);
     t->strs[g->used + len] = '\0';
     t->syms[t->nsyms] = (struct sym){ off, (uint32_t)g->used };
