@@ -23,6 +23,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -986,6 +987,61 @@ def test_shared_control_directory_plants(ctx):
     ctx.check(rc == 7 and "pysample:" not in err and os.path.exists(out), "the program ran and wrote", rc, err)
     for sock in (stuck, filler, victim):
         sock.close()
+
+
+SWAP = r"""
+import os, stat, sys, time
+d, target = sys.argv[1], sys.argv[2]
+give_up = time.monotonic() + 30
+while time.monotonic() < give_up:
+    for name in os.listdir(d):
+        path = os.path.join(d, name)
+        if name.startswith("pysample.") and name.endswith(".sock") and stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.rename(path, path + ".moved")
+            os.symlink(target, path)
+            print("swapped", name, flush=True)
+            sys.exit(0)
+    time.sleep(0.001)
+print("no socket appeared", flush=True)
+"""
+
+
+def _chmod_window(ctx):
+    """programs/chmod_window.c built into a fresh directory (or a skip)."""
+    cc = os.environ.get("CC", "cc")
+    if not shutil.which(cc):
+        ctx.skip("no C compiler (%s)" % cc)
+    path = os.path.join(ctx.tmpdir(), "libchmodwindow.so")
+    r = subprocess.run([cc, "-O2", "-fPIC", "-shared", "-o", path, ctx.program("chmod_window.c"), "-ldl"],
+                       capture_output=True, text=True, timeout=120)
+    ctx.check(r.returncode == 0, "building chmod_window.c failed", r.stderr[-2000:])
+    return path
+
+
+@harness.once
+def test_socket_mode_never_set_through_a_symlink(ctx):
+    """PYSAMPLE_CONTROL_DIR on a directory everyone may write (an emptyDir
+    is 0777): another user swaps a symlink in for the socket file right
+    after bind (a preloaded chmod waits for the swap: the race is won every
+    time).  The root program must not change the mode of the file the
+    symlink points to, and its socket file is 0600 all the same."""
+    _need_root(ctx, "setpriv")
+    shim = _chmod_window(ctx)
+    d = _open_dir(ctx, 0o777)
+    target = os.path.join(ctx.tmpdir(), "precious")
+    with open(target, "w") as f:
+        f.write("x\n")
+    os.chmod(target, 0o644)
+    racer = _run_as(1000, SWAP, d, target)
+    a = Armed(ctx, env={"PYSAMPLE_CONTROL_DIR": d, "LD_PRELOAD": shim + " " + ctx.lib})
+    said = racer.stdout.readline().split()
+    ctx.check(said[:1] == ["swapped"], "the racer did not find the socket", said, racer.stderr.read())
+    moved = os.path.join(d, said[1] + ".moved")
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    ctx.check(mode == 0o644, "the program changed the mode of %s through a symlink: %o" % (target, mode))
+    sock_mode = stat.S_IMODE(os.lstat(moved).st_mode)
+    ctx.check(sock_mode & 0o077 == 0, "the socket file is open to others: %o" % sock_mode)
+    check_program_unchanged(ctx, a, *a.finish())
 
 
 @harness.once

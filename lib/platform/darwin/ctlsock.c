@@ -79,7 +79,10 @@ int ps_ctlsock_listen(const char *dir, const char *base, char *shown, size_t sho
         return -e;
     }
     snprintf(file, filelen, "%s", a.sun_path);
-    chmod(file, 0600);
+    /* macOS gives the file the umask's mode, whatever the socket's: set by
+     * name, but never through a symlink swapped in since bind (a program
+     * run as root would chmod whatever it points to). */
+    fchmodat(AT_FDCWD, file, 0600, AT_SYMLINK_NOFOLLOW);
     return fd;
 }
 

@@ -95,20 +95,24 @@ int ps_ctlsock_listen(const char *dir, const char *base, char *shown, size_t sho
         snprintf(why, whylen, "cannot create the control socket: %s", strerror(e));
         return -e;
     }
-    if (bind(fd, (struct sockaddr *)&a, alen) != 0 || listen(fd, 16) != 0) {
+    /* A file's mode is set here, on the socket, before bind makes the file
+     * (Linux gives the file the socket's mode less the umask): never by
+     * its name afterwards, which in a directory others may write can be a
+     * symlink swapped in between bind and chmod (a root program would then
+     * chmod whatever file it points to).  Not umask: that is the whole
+     * process's, and the program's threads create files.  The mode keeps
+     * others from even connecting; the checks on every connection
+     * (control.c) are the protection. */
+    if ((dir[0] != '\0' && fchmod(fd, 0600) != 0) || bind(fd, (struct sockaddr *)&a, alen) != 0 ||
+        listen(fd, 16) != 0) {
         int e = errno;
         snprintf(why, whylen, "cannot listen on %s: %s%s", shown, strerror(e),
                  e == EADDRINUSE ? " (another process holds this process's name)" : "");
         close(fd);
         return -e;
     }
-    if (dir[0]) {
+    if (dir[0])
         snprintf(file, filelen, "%s", shown);
-        /* The mode keeps others from even connecting (not umask: it is
-         * the whole process's, and the program's threads create files);
-         * the checks on every connection (control.c) are the protection. */
-        chmod(file, 0600);
-    }
     return fd;
 }
 
