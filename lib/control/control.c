@@ -11,8 +11,11 @@
  * answered once the kernel would let nobody read us (not dumpable, after
  * a change of credentials) or once our uid is not the one we were armed
  * with.  A refused peer gets one err frame saying what to do, and the
- * refusal is said on stderr in one line (at most one such line a second;
- * the lines held back are counted in the next).
+ * refusal is said on stderr in one line.  Any local user may connect, once
+ * a second for ever: so the first refusal is said at once, the ones after
+ * it only counted, in a line at most every PS_CTL_REFUSAL_LOG_NS (10
+ * minutes) and PS_CTL_REFUSAL_LINES such lines in all; what is still held
+ * at exit is said then, in one line.
  *
  * Never blocking the sampler, whoever connects.  Every descriptor is
  * non-blocking; a connection slow to send its request or to take its
@@ -34,6 +37,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +53,8 @@
 #include "platform/platform.h"
 #include "util/message.h"
 
-#define PS_CTL_REFUSAL_LOG_NS 1000000000ull
+#define PS_CTL_REFUSAL_LOG_NS 600000000000ull
+#define PS_CTL_REFUSAL_LINES 6
 #define PS_CTL_WINDOW_NS 100000000ull
 #define PS_CTL_ACCEPTS 64
 #define PS_CTL_BACKOFF_NS 50000000ull
@@ -72,8 +77,12 @@ static struct {
     uint64_t window_start, paused_until, emfile_backoff;
     unsigned window_accepts;
     int session;
+    /* Refusals said (lines, the last one's time) and held back since,
+     * with the last one held (said at exit, maybe on another thread). */
     uint64_t refusal_at;
-    unsigned refusals_held;
+    unsigned refusal_lines;
+    _Atomic unsigned refusals_held;
+    _Atomic long held_uid, held_pid;
 } ctl = { .lfd = PS_FD_NONE };
 
 void ps_control_wake(void)
@@ -147,10 +156,15 @@ static void open_listen(uint64_t now)
     ctl.listen_at = now + ctl.listen_backoff;
 }
 
-/* Our socket file, only if it is still the one we bound. */
+static void say_held_refusals(void);
+
+/* What refusals were held back is said; our socket file goes, only if it
+ * is still the one we bound. */
 void ps_control_process_exit(void)
 {
     struct stat st;
+    if (ctl.enabled && getpid() == ctl.pid)
+        say_held_refusals();
     if (ctl.enabled && getpid() == ctl.pid && ctl.file[0] != '\0' && lstat(ctl.file, &st) == 0 &&
         S_ISSOCK(st.st_mode) && (uint64_t)st.st_ino == ctl.file_ino)
         unlink(ctl.file);
@@ -194,16 +208,32 @@ static void refuse(struct ps_fd *fd, long uid, long pid, const char *why)
     ps_buf_free(&b);
     ps_fd_release(fd);
     uint64_t now = ps_now_ns();
-    if (ctl.refusal_at != 0 && now - ctl.refusal_at < PS_CTL_REFUSAL_LOG_NS) {
-        ctl.refusals_held++;
+    if (ctl.refusal_lines >= PS_CTL_REFUSAL_LINES ||
+        (ctl.refusal_lines > 0 && now - ctl.refusal_at < PS_CTL_REFUSAL_LOG_NS)) {
+        atomic_store(&ctl.held_uid, uid);
+        atomic_store(&ctl.held_pid, pid);
+        atomic_fetch_add(&ctl.refusals_held, 1);
         return;
     }
-    char more[64] = "";
-    if (ctl.refusals_held)
-        snprintf(more, sizeof more, " (and %u more since the last such line)", ctl.refusals_held);
-    ps_say("refused a control connection from uid %ld (pid %ld): %s%s", uid, pid, why, more);
+    char more[160] = "";
+    unsigned held = atomic_exchange(&ctl.refusals_held, 0);
+    if (held)
+        snprintf(more, sizeof more, " (and %u more since the last such line)", held);
+    ctl.refusal_lines++;
     ctl.refusal_at = now;
-    ctl.refusals_held = 0;
+    ps_say("refused a control connection from uid %ld (pid %ld): %s%s%s", uid, pid, why, more,
+           ctl.refusal_lines == 1 ? "; more refusals are counted, in a line every 10 minutes at most"
+           : ctl.refusal_lines == PS_CTL_REFUSAL_LINES ? "; further refusals are said at exit" : "");
+}
+
+/* The refusals held back since the last line, in one line (at exit). */
+static void say_held_refusals(void)
+{
+    unsigned held = atomic_exchange(&ctl.refusals_held, 0);
+    if (held)
+        ps_say("refused %u more control connection%s since the last such line (the last from uid "
+               "%ld, pid %ld)", held, held == 1 ? "" : "s", atomic_load(&ctl.held_uid),
+               atomic_load(&ctl.held_pid));
 }
 
 /* Accepts what is pending, within the window's allowance. */
@@ -331,6 +361,7 @@ int ps_control_child_after_fork(void)
     ctl.pid = getpid();
     ctl.armed_uid = (unsigned)geteuid();
     ctl.refusal_at = 0;
-    ctl.refusals_held = 0;
+    ctl.refusal_lines = 0;
+    atomic_store(&ctl.refusals_held, 0);
     return had;
 }

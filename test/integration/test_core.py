@@ -347,6 +347,27 @@ def test_invalid_settings_are_reported(ctx):
 
 
 @harness.once
+def test_settings_cannot_forge_lines(ctx):
+    """A newline, an escape sequence or a C1 control in a PYSAMPLE_* value
+    quoted in our line is written as \\xNN: one line, ours, whatever the
+    value holds (issue #39: a value forged whole log lines)."""
+    prog = ctx.program("lines.py")
+    forged = "pysample: forged"
+    for var, val, shown in (("PYSAMPLE_RATE", "5\n" + forged, "5\\x0apysample: forged"),
+                            ("PYSAMPLE_MODE", "\x1b[2J\rgpu", "\\x1b[2J\\x0dgpu"),
+                            ("PYSAMPLE_NATIVE", "\u009b31m", "\\xc2\\x9b31m"),
+                            ("PYSAMPLE_OUTPUT", "/nonexistent\n%s/p.txt" % forged,
+                             "/nonexistent\\x0apysample: forged/p.txt")):
+        env = {var: val}
+        res = ctx.run([prog, "0.2"], output=None if var == "PYSAMPLE_OUTPUT" else "prof.%p.txt", env=env)
+        ctx.check(res.rc == 0 and res.stdout == "done\n", "program affected by %s=%r" % (var, val))
+        lines = harness.other_lines(res.stderr)
+        ctx.check(len(lines) == 1 and lines[0].startswith("pysample: ") and shown in lines[0]
+                  and not any(c in res.stderr[:-1] for c in "\n\r\x1b\x9b"),
+                  "%s=%r: expected one line with the value escaped, got %r" % (var, val, res.stderr))
+
+
+@harness.once
 def test_unwritable_output_reported_at_start(ctx):
     prog = ctx.program("lines.py")
     res = ctx.run([prog, "0.2"], output=None,
