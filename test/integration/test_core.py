@@ -723,6 +723,14 @@ def phase_sequence(stacks, records):
     return "".join(which[line] * w for _, line, w in records)
 
 
+def startup_records(stacks, records):
+    """How many records come before the first sample of a phase."""
+    for i, (_, line, _) in enumerate(records):
+        if ";phase_a (" in stacks[line] or ";phase_b (" in stacks[line]:
+            return i
+    return len(records)
+
+
 def test_timeline_phases_in_order(ctx):
     """Phase A, then B, then A again, each for 40 sampler ticks: the
     timeline's samples say a..., b..., a... in that order."""
@@ -752,8 +760,19 @@ def test_timeline_phases_in_order(ctx):
 def test_timeline_bounded(ctx):
     """A long run with a bound of 100 records: 100 are kept, the earliest,
     and the rest is counted, not recorded."""
-    _, _, header, stacks, records = timeline_run(ctx, ["40", "2"], {"PYSAMPLE_TIMELINE_MAX": "100"})
-    ctx.check(len(records) == 100 and header["max_records"] == 100, "%d records" % len(records), header)
+    bound = 100
+    _, _, header, stacks, records = timeline_run(ctx, ["40", "2"], {"PYSAMPLE_TIMELINE_MAX": str(bound)})
+    startup = startup_records(stacks, records)
+    if startup > bound - 40:
+        # On a loaded machine the interpreter's start-up alone can fill the
+        # 100 records (86 of them seen under a load of 26): the bound is
+        # then set past the start-up this machine had, so that the kept
+        # window reaches into the first phase as the checks below need.
+        bound = startup + 100
+        _, _, header, stacks, records = timeline_run(ctx, ["40", "2"],
+                                                     {"PYSAMPLE_TIMELINE_MAX": str(bound)})
+    ctx.check(len(records) == bound and header["max_records"] == bound, "%d records" % len(records),
+              header)
     ctx.check(header["dropped_records"] > 0 and header["dropped_samples"] >= header["dropped_records"],
               "nothing dropped past the bound", header)
     ctx.check(records[-1][0] <= header["first_dropped_us"] <= header["end_us"],
