@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Lists the CPython interpreters the integration tests run under.
 
-One line per interpreter: "<label> <path>".  Sources, in order:
+One line per interpreter: "<label> <path>"; "<label> <path> pending=<marker>"
+for one .ci/run is still building (its tests wait for it: run.py --pending).  Sources, in order:
   - pyenv's versions ($(pyenv root)/versions/*/bin/python, or ~/.pyenv);
   - the system's /usr/bin/python3.N and their debug builds (python3.N-dbg);
   - interpreters in test/pythons/build.sh's cache: the ones it builds, and
@@ -80,6 +81,10 @@ def candidates(extra):
                 parts = line.split()
                 if len(parts) == 2:
                     yield parts[1], parts[0] + ":"
+                elif len(parts) == 3 and parts[2].startswith("pending="):
+                    # Being built while the suite runs: listed without
+                    # probing, its tests wait for it (run.py --pending).
+                    yield parts[1], parts[0] + ":" + parts[2]
         except Exception:
             pass
     for p in os.environ.get("PYSAMPLE_TEST_PYTHONS", "").split(":") + extra:
@@ -104,9 +109,15 @@ def main():
     args = sys.argv[1:]
     mark = "--mark-primary" in args
     found = []
+    pending = []
     seen_exe = set()
     seen_label = set()
     for path, prefix in candidates([a for a in args if a != "--mark-primary"]):
+        if prefix and ":pending=" in prefix:
+            label, marker = prefix.split(":", 1)
+            pending.append((label, path, marker))
+            seen_label.add(label)
+            continue
         if not os.path.exists(path):
             continue
         real = os.path.realpath(path)
@@ -128,6 +139,8 @@ def main():
     first = primary(found) if mark else None
     for label, path, _ in found:
         print(label, path + (" primary" if label == first else ""))
+    for label, path, marker in pending:
+        print(label, path, marker)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 """Integration test runner: runs one suite of scenarios under one interpreter.
 
     run.py --python PATH --lib LIBPYSAMPLE --suite core [--only NAME] [--label L]
-           [--primary]
+           [--primary] [--pending MARKER]
 
 Prints one line per scenario ("ok", "FAIL" with the reason, or "skip") and
 exits non-zero if any failed, so meson reports the interpreter and suite as
@@ -39,6 +39,34 @@ def version_of(python):
                           "sys.version_info[0], sys.version_info[1], hasattr(sys, 'getobjects')))"],
                          capture_output=True, text=True, timeout=60).stdout.split()
     return (int(out[0]), int(out[1])), out[2] == "1"
+
+
+def builder_alive(marker):
+    """The marker exists and the process it names (pid=N) still runs."""
+    try:
+        with open(marker) as f:
+            pid = int(f.read().strip().partition("=")[2])
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def wait_for_build(python, marker):
+    """The interpreter at python is still being built (.ci/run builds the
+    extra interpreters while the suite runs; test/pythons/build.sh --list
+    names its marker): wait until the build ended. Returns None when the
+    interpreter is there, else why it is not (the build's own reason)."""
+    while builder_alive(marker):
+        time.sleep(2)
+    if os.path.exists(python):
+        return None
+    failed = marker[:-len(".pending")] + ".failed"
+    try:
+        with open(failed) as f:
+            return f.read().strip() or "its build failed"
+    except OSError:
+        return "its build ended without an interpreter"
 
 
 def machine_of(python):
@@ -87,7 +115,16 @@ def main():
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                     help="set in every profiled run, over the test's own settings (the "
                          "stress suite with PYSAMPLE_NATIVE=1)")
+    ap.add_argument("--pending", default=None, metavar="MARKER",
+                    help="the interpreter is being built: wait while MARKER exists, "
+                         "skip (exit 77) if the build failed")
     a = ap.parse_args()
+
+    if a.pending:
+        why = wait_for_build(a.python, a.pending)
+        if why:
+            print("skip: %s is unavailable: %s" % (a.label or a.python, why))
+            return 77
 
     version, trace_refs = version_of(a.python)
     mod = importlib.import_module("test_" + a.suite)

@@ -3,18 +3,23 @@
 #
 #   test/pythons/build.sh VARIANT...    build (or reuse) the named variants
 #   test/pythons/build.sh all           every variant below except the 3.14 ones
-#   test/pythons/build.sh --list        "label path" for every usable interpreter
+#   test/pythons/build.sh --list        "label path" for every usable interpreter,
+#                                       "label path pending=MARKER" for one still
+#                                       being built (.ci/run builds them while the
+#                                       suite runs; MARKER is <cache>/<variant>.pending)
 #   test/pythons/build.sh --variants    the names 'all' stands for, one a line
 #   test/pythons/build.sh debian-dbg    apt-get install python3.11-dbg
 #
 # Variants (labels used by --list and the test suite):
-#   3.13-static     default configure, libpython linked statically into bin/python3.13
-#   3.13t-static    --disable-gil (free-threaded), bin/python3.13t
-#   3.13d-static    --with-pydebug, bin/python3.13
-#   3.14-static     as 3.13-static, from python3.14 (forky, else sid); only
-#   3.14t-static    as 3.13t-static, bin/python3.14t   when named: the
-#   3.14d-static    as 3.13d-static                    archive here lacks it
-#   3.11-tracerefs  --with-trace-refs 3.11 (bookworm); libpysample must refuse it
+#   3.13td-static   --disable-gil --with-pydebug, libpython linked statically
+#                   into bin/python3.13t: free-threaded, debug and static in
+#                   one build (what `all` builds; see ALL_VARIANTS)
+#   3.11-tracerefs  --with-trace-refs 3.11 (bookworm): only `make python`,
+#                   run from its build tree; libpysample must refuse it
+#   3.13-static     default configure, libpython linked statically   } built
+#   3.13t-static    --disable-gil (free-threaded), bin/python3.13t   } only
+#   3.13d-static    --with-pydebug, bin/python3.13                   } when
+#   3.14*-static    as the 3.13 ones, from python3.14 (forky, sid)   } named
 #   debian-dbg      Debian's own /usr/bin/python3.11-dbg (installed, not built)
 #
 # Sources come from Debian's source packages (python3.13 from trixie,
@@ -34,12 +39,18 @@ set -Eeuo pipefail
 PROG=test/pythons/build.sh
 CACHE=${PYSAMPLE_PYTHONS_CACHE:-$HOME/.cache/pysample/pythons}
 # Bump when the build recipe changes in a way that needs a rebuild.
-RECIPE=1
-ALL_VARIANTS=(3.13-static 3.13t-static 3.13d-static 3.11-tracerefs)
-# Built only when named: the Debian archive reachable here lists python3.14
-# (forky, sid) in its Sources index but answers 404 for the files themselves.
-# Once it serves them, move these into ALL_VARIANTS.
-OPTIONAL_VARIANTS=(3.14-static 3.14t-static 3.14d-static)
+RECIPE=2
+# What CI builds: only what no other interpreter covers (issue #39: CI must
+# fit its time on a new machine). pyenv gives shared GIL release builds of
+# 3.9-3.13 and Debian a shared 3.11 debug build; 3.13td-static adds, in one
+# build, the three things none of them has: a free-threaded interpreter, a
+# debug 3.13 (read through _Py_DebugOffsets), and libpython linked into the
+# executable. 3.11-tracerefs only has to start and be refused.
+ALL_VARIANTS=(3.13td-static 3.11-tracerefs)
+# Built only when named: the single-purpose 3.13 builds (what ALL_VARIANTS
+# was before 3.13td-static), and 3.14, whose source the Debian archive
+# reachable here lists (forky, sid) but answers 404 for.
+OPTIONAL_VARIANTS=(3.13-static 3.13t-static 3.13d-static 3.14-static 3.14t-static 3.14d-static 3.14td-static)
 DEBIAN_DBG=/usr/bin/python3.11-dbg
 # Every suite a variant takes its source from; one deb-src entry lists them all
 # so that the file does not change with the variant being built.
@@ -64,30 +75,40 @@ usage() {
 # --- variant table ---------------------------------------------------------
 
 variant_flags() {   # configure flags that define a variant (prefix excluded)
-    local common="--without-ensurepip --without-system-libmpdec"
+    # CPython's own test modules (_testcapi, Lib/test) are never used here
+    # and are a good part of the build and install time.
+    local common="--without-ensurepip --without-system-libmpdec --disable-test-modules"
     case $1 in
-        3.1[34]-static)  echo "$common" ;;
-        3.1[34]t-static) echo "$common --disable-gil" ;;
-        3.1[34]d-static) echo "$common --with-pydebug" ;;
-        3.11-tracerefs)  echo "$common --with-trace-refs" ;;
+        3.1[34]-static)   echo "$common" ;;
+        3.1[34]t-static)  echo "$common --disable-gil" ;;
+        3.1[34]d-static)  echo "$common --with-pydebug" ;;
+        3.1[34]td-static) echo "$common --disable-gil --with-pydebug" ;;
+        3.11-tracerefs)   echo "$common --with-trace-refs" ;;
         *) return 1 ;;
     esac
 }
 
-variant_minor() {   # "3.13" for 3.13t-static
+variant_minor() {   # "3.13" for 3.13td-static
     local v=${1%%-*}
-    echo "${v%[td]}"
+    v=${v%d}
+    echo "${v%t}"
 }
+
+# The trace-refs build is not installed: `make python` is all its one test
+# needs (the interpreter starts, from its build tree, and is refused).
+build_only() { [[ $1 == *-tracerefs ]]; }
 
 variant_exe() {
     case $1 in
-        *t-static) echo "$CACHE/$1/bin/python$(variant_minor "$1")t" ;;
-        *)         echo "$CACHE/$1/bin/python$(variant_minor "$1")" ;;
+        *-tracerefs)      echo "$CACHE/$1/build/python" ;;
+        *t-static|*td-static) echo "$CACHE/$1/bin/python$(variant_minor "$1")t" ;;
+        *)                echo "$CACHE/$1/bin/python$(variant_minor "$1")" ;;
     esac
 }
 
 variant_expect() {  # expected "Py_GIL_DISABLED Py_DEBUG Py_TRACE_REFS"
     case $1 in
+        *td-static)     echo "1 1 0" ;;
         *t-static)      echo "1 0 0" ;;
         *d-static)      echo "0 1 0" ;;
         *-tracerefs)    echo "0 0 1" ;;
@@ -106,6 +127,18 @@ variant_suites() {  # suites to take the source package from, in order of prefer
 }
 
 stamp_file() { echo "$CACHE/$1/.pysample-stamp"; }
+# While .ci/run builds a variant in the background, <cache>/<variant>.pending
+# exists (it removes it when the build ended, either way) and a failed build
+# leaves its reason in <cache>/<variant>.failed (test/integration/run.py
+# waits on the first and reports the second).
+pending_file() { echo "$CACHE/$1.pending"; }
+# A marker names the process that will remove it ("pid=N"); one whose
+# process is gone (a run that was killed) is stale.
+pending_alive() {
+    local pid
+    pid=$(sed -n 's/^pid=//p' "$(pending_file "$1")" 2>/dev/null) || return 1
+    [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null
+}
 
 stamp_key() {       # what must match for a cached build to be reused
     printf 'recipe=%s\nflags=%s\n' "$RECIPE" "$(variant_flags "$1")"
@@ -131,6 +164,9 @@ list_pythons() {
     for v in "${ALL_VARIANTS[@]}" "${OPTIONAL_VARIANTS[@]}"; do
         if variant_ok "$v"; then
             printf '%s %s\n' "$v" "$(variant_exe "$v")"
+        elif pending_alive "$v"; then
+            # Being built while the suite runs (.ci/run): its tests wait.
+            printf '%s %s pending=%s\n' "$v" "$(variant_exe "$v")" "$(pending_file "$v")"
         fi
     done
     # Interpreters built by hand from CPython's own sources (docs/pythons.md):
@@ -324,7 +360,11 @@ verify_variant() {  # $1 variant, $2 log; prints the verification line
     local v=$1 log=$2 exe out got
     exe=$(variant_exe "$v")
     [[ -x $exe ]] || { echo "no interpreter at $exe" >>"$log"; return 1; }
-    out=$("$exe" -c 'import sys, sysconfig, threading, ctypes, asyncio, multiprocessing; print(sys.version, *[int(bool(sysconfig.get_config_var(v))) for v in ("Py_GIL_DISABLED", "Py_DEBUG", "Py_TRACE_REFS")])' 2>>"$log") \
+    # A build-only interpreter has no extension modules: it must start and
+    # run threads, which is all its test asks of it.
+    local mods="threading, ctypes, asyncio, multiprocessing"
+    build_only "$v" && mods="threading"
+    out=$("$exe" -c "import sys, sysconfig, $mods; print(sys.version, *[int(bool(sysconfig.get_config_var(v))) for v in ('Py_GIL_DISABLED', 'Py_DEBUG', 'Py_TRACE_REFS')])" 2>>"$log") \
         || { echo "import check failed" >>"$log"; return 1; }
     echo "verify: $out" >>"$log"
     got=$(awk '{print $(NF-2), $(NF-1), $NF}' <<<"$out")
@@ -337,6 +377,14 @@ verify_variant() {  # $1 variant, $2 log; prints the verification line
 
 build_variant() {
     local v=$1 prefix=$CACHE/$1 bdir=$CACHE/build/$1 log=$CACHE/logs/$1.log
+    local targets=() install=1
+    local opt=()
+    if build_only "$v"; then
+        # Built where it stays: <cache>/<variant>/build (variant_exe), at
+        # -O1, which compiles in half the time of the default -O3 and
+        # changes no layout (all its test needs).
+        bdir=$prefix/build targets=(python pybuilddir.txt) install=0 opt=(OPT="-g -O1")
+    fi
     local flags start secs out
     flags=$(variant_flags "$v")
     prepare_source "$v"
@@ -349,9 +397,9 @@ build_variant() {
     : >"$log"
     local step
     # shellcheck disable=SC2086
-    if ! { step=configure; (cd "$bdir" && "$SRC_DIR/configure" --prefix="$prefix" $flags) >>"$log" 2>&1; } \
-        || ! { step="make"; (cd "$bdir" && nice -n 19 make -j2) >>"$log" 2>&1; } \
-        || ! { step="make install"; (cd "$bdir" && nice -n 19 make -j2 install) >>"$log" 2>&1; } \
+    if ! { step=configure; (cd "$bdir" && env "${opt[@]}" "$SRC_DIR/configure" --prefix="$prefix" $flags) >>"$log" 2>&1; } \
+        || ! { step="make"; (cd "$bdir" && nice -n 19 make -j2 "${targets[@]}") >>"$log" 2>&1; } \
+        || ! { step="make install"; ((!install)) || (cd "$bdir" && nice -n 19 make -j2 install) >>"$log" 2>&1; } \
         || ! { step=verification; out=$(verify_variant "$v" "$log"); }; then
         cleanup_partial; CURRENT_PREFIX=
         die "FAILED to build $v at step '$step' (full log: $log)"
@@ -364,7 +412,7 @@ build_variant() {
     } >"$(stamp_file "$v").tmp"
     mv "$(stamp_file "$v").tmp" "$(stamp_file "$v")"
     CURRENT_PREFIX=
-    rm -rf "$bdir"
+    ((!install)) || rm -rf "$bdir"
     say "built $v in $((secs / 60))m$((secs % 60))s: $(variant_exe "$v")"
     say "  $out; _PyRuntime exported"
 }
@@ -394,6 +442,22 @@ install_debian_dbg() {
     say "installed debian-dbg: $DEBIAN_DBG"
 }
 
+# .ci/run, before it builds VARIANTs in the background while the suite runs:
+# a marker for each that is not built yet, naming PID (the process that
+# removes it when that build ended); prints those variants.
+mark_pending() {
+    local pid=$1 v
+    shift
+    mkdir -p "$CACHE"
+    for v in "$@"; do
+        variant_flags "$v" >/dev/null || die "unknown variant '$v'"
+        variant_current "$v" && continue
+        rm -f "$CACHE/$v.failed"
+        printf 'pid=%s\n' "$pid" >"$(pending_file "$v")"
+        printf '%s\n' "$v"
+    done
+}
+
 # --- main ------------------------------------------------------------------
 
 main() {
@@ -403,6 +467,9 @@ main() {
         case $a in
             --list) list_pythons; exit 0 ;;
             --variants) printf '%s\n' "${ALL_VARIANTS[@]}"; exit 0 ;;
+            --build-deps) printf '%s\n' "${BUILD_DEPS[@]}"; exit 0 ;;
+            --pending)  # --pending PID VARIANT...: mark the ones not built yet
+                shift; mark_pending "$@"; exit 0 ;;
             -h|--help) usage; exit 0 ;;
             all) targets+=("${ALL_VARIANTS[@]}") ;;
             debian-dbg) targets+=(debian-dbg) ;;
