@@ -207,21 +207,47 @@ static int write_atomic_with(const char *path, ps_output_fill_fn fill, void *ctx
     return 0;
 }
 
+const char *ps_output_strerror(int rc)
+{
+    switch (-rc) {
+    case PS_OUTPUT_REFUSED_LINK:
+        return "a symbolic link is there, which the library neither follows nor replaces";
+    case PS_OUTPUT_REFUSED_DIR:
+        return "a directory is there";
+    case PS_OUTPUT_REFUSED_SPECIAL:
+        return "something that is not a regular file is there, which the library does not replace";
+    case PS_OUTPUT_REFUSED_OTHERS:
+        return "another user's file is there, which the library does not replace";
+    default:
+        return strerror(-rc);
+    }
+}
+
+/* 0 if a side file may be written at path (nothing there, or a regular
+ * file of ours); else -PS_OUTPUT_REFUSED_* for what is there. */
+static int side_name_free(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || (S_ISREG(st.st_mode) && st.st_uid == geteuid()))
+        return 0;
+    return S_ISLNK(st.st_mode) ? -PS_OUTPUT_REFUSED_LINK :
+           S_ISDIR(st.st_mode) ? -PS_OUTPUT_REFUSED_DIR :
+           !S_ISREG(st.st_mode) ? -PS_OUTPUT_REFUSED_SPECIAL : -PS_OUTPUT_REFUSED_OTHERS;
+}
+
 /*
  * A side file (PYSAMPLE_STATS, the quality sidecar) goes where the profile
  * would: never through or over what another user may have planted there.
  * A symbolic link, a directory or another user's file at path is left
- * alone (-EEXIST).  The check and the rename are two steps: a link planted
- * between them is replaced by rename(), which never follows it, so the
- * file it points to is untouched either way.
+ * alone (side_name_free).  The check and the rename are two steps: a link
+ * planted between them is replaced by rename(), which never follows it, so
+ * the file it points to is untouched either way.
  */
 int ps_write_atomic(const char *path, const char *data, size_t len, int mode)
 {
     struct buffer b = { data, len };
-    struct stat st;
-    if (lstat(path, &st) == 0 && (!S_ISREG(st.st_mode) || st.st_uid != geteuid()))
-        return -EEXIST;
-    return write_atomic_with(path, fill_buffer, &b, mode);
+    int rc = side_name_free(path);
+    return rc != 0 ? rc : write_atomic_with(path, fill_buffer, &b, mode);
 }
 
 /* Puts tmp at path only if nothing is there: 0, -EEXIST, or another error. */
@@ -474,8 +500,6 @@ int ps_output_write_beside(const char *path, const char *suffix, ps_output_fill_
     int n = snprintf(side, sizeof side, "%s%s", path, suffix);
     if (n < 0 || (size_t)n >= sizeof side)
         return -ENAMETOOLONG;
-    struct stat st;
-    if (lstat(side, &st) == 0 && (!S_ISREG(st.st_mode) || st.st_uid != geteuid()))
-        return -EEXIST;   /* as ps_write_atomic: planted by someone else */
-    return write_atomic_with(side, fill, ctx, output.mode);
+    int rc = side_name_free(side);   /* as ps_write_atomic: planted by someone else */
+    return rc != 0 ? rc : write_atomic_with(side, fill, ctx, output.mode);
 }

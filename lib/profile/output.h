@@ -41,18 +41,34 @@ int ps_output_write_with(const char *tmpl, ps_output_fill_fn fill, void *ctx,
                          char *written, size_t writtenlen);
 
 /*
+ * What a side file's name held that it was not written over: returned
+ * negated by ps_output_write_beside and ps_write_atomic, and said by
+ * ps_output_strerror ("File exists" said nothing of a refused link).
+ */
+enum ps_output_refused {
+    PS_OUTPUT_REFUSED_LINK = 0x10000,   /* a symbolic link */
+    PS_OUTPUT_REFUSED_DIR,              /* a directory */
+    PS_OUTPUT_REFUSED_SPECIAL,          /* a FIFO, socket or device */
+    PS_OUTPUT_REFUSED_OTHERS,           /* another user's file */
+};
+
+/* What rc (a negative errno or refusal) means, for a message. */
+const char *ps_output_strerror(int rc);
+
+/*
  * Writes fill's content atomically to <path><suffix>, a file beside a
  * profile just written to path (PYSAMPLE_TIMELINE's <profile>.timeline),
  * with the profile's file mode, as ps_write_atomic does: what another user
- * may have planted there is neither followed nor replaced (-EEXIST).
- * 0 or a negative errno.
+ * may have planted there is neither followed nor replaced
+ * (-PS_OUTPUT_REFUSED_*).  0 or a negative errno.
  */
 int ps_output_write_beside(const char *path, const char *suffix, ps_output_fill_fn fill,
                            void *ctx);
 
 /* Atomic write of data to path with the given mode (the side files:
  * PYSAMPLE_STATS, the quality sidecar).  A symbolic link, a directory or
- * another user's file at path is neither followed nor replaced: -EEXIST. */
+ * another user's file at path is neither followed nor replaced:
+ * -PS_OUTPUT_REFUSED_*. */
 int ps_write_atomic(const char *path, const char *data, size_t len, int mode);
 
 #endif

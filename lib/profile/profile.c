@@ -96,14 +96,22 @@ static int fill_timeline(void *ctx, ps_output_put_fn put, void *put_ctx)
     return ps_timeline_emit(f->tl, f->rd, put, put_ctx, f->mem);
 }
 
-/* <path>.timeline from the copy tl and the lines rd of one moment. */
+/* <path>.timeline from the copy tl and the lines rd of one moment.  A
+ * failure is said when it begins and when it ends (message.h): a full
+ * disk said it on every flush. */
 static void write_timeline(const char *path, const struct ps_timeline *tl,
                            const struct ps_rendered *rd, struct ps_arena *mem)
 {
+    static struct ps_episode failing;
     struct timeline_fill f = { tl, rd, mem };
     int rc = tl == NULL ? -ENOMEM : ps_output_write_beside(path, ".timeline", fill_timeline, &f);
+    if (!ps_episode_turn(&failing, rc))
+        return;
     if (rc != 0)
-        ps_say("cannot write the timeline %s.timeline: %s", path, strerror(-rc));
+        ps_say("cannot write the timeline %s.timeline: %s; said once, until it is written again",
+               path, ps_output_strerror(rc));
+    else
+        ps_say("the timeline %s.timeline is written again", path);
 }
 
 int ps_profile_write(const char *tmpl, char *written, size_t writtenlen)

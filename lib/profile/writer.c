@@ -36,6 +36,7 @@ static struct {
     _Atomic unsigned done;       /* the last ticket a finished write covers */
     char output[4096];           /* the user's template, for messages */
     void (*after)(const char *path);
+    struct ps_episode quality_failing;  /* PYSAMPLE_QUALITY's file not written */
 } writer = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 void ps_writer_setup(const char *output)
@@ -68,8 +69,15 @@ static void write_quality(const char *path)
     char json[2048], side[4200];
     size_t n = ps_quality_json(&q, (long)getpid(), json, sizeof json);
     int w = snprintf(side, sizeof side, "%s.quality.json", path);
-    if (n > 0 && w > 0 && (size_t)w < sizeof side)
-        ps_write_atomic(side, json, n, ps_settings_process()->file_mode);
+    int rc = n == 0 ? -ENOBUFS : w < 0 || (size_t)w >= sizeof side ? -ENAMETOOLONG
+           : ps_write_atomic(side, json, n, ps_settings_process()->file_mode);
+    if (!ps_episode_turn(&writer.quality_failing, rc))
+        return;
+    if (rc != 0)
+        ps_say("cannot write the quality figures %s.quality.json: %s; said once, until they are "
+               "written again", path, ps_output_strerror(rc));
+    else
+        ps_say("the quality figures %s.quality.json are written again", path);
 }
 
 /* Renders and writes; every ticket asked before the render is served. */

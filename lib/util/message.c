@@ -88,6 +88,12 @@ void ps_say(const char *fmt, ...)
     (void)w;
 }
 
+int ps_episode_turn(struct ps_episode *e, int rc)
+{
+    int now = rc != 0;
+    return atomic_exchange(&e->failing, now) != now;
+}
+
 uint64_t ps_say_dropped(void)
 {
     return atomic_load(&dropped);

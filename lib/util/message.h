@@ -21,6 +21,17 @@ void ps_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * bytes written. */
 size_t ps_say_escape(const char *in, char *out, size_t outlen);
 
+/* A failure that may come back on every write (a full disk, a planted
+ * link): said when it begins and once when it ends, not on every write
+ * meanwhile (the timeline's disk-full line came ~2 900 times a day). */
+struct ps_episode {
+    _Atomic int failing;
+};
+
+/* Records the outcome rc (0: success) of one attempt: 1 if it begins a
+ * failure or ends one, when the caller says so; 0 if nothing changed. */
+int ps_episode_turn(struct ps_episode *e, int rc);
+
 /* Lines dropped because stderr would have blocked (PYSAMPLE_STATS). */
 uint64_t ps_say_dropped(void);
 

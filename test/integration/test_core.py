@@ -368,6 +368,57 @@ def test_settings_cannot_forge_lines(ctx):
 
 
 @harness.once
+def test_refused_side_files_said_once(ctx):
+    """A symbolic link planted at the timeline's and the quality figures'
+    names: neither is followed, each is said once in all the writes, and
+    says what was refused ("File exists" said nothing; the quality figures
+    went without a word)."""
+    d = ctx.tmpdir()
+    prof = os.path.join(d, "prof.txt")
+    target = os.path.join(d, "target")
+    with open(target, "w") as f:
+        f.write("untouched\n")
+    for side in (".timeline", ".quality.json"):
+        os.symlink(target, prof + side)
+    res = ctx.run([ctx.program("side_files.py"), prof, "3"], output=None, outdir=d,
+                  env={"PYSAMPLE_OUTPUT": prof, "PYSAMPLE_FLUSH_INTERVAL": "1",
+                       "PYSAMPLE_TIMELINE": "1", "PYSAMPLE_QUALITY": "1"})
+    ctx.check(res.rc == 0 and res.stdout == "writes 3\ndone\n", "program affected", res.rc, res.stdout,
+              res.stderr)
+    with open(target) as f:
+        ctx.check(f.read() == "untouched\n", "the link was followed")
+    lines = harness.our_messages(res.stderr)
+    for side in (".timeline", ".quality.json"):
+        said = [l for l in lines if (prof + side + ":") in l]
+        ctx.check(len(said) == 1 and "a symbolic link is there, which the library neither follows "
+                  "nor replaces" in said[0], "%s: one line saying a link was refused" % side, res.stderr)
+    ctx.check(len(lines) == 2, "two lines in all", res.stderr)
+
+
+@harness.once
+@harness.not_emulated("mounts a file system of its own")
+def test_timeline_disk_full_said_once(ctx):
+    """The timeline cannot be written for want of space for several
+    flushes, then can again: one line when it begins, one when it ends
+    (it was said on every flush: ~2 900 lines a day)."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        ctx.skip("needs root and unshare (a tmpfs of its own)")
+    d = ctx.tmpdir()
+    prof = os.path.join(d, "prof.txt")
+    mount = 'mount -t tmpfs -o size=1m pysample-full "$0" && exec "$@"'
+    res = ctx.run(["unshare", "-m", "sh", "-c", mount, d, ctx.python, ctx.program("side_files.py"),
+                   prof, "2", "diskfull"], python=False, output=None, outdir=d,
+                  env={"PYSAMPLE_OUTPUT": prof, "PYSAMPLE_FLUSH_INTERVAL": "1", "PYSAMPLE_TIMELINE": "1",
+                       "PYSAMPLE_RATE": "2000"})
+    ctx.check(res.rc == 0 and res.stdout == "writes 2\ndone\n", "program affected", res.rc, res.stdout,
+              res.stderr)
+    lines = harness.our_messages(res.stderr)
+    ctx.check(len(lines) == 2 and "cannot write the timeline %s.timeline: No space left on device"
+              % prof in lines[0] and "the timeline %s.timeline is written again" % prof in lines[1],
+              "one line as the disk filled, one as it emptied", res.stderr)
+
+
+@harness.once
 def test_unwritable_output_reported_at_start(ctx):
     prog = ctx.program("lines.py")
     res = ctx.run([prog, "0.2"], output=None,
