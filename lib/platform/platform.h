@@ -96,6 +96,14 @@ long ps_thread_tid(uintptr_t pthread_id);
 int64_t ps_thread_cpu_ns(long tid);
 
 /*
+ * Whether thread tid is on a CPU: 1 running, or runnable and waiting only
+ * for a CPU; 0 waiting for anything else (asleep, blocked in a system
+ * call, on a lock, stopped); -1 if the OS cannot tell (no /proc, the
+ * thread gone).
+ */
+int ps_thread_on_cpu(long tid);
+
+/*
  * The OS name of thread tid (empty when it has none of its own, i.e. it
  * still carries the process name).  Returns 0 or -1.
  */

@@ -34,18 +34,20 @@ int ps_threadinfo_ids(const struct ps_layout *L, const uint8_t *ts, long *tid, u
 struct ps_thread_info *ps_threadinfo_find(long tid);
 
 /*
- * PYSAMPLE_MODE=cpu: how many samples this look at the thread stands for,
- * the CPU time it used since the previous look (its CPU clock) in whole
- * periods of period_ns, the rest carried to its next look, so that a
- * thread's counts add up to its CPU time / period_ns whatever the ticks
- * that happened to catch it running.  0 when it used less than what
- * completes a period, and on the first look at it in sampling run `run`
- * (a new run starts from the CPU the thread has then: what it used while
- * not sampled is not counted), or when its clock cannot be read (it has
- * exited: the kernel refuses a tid that is no thread of ours, so the
- * read never touches freed memory).
+ * PYSAMPLE_MODE=cpu: how many samples of period_ns this look at the
+ * thread, at now, stands for (weight.h): if it is on a CPU, the time since
+ * its previous look in whole periods, the rest carried to its next
+ * charge, within the CPU time it used and was not charged yet (its CPU
+ * clock); 0 if it waits for anything but a CPU, so that a stack's count
+ * is the CPU time spent in it / period_ns, never the CPU of the burst
+ * before a wait charged to the wait.  0 also on the first look at it in
+ * sampling run `run` (a new run starts from the CPU the thread has then:
+ * what it used while not sampled is not counted), or when its clock
+ * cannot be read (it has exited: the kernel refuses a tid that is no
+ * thread of ours, so the read never touches freed memory).
  */
-uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t period_ns, unsigned run);
+uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t now, uint64_t period_ns,
+                                  unsigned run);
 
 /* The thread's label (symtab.h), its name read again about once a second.
  * boot: the Thread._bootstrap_inner frame of this sample's walk, or 0. */

@@ -236,14 +236,15 @@ static int stack_frames(struct ps_tick_ctx *t, unsigned long pth, int tasks_here
 }
 
 /* The weight a stack of the thread ti counts with, of the tick's weight;
- * 0: nothing to count.  cpu mode: the CPU time its thread used since it
- * was last looked at, whatever weight the tick gave (its CPU clock also
- * covers the ticks PYSAMPLE_MAX_THREADS_PER_TICK passed it by). */
+ * 0: nothing to count.  cpu mode: if the thread is on a CPU, the time
+ * since it was last looked at within the CPU time it used, whatever
+ * weight the tick gave (that time also covers the ticks
+ * PYSAMPLE_MAX_THREADS_PER_TICK passed it by; threadinfo.h). */
 static uint64_t thread_weight(const struct ps_tick_ctx *t, struct ps_thread_info *ti,
                               uint64_t weight)
 {
     if (ps_settings()->mode == PS_MODE_CPU && !t->all)
-        return ps_threadinfo_cpu_weight(ti, t->cpu_period_ns, t->run);
+        return ps_threadinfo_cpu_weight(ti, t->now, t->cpu_period_ns, t->run);
     return weight;
 }
 

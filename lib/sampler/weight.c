@@ -28,19 +28,57 @@ void ps_subset_next(struct ps_subset *s, unsigned k, unsigned n, int all)
     s->threads_seen = n;
 }
 
-uint64_t ps_cpu_clock_weight(struct ps_cpu_clock *c, int64_t cpu, uint64_t period_ns,
-                             unsigned run)
+/* The look at now: how long since the previous one, or 0 without one. */
+static uint64_t since_last_look(struct ps_cpu_clock *c, uint64_t now)
+{
+    uint64_t last = c->last_look;
+    c->last_look = now;
+    return last != 0 && now > last ? now - last : 0;
+}
+
+uint64_t ps_cpu_clock_due(struct ps_cpu_clock *c, int64_t cpu, uint64_t now,
+                          uint64_t period_ns, unsigned run)
 {
     int64_t last = c->last_cpu;
+    uint64_t dt = since_last_look(c, now);
     c->last_cpu = cpu;
+    c->allow_ns = 0;
     if (c->run != run) {
         c->run = run;
-        c->carry_ns = 0;
+        c->credit_ns = c->time_ns = 0;
+        c->waiting = 0;
         return 0;
     }
-    if (cpu < 0 || last < 0 || cpu < last || period_ns == 0)
+    if (cpu < 0 || last < 0 || cpu < last || period_ns == 0 || dt == 0)
         return 0;
-    uint64_t ns = (uint64_t)(cpu - last) + c->carry_ns;
-    c->carry_ns = ns % period_ns;
-    return ns / period_ns;
+    if (cpu == last && c->waiting)
+        return 0;   /* still in the wait it was found in */
+    c->waiting = 0;
+    uint64_t most = PS_CPU_CREDIT_PERIODS * period_ns;
+    if (c->credit_ns > most)
+        c->credit_ns = most;
+    c->credit_ns += (uint64_t)(cpu - last);
+    uint64_t allow = dt + c->time_ns;
+    if (allow < period_ns) {
+        /* Less than a period since the last charge (an early look): it
+         * goes with the next one. */
+        c->time_ns = allow;
+        return 0;
+    }
+    uint64_t by_time = allow / period_ns, by_cpu = c->credit_ns / period_ns;
+    c->allow_ns = allow;
+    return by_time < by_cpu ? by_time : by_cpu;
+}
+
+uint64_t ps_cpu_clock_settle(struct ps_cpu_clock *c, uint64_t n, int on_cpu, uint64_t period_ns)
+{
+    if (n == 0 || period_ns == 0)
+        return 0;
+    if (!on_cpu) {
+        c->waiting = 1;
+        return 0;
+    }
+    c->credit_ns -= n * period_ns;
+    c->time_ns = c->allow_ns % period_ns;
+    return n;
 }

@@ -40,19 +40,54 @@ void ps_subset_next(struct ps_subset *s, unsigned k, unsigned n, int all);
 /* PYSAMPLE_MODE=cpu: what the sampler remembers of one thread's clock. */
 struct ps_cpu_clock {
     int64_t last_cpu;           /* its CPU clock at the last look, or -1 */
-    uint64_t carry_ns;          /* CPU time not yet counted: under a period */
+    uint64_t last_look;         /* when that look was (monotonic ns), 0: none */
+    uint64_t credit_ns;         /* CPU time used and not yet charged */
+    uint64_t time_ns;           /* time since the last charge, under a period */
+    uint64_t allow_ns;          /* the look under way: time it stands for */
+    int waiting;                /* found waiting, and used no CPU since */
     unsigned run;               /* the sampling run of last_cpu */
 };
 
 /*
- * The samples a look at a thread whose CPU clock reads cpu (ns, -1: not
- * readable) stands for: the CPU time since the previous look in whole
- * periods of period_ns, the rest carried to the next look.  0 on the
- * first look in sampling run `run` (a new run starts from the CPU the
- * thread has then), when either reading is missing, and when the clock
- * went back (another thread took the tid over: it starts from here).
+ * Where a thread's CPU time is charged (issue 36).  The CPU a thread used
+ * since the last look was spent wherever it ran meanwhile, not
+ * necessarily where it is now: charged to the stack it has now, a thread
+ * that burns 25 ms, then sleeps 15 ms, gave the sleep a quarter of its
+ * CPU at 100 Hz.  So a look charges only a thread found on a CPU (running,
+ * or runnable and waiting for one), and charges it the time it stands
+ * for, the time since the thread's previous look, as a wall-mode sample
+ * of a running thread would: a look lands in a stack with a probability
+ * proportional to the CPU time spent there, so each stack's expected
+ * count is its CPU time / the period, wherever the waits fall.
+ *
+ * The CPU clock bounds it: what is charged never exceeds the CPU time
+ * the thread used (its credit: used and not yet charged), so a thread
+ * found runnable but kept waiting for a CPU on a loaded machine is
+ * charged its CPU, not the wall time.  The credit is kept up to
+ * PS_CPU_CREDIT_PERIODS periods from one charge to the next (a thread
+ * that runs 1 % of the time is found on a CPU one look in a hundred, and
+ * then charged the time since its previous look, which its credit
+ * covers); CPU time spent in bursts too short for any look to find is
+ * not charged beyond that.  A thread found waiting that has used no CPU
+ * since is still in that wait (woken, it may be runnable and waiting for
+ * a CPU on a loaded machine, but its stack is the wait's): not charged.
+ *
+ * A look is two steps: ps_cpu_clock_due with the thread's CPU clock cpu
+ * (ns, -1: not readable) at now gives the periods of period_ns it may be
+ * charged; only if that is not 0 need the caller find out whether the
+ * thread is on a CPU and tell ps_cpu_clock_settle, which charges them if
+ * it is.
+ * 0 on the first look in sampling run `run` (a new run starts from the
+ * CPU the thread has then), when either reading is missing, and when the
+ * clock went back (another thread took the tid over: it starts from here).
  */
-uint64_t ps_cpu_clock_weight(struct ps_cpu_clock *c, int64_t cpu, uint64_t period_ns,
-                             unsigned run);
+#define PS_CPU_CREDIT_PERIODS 16
+
+uint64_t ps_cpu_clock_due(struct ps_cpu_clock *c, int64_t cpu, uint64_t now,
+                          uint64_t period_ns, unsigned run);
+
+/* Whether the thread ps_cpu_clock_due gave n (not 0) periods of
+ * period_ns for is on a CPU: the periods charged, n if it is, else 0. */
+uint64_t ps_cpu_clock_settle(struct ps_cpu_clock *c, uint64_t n, int on_cpu, uint64_t period_ns);
 
 #endif

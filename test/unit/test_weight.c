@@ -5,10 +5,11 @@
  * walks k of them in a window that rotates by k, every thread is walked
  * once every ceil(T/k) ticks, and its weights (floor(T/k) or one more)
  * average T/k, so the total over many ticks is what sampling every thread
- * every tick gives.  PYSAMPLE_MODE=cpu: CPU time counted in whole periods,
- * the rest carried to the next look, so the counts add up to the CPU time
- * whatever the spacing of the looks; a new run, a missing reading or a
- * clock that went back counts nothing.
+ * every tick gives.  PYSAMPLE_MODE=cpu: a look at a thread on a CPU counts
+ * the time since its previous look, in whole periods with the rest carried,
+ * within the CPU time it used and was not charged yet; a thread waiting is
+ * charged nothing, so a burn's CPU never goes to the wait after it; a new
+ * run, a missing reading or a clock that went back counts nothing.
  */
 #include <stdint.h>
 #include <string.h>
@@ -100,48 +101,103 @@ static void test_subset(void)
     CHECK_EQ_INT(picked, 10);
 }
 
+/* A look at time now (ns) at a thread whose clock reads cpu and which
+ * is on a CPU or not: the periods charged. */
+static uint64_t look(struct ps_cpu_clock *c, int64_t cpu, uint64_t now, int on_cpu,
+                     uint64_t period, unsigned run)
+{
+    return ps_cpu_clock_settle(c, ps_cpu_clock_due(c, cpu, now, period, run), on_cpu, period);
+}
+
 static void test_cpu(void)
 {
     const uint64_t period = 10000000;   /* 10 ms: 100 Hz */
+    const int64_t P = (int64_t)period;
     struct ps_cpu_clock c = { .last_cpu = -1 };
+    uint64_t t = 1000;
 
     /* The first look in run 1 counts nothing, whatever the CPU so far. */
-    CHECK_EQ_INT(ps_cpu_clock_weight(&c, 5 * (int64_t)period, period, 1), 0);
-    /* 2.5 periods: 2, and half a period carried ... */
-    CHECK_EQ_INT(ps_cpu_clock_weight(&c, 75 * (int64_t)period / 10, period, 1), 2);
-    CHECK_EQ_INT(c.carry_ns, period / 2);
-    /* ... which with 0.6 more makes one more, 0.1 carried. */
-    CHECK_EQ_INT(ps_cpu_clock_weight(&c, 81 * (int64_t)period / 10, period, 1), 1);
-    CHECK_EQ_INT(c.carry_ns, period / 10);
-    /* Many looks a third of a period apart add up to the CPU time: 30
-     * looks of 1/3 period each are 10 periods (the carry makes them). */
-    int64_t cpu = 81 * (int64_t)period / 10;
+    CHECK_EQ_INT(look(&c, 5 * P, t, 1, period, 1), 0);
+    /* Running through 2.5 periods, looked at after them: 2 (the time
+     * and the CPU both allow 2), half a period of each kept ... */
+    CHECK_EQ_INT(look(&c, 75 * P / 10, t += 25 * period / 10, 1, period, 1), 2);
+    CHECK_EQ_INT(c.credit_ns, period / 2);
+    CHECK_EQ_INT(c.time_ns, period / 2);
+    /* ... which with 0.6 more makes one more. */
+    CHECK_EQ_INT(look(&c, 81 * P / 10, t += 6 * period / 10, 1, period, 1), 1);
+    CHECK_EQ_INT(c.credit_ns, period / 10);
+
+    /* A spinner looked at every period, a little early or late: its
+     * counts are its CPU time. */
+    int64_t cpu = 81 * P / 10;
     uint64_t sum = 0;
-    for (int i = 0; i < 30; i++) {
-        cpu += (int64_t)period / 3 + (i % 3 == 0);   /* 1/3 rounded up over 3 */
-        sum += ps_cpu_clock_weight(&c, cpu, period, 1);
+    for (int i = 0; i < 100; i++) {
+        uint64_t step = period + (i % 2 ? period / 5 : 0) - (i % 2 ? 0 : period / 5);
+        cpu += (int64_t)step;
+        sum += look(&c, cpu, t += step, 1, period, 1);
+    }
+    CHECK_EQ_INT(sum, 100);
+
+    /* Burns 2.5 periods, then waits 2.5 with looks every period: the
+     * looks in the wait charge nothing (not on a CPU), and the burn's CPU
+     * is charged where it burns, never more than it used. */
+    sum = 0;
+    for (int i = 0; i < 50; i++) {
+        int burning = i % 5 < 3;       /* 3 looks of 5 land in the burn */
+        cpu += burning ? (i % 5 == 0 ? P / 2 : P) : (i % 5 == 3 ? P / 2 : 0);
+        sum += look(&c, cpu, t += period, burning, period, 1);
+    }
+    CHECK(sum <= 25 + PS_CPU_CREDIT_PERIODS && sum >= 20);
+
+    /* Runnable but given half a CPU (a loaded machine): on a CPU at
+     * every look, charged its CPU time, not the wall time. */
+    sum = 0;
+    for (int i = 0; i < 100; i++) {
+        cpu += P / 2;
+        sum += look(&c, cpu, t += period, 1, period, 1);
+    }
+    CHECK(sum >= 49 && sum <= 51);
+
+    /* A poller using 1 % of a CPU, found on one look in 100: charged the
+     * period that look stands for, its credit covering it. */
+    sum = 0;
+    for (int i = 0; i < 1000; i++) {
+        cpu += P / 100;
+        sum += look(&c, cpu, t += period, i % 100 == 99, period, 1);
     }
     CHECK_EQ_INT(sum, 10);
+    /* Idle: nothing, on a CPU or not. */
+    CHECK_EQ_INT(look(&c, cpu, t += period, 1, period, 1), 0);
+    /* Found waiting with CPU to charge, then runnable with no CPU used
+     * since (woken, waiting for a CPU): still in its wait, not charged;
+     * once it has run, it is. */
+    cpu += 3 * P;
+    CHECK_EQ_INT(look(&c, cpu, t += period, 0, period, 1), 0);
+    CHECK_EQ_INT(look(&c, cpu, t += period, 1, period, 1), 0);
+    cpu += P / 10;
+    CHECK_EQ_INT(look(&c, cpu, t += period, 1, period, 1), 1);
 
-    /* Idle: nothing. */
-    CHECK_EQ_INT(ps_cpu_clock_weight(&c, cpu, period, 1), 0);
     /* A clock that went back (the tid taken over): nothing, and the next
      * look counts from there. */
-    CHECK_EQ_INT(ps_cpu_clock_weight(&c, 1000, period, 1), 0);
-    CHECK_EQ_INT(ps_cpu_clock_weight(&c, 1000 + 3 * (int64_t)period, period, 1), 3);
+    CHECK_EQ_INT(look(&c, 1000, t += period, 1, period, 1), 0);
+    CHECK_EQ_INT(look(&c, 1000 + 3 * P, t += 3 * period, 1, period, 1), 3);
     /* A clock that cannot be read: nothing, and nothing from it next. */
-    CHECK_EQ_INT(ps_cpu_clock_weight(&c, -1, period, 1), 0);
-    CHECK_EQ_INT(ps_cpu_clock_weight(&c, 50 * (int64_t)period, period, 1), 0);
-    CHECK_EQ_INT(ps_cpu_clock_weight(&c, 52 * (int64_t)period, period, 1), 2);
+    CHECK_EQ_INT(look(&c, -1, t += period, 1, period, 1), 0);
+    CHECK_EQ_INT(look(&c, 50 * P, t += period, 1, period, 1), 0);
+    CHECK_EQ_INT(look(&c, 52 * P, t += 2 * period, 1, period, 1), 2);
+    /* An early look (less than a period since the last charge) goes with
+     * the next one. */
+    CHECK_EQ_INT(look(&c, 52 * P + P / 2, t += period / 2, 1, period, 1), 0);
+    CHECK_EQ_INT(look(&c, 53 * P, t += period / 2, 1, period, 1), 1);
 
-    /* (The tenth of a period carried since the loop stays carried.)  A new
-     * run: its first look counts nothing and drops the carry. */
-    CHECK_EQ_INT(ps_cpu_clock_weight(&c, 52 * (int64_t)period + (int64_t)period / 2, period, 1), 0);
-    CHECK_EQ_INT(c.carry_ns, 6 * period / 10);
-    CHECK_EQ_INT(ps_cpu_clock_weight(&c, 90 * (int64_t)period, period, 2), 0);
-    CHECK_EQ_INT(c.carry_ns, 0);
-    CHECK_EQ_INT(ps_cpu_clock_weight(&c, 91 * (int64_t)period - 1, period, 2), 0);
-    CHECK_EQ_INT(ps_cpu_clock_weight(&c, 91 * (int64_t)period, period, 2), 1);
+    /* A new run: its first look counts nothing and drops what was kept. */
+    CHECK_EQ_INT(look(&c, 53 * P + P / 2, t += period / 2, 0, period, 1), 0);
+    CHECK(c.credit_ns > 0);
+    CHECK_EQ_INT(look(&c, 90 * P, t += period, 1, period, 2), 0);
+    CHECK_EQ_INT(c.credit_ns, 0);
+    CHECK_EQ_INT(c.time_ns, 0);
+    CHECK_EQ_INT(look(&c, 91 * P - 1, t += period, 1, period, 2), 0);
+    CHECK_EQ_INT(look(&c, 91 * P, t += period, 1, period, 2), 1);
 }
 
 int main(void)

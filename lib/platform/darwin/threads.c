@@ -267,6 +267,15 @@ int64_t ps_thread_cpu_ns(long tid)
            ((int64_t)info.user_time.microseconds + info.system_time.microseconds) * 1000;
 }
 
+int ps_thread_on_cpu(long tid)
+{
+    thread_basic_info_data_t info;
+    if (info_of(tid, THREAD_BASIC_INFO, (thread_info_t)&info, THREAD_BASIC_INFO_COUNT) != 0)
+        return -1;
+    /* TH_STATE_RUNNING: running or runnable, as Linux's R. */
+    return info.run_state == TH_STATE_RUNNING;
+}
+
 int64_t ps_self_cpu_ns(void)
 {
     struct timespec ts;

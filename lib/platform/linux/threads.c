@@ -12,8 +12,10 @@
  * entry overwritten with the new tid.  Threads made by raw clone() never
  * appear here; the sampler then falls back to showing the pthread id.
  *
- * Whether the program has any thread left (ps_program_threads_gone: a
- * fork from a thread, orphan.c) /proc/self says.
+ * Whether a thread is on a CPU (cpu mode charges only such a thread: its
+ * state letter in /proc/self/task/TID/stat) and whether the program has
+ * any thread left (ps_program_threads_gone: a fork from a thread,
+ * orphan.c) /proc/self says.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -149,7 +151,7 @@ int ps_thread_os_name(long tid, char *buf, size_t len)
     return 0;
 }
 
-/* --- is any thread of the program left? ---------------------------------- */
+/* --- a thread's state: on a CPU (cpu mode), and is any thread left? ------- */
 
 /* The state letter of a /proc .../stat file: after the command name in
  * parentheses, which may hold anything, so found from the last ')'.
@@ -161,6 +163,15 @@ static char stat_state(const char *path)
         return 0;
     const char *p = strrchr(buf, ')');
     return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
+int ps_thread_on_cpu(long tid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+    char state = stat_state(path);
+    /* R: running or runnable, waiting for nothing but a CPU. */
+    return state == 0 ? -1 : state == 'R';
 }
 
 static int ended(char state)
