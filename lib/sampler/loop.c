@@ -36,15 +36,17 @@ static struct {
 /*
  * Armed, the control socket is a source of the wait (control.c does its
  * I/O and queues the requests) and the commands it queued are served after
- * each wake-up (sessions.c).  A wait without end (armed and idle) also
- * ends when a program thread ends: it may have been the last one.
+ * each wake-up (sessions.c).  A wait while not sampling also ends when a
+ * program thread ends: it may have been the last one, and a fork child
+ * waited out the rest of a 100 ms wait before it looked (orphan.c).  A
+ * tick's wait does not: a tick before its time would be an extra sample.
  */
 static void wait_armed(uint64_t deadline)
 {
     int was = ps_sampler_active();
     while (!ps_sampler_stop_asked() && !ps_sampler_write_requested() &&
            ps_sampler_active() == was && ps_now_ns() < deadline && ps_sampler_armed() &&
-           !(deadline == UINT64_MAX && ps_orphan_news())) {
+           !((deadline == UINT64_MAX || !was) && ps_orphan_news())) {
         uint64_t moment = ps_sessions_deadline();
         ps_control_wait(moment < deadline ? moment : deadline);
         ps_sessions_serve();
@@ -257,7 +259,10 @@ static void idle_a_while(void)
     uint64_t now = ps_now_ns();
     int forever = ps_sampler_armed() && ps_settings()->output[0] == '\0' &&
                   !ps_orphan_watching(now);
-    wait_until(forever ? UINT64_MAX : now + 100000000ull);
+    uint64_t until = now + 100000000ull;
+    if (ps_orphan_next_check() > now && ps_orphan_next_check() < until)
+        until = ps_orphan_next_check();
+    wait_until(forever ? UINT64_MAX : until);
     serve_writes();
     ps_orphan_check(ps_now_ns());
 }

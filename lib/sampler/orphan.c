@@ -3,9 +3,13 @@
  *
  * Looked at every 100 ms at most: one read of /proc/self/stat while the
  * leader runs (platform.h).  An armed, idle thread that never wakes by
- * itself is woken when a program thread ends (ps_orphan_thread_ending) and then
- * looks every 100 ms for a second: the thread that told it is still
- * finishing when it first looks.  The final profile (and PYSAMPLE_STATS)
+ * itself is woken when a program thread ends (ps_orphan_thread_ending) and
+ * then looks for a second: the thread that told it is still finishing when
+ * it first looks, and is gone microseconds later, so it looks again after
+ * PS_ORPHAN_FIRST_NS, and then twice as long each time up to 100 ms.
+ * Looking every 100 ms kept each child forked by a thread alive ~100 ms
+ * after its thread ended (150 forks: 14 s, 0.8 s without the library);
+ * now about a millisecond.  The final profile (and PYSAMPLE_STATS)
  * is written here, before exit(0), so that our atexit handler finds it
  * done and waits for nobody.
  */
@@ -20,9 +24,13 @@
 #include "sampler/state.h"
 #include "settings.h"
 
+#define PS_ORPHAN_FIRST_NS 250000ull
+#define PS_ORPHAN_EVERY_NS 100000000ull
+
 static struct {
     _Atomic int thread_ended;   /* a program thread said it is ending */
     uint64_t next_check;        /* when to look for the program's threads */
+    uint64_t step;              /* ... after the next look (0: every 100 ms) */
     uint64_t watch_until;       /* armed and idle: look until then, not never */
 } orphan;
 
@@ -42,15 +50,24 @@ int ps_orphan_watching(uint64_t now)
     return now < orphan.watch_until;
 }
 
+uint64_t ps_orphan_next_check(void)
+{
+    return orphan.next_check;
+}
+
 void ps_orphan_check(uint64_t now)
 {
     if (atomic_exchange(&orphan.thread_ended, 0)) {
         orphan.watch_until = now + 1000000000ull;
         orphan.next_check = now;
+        orphan.step = PS_ORPHAN_FIRST_NS;
     }
     if (now < orphan.next_check)
         return;
-    orphan.next_check = now + 100000000ull;
+    if (orphan.step == 0 || orphan.step > PS_ORPHAN_EVERY_NS)
+        orphan.step = PS_ORPHAN_EVERY_NS;
+    orphan.next_check = now + orphan.step;
+    orphan.step *= 2;
     if (!ps_program_threads_gone())
         return;
     if (ps_settings()->output[0]) {

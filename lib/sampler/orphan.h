@@ -21,8 +21,13 @@ void ps_orphan_thread_ending(void);
 
 /* On the sampler thread, at now (monotonic ns): if the program's threads
  * are all gone, writes the final profile and PYSAMPLE_STATS and calls
- * exit(0).  Looks every 100 ms at most. */
+ * exit(0).  Looks every 100 ms at most, but for the moments just after a
+ * program thread said it is ending (orphan.c). */
 void ps_orphan_check(uint64_t now);
+
+/* When ps_orphan_check will look next (monotonic ns): an idle wait ends
+ * then at the latest. */
+uint64_t ps_orphan_next_check(void);
 
 /* 1 if a program thread said it is ending since the last check: a wait
  * without a deadline should end, to look. */
