@@ -59,6 +59,18 @@ def clean_env(**extra):
     return env
 
 
+# `go tool pprof` is compiled into the Go build cache on its first use (41 s
+# of CPU with Go 1.26): one cache for every run, kept outside the repository
+# (.ci/run fills it in the background), not a new one per test's HOME.
+GOCACHE = os.environ.get("PYSAMPLE_GOCACHE") or os.path.join(
+    os.path.expanduser("~"), ".cache", "pysample", "go-build")
+
+
+def go_env(home):
+    """The environment of a `go tool pprof` run with HOME at home."""
+    return clean_env(HOME=home, GOCACHE=GOCACHE)
+
+
 def run(args, cwd=None, env=None, timeout=120, stdin=subprocess.DEVNULL):
     """Runs a command and returns (returncode, stdout bytes, stderr text)."""
     proc = subprocess.run(args, cwd=cwd, env=env if env is not None else clean_env(),
@@ -1299,13 +1311,13 @@ class PprofTests(TempDirTestCase):
         if not go:
             self.skipTest("go is not installed: `go tool pprof` check skipped")
         path, _ = self.convert(fixture("basic.txt"), "--rate", "100")
-        code, out, err = run([go, "tool", "pprof", "-raw", path], env=clean_env(HOME=self.tmp))
+        code, out, err = run([go, "tool", "pprof", "-raw", path], env=go_env(self.tmp))
         self.assertEqual(code, 0, err)
         text = out.decode("utf-8", "replace")
         self.assertIn("compute /srv/app/work.py:5", text)
         self.assertIn("<module> /srv/app/main.py:30", text)
         code, out, err = run([go, "tool", "pprof", "-top", "-sample_index=samples", path],
-                             env=clean_env(HOME=self.tmp))
+                             env=go_env(self.tmp))
         self.assertEqual(code, 0, err)
         self.assertRegex(out.decode(), r"50\s+50(\.00)?%.*compute")
 
@@ -1323,7 +1335,7 @@ class PprofTests(TempDirTestCase):
                                             "98.5 of 100 Hz, 100 samples, 2 dropped" % pysample_tool.VERSION])
         go = shutil.which("go")
         if go:
-            code, out, err = run([go, "tool", "pprof", "-top", path], env=clean_env(HOME=self.tmp))
+            code, out, err = run([go, "tool", "pprof", "-top", path], env=go_env(self.tmp))
             self.assertEqual(code, 0, err)
             head = out.decode().split("\nType:")[0].splitlines()
             self.assertLessEqual(len(head), 2, "File: and the one comment above the report: %r" % head)
