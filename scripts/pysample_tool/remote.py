@@ -371,9 +371,7 @@ class Connection(object):
         return kind, payload
 
     def closed_without_answer(self):
-        return ToolError("process %d closed the connection without an answer: it accepts only its own "
-                         "user (uid %d; you are uid %d: run pysample as uid %d), or it is exiting"
-                         % (self.pid, _target_uid(self.pid), os.geteuid(), _target_uid(self.pid)))
+        return ClosedWithoutAnswer(self.pid)
 
     def reply(self):
         """Reads frames up to ok/err: a Reply, or ToolError for err."""
@@ -412,8 +410,42 @@ class Connection(object):
             self.close()
 
 
+class ClosedWithoutAnswer(ToolError):
+    """The process closed our connection before any frame.  Not a refusal:
+    the library refuses with an err frame.  It is exiting, or the program
+    closed (or dup2()ed over) the library's listening socket while a wait
+    of the library still held it: connections queued on it meanwhile are
+    reset when the wait ends, and the library makes a new one within 2 s
+    (its descriptor checks, lib/control/control.c)."""
+
+    def __init__(self, pid, tried=0.0):
+        uid, me = _target_uid(pid), os.geteuid()
+        who = ("; it answers only its own user (uid %d; you are uid %d)" % (uid, me)
+               if uid >= 0 and me not in (0, uid) else "")
+        again = " (tried again for %g s)" % tried if tried else ""
+        ToolError.__init__(self, "process %d closed the connection without an answer%s: it is exiting, or "
+                           "the program closed the library's control socket and no new one was made (its "
+                           "stderr says why)%s" % (pid, again, who))
+
+
+# How long the --pid commands try again after a connection closed without
+# an answer (ClosedWithoutAnswer): the library's descriptor checks run every
+# 2 s at most.
+RECLAIM_S = 3.0
+
+
 def request(pid, verb, control_dir=None, timeout=None, **keys):
-    return Connection(pid, control_dir, timeout).request(verb, **keys)
+    """One request answered (Connection.request), tried again for
+    RECLAIM_S while the process closes connections without an answer."""
+    start = time.monotonic()
+    while True:
+        try:
+            return Connection(pid, control_dir, timeout).request(verb, **keys)
+        except ClosedWithoutAnswer:
+            tried = time.monotonic() - start
+            if tried >= RECLAIM_S or not _exists(pid):
+                raise ClosedWithoutAnswer(pid, round(tried, 1))
+        time.sleep(0.05)
 
 
 def describe_quality(meta):

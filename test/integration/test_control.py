@@ -801,6 +801,36 @@ def test_closed_descriptors_are_not_touched(ctx):
 
 
 @harness.once
+def test_dump_right_after_the_socket_is_taken(ctx):
+    """The program puts its own listening socket over the library's with
+    dup2(): the library's wait still holds the old one (and its name) for
+    up to 2 s, and a connection made meanwhile is reset unanswered when
+    the wait ends.  The first dump right after must still get its answer
+    (the tool tries again, the library listens again), and never blame
+    the user (it said "accepts only its own user", issue #39)."""
+    server = os.path.join(ctx.tmpdir(), "srv.sock")
+    a = Armed(ctx, program="armed_fds.py", args=["dup2listen", server])
+    ctx.check("placed server" in a.early.decode(), "the program took the library's socket", a.early)
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(server)
+    c.sendall(b"hello\n")
+    res = tool(ctx, "dump", "--pid", str(a.pid))
+    c.settimeout(0.2)
+    try:
+        got = c.recv(200)
+    except socket.timeout:
+        got = None
+    rc, out, err = a.finish()
+    c.close()
+    ctx.check(got is None, "the library answered on the program's own socket: %r" % got)
+    ctx.check("server ok" in out, "the program's socket", out)
+    ctx.check(rc == 7 and not _refusals(err), "program unchanged", rc, err)
+    ctx.check("own user" not in res.stderr, "the user was blamed", res.stderr)
+    check_tool(ctx, res, "the first dump --pid after dup2() over the library's socket")
+    ctx.check("fds_work (" in res.stdout, "the dump", res.stdout)
+
+
+@harness.once
 def test_fd_limit_does_not_spin(ctx):
     """A program at its descriptor limit with a connection pending: accept
     fails with EMFILE and the socket stays readable; the sampler thread

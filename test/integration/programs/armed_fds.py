@@ -2,6 +2,7 @@
 credentials what daemons do, for test_control.py.
 
     armed_fds.py STOPFILE closefds LOG SERVERPATH
+    armed_fds.py STOPFILE dup2listen SERVERPATH
     armed_fds.py STOPFILE fdlimit
     armed_fds.py STOPFILE setuid UID
 
@@ -17,6 +18,10 @@ then:
             pipe still holds PIPEDATA and "server ok" if the connection the
             test made to SERVERPATH is still there to accept, with the
             bytes the test sent ("hello").
+  dup2listen  puts its own listening socket (SERVERPATH) over the
+            library's listening socket with dup2() and nothing else, and
+            prints "placed server": the library's wait still holds the old
+            socket, and its name, for up to 2 s.  At the end as closefds.
   fdlimit   lowers its descriptor limit to 64 and opens files until it is
             reached; prints "full N".
   setuid    drops to UID (setgid, setuid: every thread), as a server
@@ -95,6 +100,15 @@ if mode == "closefds":
     os.write(log, b"log line\n")
     os.write(pw, b"PIPEDATA")
     print("placed %s" % " ".join(sorted(kinds)), flush=True)
+elif mode == "dup2listen":
+    server_path = sys.argv[3]
+    ours = [fd for fd, (what, _) in library_fds().items() if what.startswith("socket:")]
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(server_path)
+    srv.listen(8)
+    for fd in ours:
+        os.dup2(srv.fileno(), fd)
+    print("placed %s" % " ".join(["server"] * len(ours)), flush=True)
 elif mode == "fdlimit":
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
@@ -119,6 +133,7 @@ if mode == "closefds":
     except BlockingIOError:
         data = b""
     print("pipe ok" if data == b"PIPEDATA" else "pipe lost: %r" % data, flush=True)
+if mode in ("closefds", "dup2listen"):
     srv.settimeout(5)
     try:
         conn, _ = srv.accept()
