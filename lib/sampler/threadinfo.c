@@ -81,19 +81,22 @@ struct ps_thread_info *ps_threadinfo_find(long tid)
     return ti;
 }
 
-uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t now, uint64_t period_ns,
-                                  unsigned run)
+uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t period_ns, unsigned run)
 {
     /* A tid that is no thread of ours any more is refused by the kernel:
-     * the read never touches freed memory. */
-    int64_t cpu = ti->tid > 0 ? ps_thread_cpu_ns(ti->tid) : -1;
-    uint64_t n = ps_cpu_clock_due(&ti->clock, cpu, now, period_ns, run);
+     * the read never touches freed memory.  The monotonic clock around
+     * it (vDSO, ~20 ns a read) bounds when it was taken (weight.h). */
+    struct ps_cpu_reading r = { .before = ps_now_ns() };
+    r.cpu = ti->tid > 0 ? ps_thread_cpu_ns(ti->tid) : -1;
+    r.after = ps_now_ns();
+    uint64_t n = ps_cpu_clock_due(&ti->clock, &r, period_ns, run);
+    if (n == 0)
+        return 0;
     /* Charged only where it runs (weight.h): a thread waiting for
      * anything but a CPU is not where its CPU time went.  Where the OS
      * cannot tell (no /proc), the CPU time goes where it is found. */
-    if (n == 0)
-        return 0;
-    return ps_cpu_clock_settle(&ti->clock, n, ps_thread_on_cpu(ti->tid) != 0, period_ns);
+    int on_cpu = ti->clock.busy || ps_thread_on_cpu(ti->tid) != 0;
+    return ps_cpu_clock_settle(&ti->clock, n, on_cpu, period_ns);
 }
 
 /* The thread's name now: the OS's, else (3.9-3.13 give threads none of

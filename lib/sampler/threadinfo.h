@@ -35,7 +35,7 @@ struct ps_thread_info *ps_threadinfo_find(long tid);
 
 /*
  * PYSAMPLE_MODE=cpu: how many samples of period_ns this look at the
- * thread, at now, stands for (weight.h): if it is on a CPU, the time since
+ * thread stands for (weight.h): if it is on a CPU, the time since
  * its previous look in whole periods, the rest carried to its next
  * charge, within the CPU time it used and was not charged yet (its CPU
  * clock); 0 if it waits for anything but a CPU, so that a stack's count
@@ -46,8 +46,7 @@ struct ps_thread_info *ps_threadinfo_find(long tid);
  * cannot be read (it has exited: the kernel refuses a tid that is no
  * thread of ours, so the read never touches freed memory).
  */
-uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t now, uint64_t period_ns,
-                                  unsigned run);
+uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t period_ns, unsigned run);
 
 /* The thread's label (symtab.h), its name read again about once a second.
  * boot: the Thread._bootstrap_inner frame of this sample's walk, or 0. */

@@ -28,19 +28,28 @@ void ps_subset_next(struct ps_subset *s, unsigned k, unsigned n, int all)
     s->threads_seen = n;
 }
 
-/* The look at now: how long since the previous one, or 0 without one. */
-static uint64_t since_last_look(struct ps_cpu_clock *c, uint64_t now)
+/* The look at r: how long since the previous one (0 without one), and
+ * whether the thread ran throughout (weight.h). */
+static uint64_t since_last_look(struct ps_cpu_clock *c, const struct ps_cpu_reading *r)
 {
     uint64_t last = c->last_look;
-    c->last_look = now;
-    return last != 0 && now > last ? now - last : 0;
+    c->last_look = r->before;
+    c->busy = 0;
+    if (last == 0 || r->before <= last)
+        return 0;
+    uint64_t most = r->after - last, slack = most / 256;
+    if (slack < PS_CPU_BUSY_SLACK_NS)
+        slack = PS_CPU_BUSY_SLACK_NS;
+    if (c->last_cpu >= 0 && r->cpu >= c->last_cpu)
+        c->busy = (uint64_t)(r->cpu - c->last_cpu) + slack >= most;
+    return r->before - last;
 }
 
-uint64_t ps_cpu_clock_due(struct ps_cpu_clock *c, int64_t cpu, uint64_t now,
+uint64_t ps_cpu_clock_due(struct ps_cpu_clock *c, const struct ps_cpu_reading *r,
                           uint64_t period_ns, unsigned run)
 {
-    int64_t last = c->last_cpu;
-    uint64_t dt = since_last_look(c, now);
+    int64_t last = c->last_cpu, cpu = r->cpu;
+    uint64_t dt = since_last_look(c, r);
     c->last_cpu = cpu;
     c->allow_ns = 0;
     if (c->run != run) {

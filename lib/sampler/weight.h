@@ -40,12 +40,20 @@ void ps_subset_next(struct ps_subset *s, unsigned k, unsigned n, int all);
 /* PYSAMPLE_MODE=cpu: what the sampler remembers of one thread's clock. */
 struct ps_cpu_clock {
     int64_t last_cpu;           /* its CPU clock at the last look, or -1 */
-    uint64_t last_look;         /* when that look was (monotonic ns), 0: none */
+    uint64_t last_look;         /* that reading's before (monotonic ns), 0: none */
     uint64_t credit_ns;         /* CPU time used and not yet charged */
     uint64_t time_ns;           /* time since the last charge, under a period */
     uint64_t allow_ns;          /* the look under way: time it stands for */
     int waiting;                /* found waiting, and used no CPU since */
+    int busy;                   /* on a CPU all but a slack of the last interval */
     unsigned run;               /* the sampling run of last_cpu */
+};
+
+/* One reading of a thread's CPU clock: cpu (ns, -1: not readable), read
+ * between before and after on the monotonic clock. */
+struct ps_cpu_reading {
+    int64_t cpu;
+    uint64_t before, after;
 };
 
 /*
@@ -72,18 +80,30 @@ struct ps_cpu_clock {
  * since is still in that wait (woken, it may be runnable and waiting for
  * a CPU on a loaded machine, but its stack is the wait's): not charged.
  *
- * A look is two steps: ps_cpu_clock_due with the thread's CPU clock cpu
- * (ns, -1: not readable) at now gives the periods of period_ns it may be
- * charged; only if that is not 0 need the caller find out whether the
- * thread is on a CPU and tell ps_cpu_clock_settle, which charges them if
- * it is.
+ * A look is two steps: ps_cpu_clock_due with a reading of the thread's
+ * CPU clock gives the periods of period_ns it may be charged; only if
+ * that is not 0 need the caller find out whether the thread is on a CPU
+ * and tell ps_cpu_clock_settle, which charges them if it is.  The clock
+ * often says so itself (c->busy): a thread whose CPU clock advanced by
+ * all but a slack of the time between two readings (the most that can
+ * lie between them: the first's before to the second's after) was off
+ * the CPU for at most that slack since the previous look; if it is
+ * waiting now, it began to within the slack of the look.  The slack,
+ * 1/256 of the interval or PS_CPU_BUSY_SLACK_NS, whichever is more,
+ * covers the interrupts a running thread's clock does not count and the
+ * sampler's own tick on a CPU the thread shares (pinned to one core, a
+ * running thread is off it while the sampler looks at it): a skew of
+ * that order, as any sample's read takes time.  Then the caller need not
+ * ask the OS (a /proc read, ~3 us, most of a running thread's look in
+ * cpu mode).
  * 0 on the first look in sampling run `run` (a new run starts from the
  * CPU the thread has then), when either reading is missing, and when the
  * clock went back (another thread took the tid over: it starts from here).
  */
 #define PS_CPU_CREDIT_PERIODS 16
+#define PS_CPU_BUSY_SLACK_NS 20000
 
-uint64_t ps_cpu_clock_due(struct ps_cpu_clock *c, int64_t cpu, uint64_t now,
+uint64_t ps_cpu_clock_due(struct ps_cpu_clock *c, const struct ps_cpu_reading *r,
                           uint64_t period_ns, unsigned run);
 
 /* Whether the thread ps_cpu_clock_due gave n (not 0) periods of

@@ -101,12 +101,15 @@ static void test_subset(void)
     CHECK_EQ_INT(picked, 10);
 }
 
-/* A look at time now (ns) at a thread whose clock reads cpu and which
- * is on a CPU or not: the periods charged. */
+/* A look at time now (ns; the reading takes 1 us) at a thread whose
+ * clock reads cpu and which the OS says is on a CPU or not, as
+ * threadinfo.c makes it: the periods charged. */
 static uint64_t look(struct ps_cpu_clock *c, int64_t cpu, uint64_t now, int on_cpu,
                      uint64_t period, unsigned run)
 {
-    return ps_cpu_clock_settle(c, ps_cpu_clock_due(c, cpu, now, period, run), on_cpu, period);
+    struct ps_cpu_reading r = { .cpu = cpu, .before = now, .after = now + 1000 };
+    uint64_t n = ps_cpu_clock_due(c, &r, period, run);
+    return ps_cpu_clock_settle(c, n, c->busy || on_cpu, period);
 }
 
 static void test_cpu(void)
@@ -171,11 +174,36 @@ static void test_cpu(void)
     /* Found waiting with CPU to charge, then runnable with no CPU used
      * since (woken, waiting for a CPU): still in its wait, not charged;
      * once it has run, it is. */
-    cpu += 3 * P;
+    cpu += P / 2;
     CHECK_EQ_INT(look(&c, cpu, t += period, 0, period, 1), 0);
+    cpu += P / 2;
+    CHECK_EQ_INT(look(&c, cpu, t += period, 0, period, 1), 0);
+    CHECK_EQ_INT(c.waiting, 1);
     CHECK_EQ_INT(look(&c, cpu, t += period, 1, period, 1), 0);
     cpu += P / 10;
     CHECK_EQ_INT(look(&c, cpu, t += period, 1, period, 1), 1);
+
+    /* The clock alone says a thread ran throughout: all but the slack of
+     * the time between the readings (from the previous one's start to
+     * this one's end; 1/256 of 10 ms is above the 20 us floor) ... */
+    cpu += P - P / 300;
+    CHECK_EQ_INT(look(&c, cpu, t += period, 0, period, 1), 1);
+    CHECK_EQ_INT(c.busy, 1);
+    /* ... never a thread off the CPU for more than that. */
+    cpu += P - P / 200;
+    CHECK_EQ_INT(look(&c, cpu, t += period, 0, period, 1), 0);
+    CHECK_EQ_INT(c.busy, 0);
+    /* At 10 kHz the floor: 20 us off the CPU in 100 us (the sampler's
+     * tick on the thread's one core) is still running throughout (a run
+     * of its own, run 3). */
+    const uint64_t fast = 100000;
+    CHECK_EQ_INT(look(&c, cpu, t += period, 1, fast, 3), 0);
+    cpu += (int64_t)fast - 18000;
+    CHECK_EQ_INT(look(&c, cpu, t += fast, 0, fast, 3), 0);   /* under a period of CPU */
+    cpu += (int64_t)fast - 18000;
+    CHECK_EQ_INT(look(&c, cpu, t += fast, 0, fast, 3), 1);
+    cpu += (int64_t)fast - 25000;
+    CHECK_EQ_INT(look(&c, cpu, t += fast, 0, fast, 3), 0);
 
     /* A clock that went back (the tid taken over): nothing, and the next
      * look counts from there. */
