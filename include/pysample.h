@@ -37,6 +37,13 @@ extern "C" {
 #define PYSAMPLE_VERSION 100
 
 /*
+ * The version of the library that is loaded, e.g. "0.1.0": the one number
+ * of the library, its header (PYSAMPLE_VERSION), the pysample command and
+ * the wheel (docs/install.md).  A static string, never NULL.
+ */
+PYSAMPLE_API const char *pysample_version(void);
+
+/*
  * Starts sampling at rate_hz samples per second (1..100000; 0 keeps the rate
  * from PYSAMPLE_RATE or the default of 100).  Returns 0 if sampling runs
  * afterwards (also when it already ran), -ENOENT if the process has no

@@ -16,6 +16,19 @@
 #include "profile/profile.h"
 #include "sampler/state.h"
 
+/*
+ * The version and build as text in the file itself, so that `pysample info`
+ * and `pysample lib` can tell which library a path holds without loading
+ * it into their own process (scripts/pysample_tool/library.py reads it).
+ */
+__attribute__((used)) static const char ps_build_ident[] =
+    "libpysample-build: " PS_VERSION_STRING " (" PS_BUILD_STRING ")";
+
+const char *pysample_version(void)
+{
+    return PS_VERSION_STRING;
+}
+
 int pysample_start(int rate_hz)
 {
     if (rate_hz < 0 || rate_hz > PS_MAX_RATE)

@@ -88,7 +88,8 @@ size_t ps_quality_format(const struct ps_quality *q, char *buf, size_t len)
                      "budget_pct %.2f\n"
                      "budget_adjustments %llu\n"
                      "rate_now_hz %d\n"
-                     "native_masked %llu\n",
+                     "native_masked %llu\n"
+                     "library %s\n",
                      q->how, q->mode, python, q->requested_hz, ps_quality_achieved_hz(q),
                      (double)q->duration_ns / 1e9, (unsigned long long)q->d.ticks,
                      (unsigned long long)q->d.samples, (unsigned long long)q->d.late_ticks,
@@ -97,10 +98,21 @@ size_t ps_quality_format(const struct ps_quality *q, char *buf, size_t len)
                      (unsigned long long)dropped_other(q), (unsigned long long)q->d.truncated,
                      (double)q->d.sampler_cpu_ns / 1e9, q->d.budget_pct,
                      (unsigned long long)q->d.budget_adjustments, q->d.rate_now_hz,
-                     (unsigned long long)q->d.native_masked);
+                     (unsigned long long)q->d.native_masked, PS_VERSION_STRING);
     if (n < 0)
         return 0;
     return (size_t)n >= len ? whole_lines(buf, len) : (size_t)n;
+}
+
+/* The keys whose values are words (strings in JSON), not numbers. */
+static int string_key(const char *key, size_t klen)
+{
+    static const char *const words[] = { "how", "mode", "python", "library" };
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        if (klen == strlen(words[i]) && memcmp(key, words[i], klen) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 size_t ps_quality_json(const struct ps_quality *q, long pid, char *buf, size_t len)
@@ -113,7 +125,7 @@ size_t ps_quality_json(const struct ps_quality *q, long pid, char *buf, size_t l
         return 0;
     o = (size_t)w;
     /* "key value" lines; the values are ours: numbers, or words without
-     * quotes or backslashes (how, mode, python: always strings). */
+     * quotes or backslashes (string_key: always strings). */
     for (size_t i = 0; i < n;) {
         char *nl = memchr(lines + i, '\n', n - i);
         size_t end = nl ? (size_t)(nl - lines) : n;
@@ -122,9 +134,7 @@ size_t ps_quality_json(const struct ps_quality *q, long pid, char *buf, size_t l
             size_t klen = (size_t)(sp - (lines + i));
             const char *v = sp + 1;
             int vlen = (int)(end - (size_t)(v - lines));
-            int str = (klen == 3 && memcmp(lines + i, "how", 3) == 0) ||
-                      (klen == 4 && memcmp(lines + i, "mode", 4) == 0) ||
-                      (klen == 6 && memcmp(lines + i, "python", 6) == 0);
+            int str = string_key(lines + i, klen);
             w = snprintf(buf + o, len - o, ",\n \"%.*s\": %s%.*s%s", (int)klen, lines + i,
                          str ? "\"" : "", vlen, v, str ? "\"" : "");
             if (w < 0 || (size_t)w >= len - o)

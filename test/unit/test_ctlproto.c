@@ -148,6 +148,14 @@ static void test_quality(void)
     n = ps_quality_format(&q, small, sizeof small);
     CHECK(n > 0 && n < sizeof small && small[n - 1] == '\n' && small[n] == '\0');
     CHECK_EQ_STR(small, "how armed record\nmode cpu\n");
+    /* The library's version, a word: a JSON string in the sidecar (a bare
+     * 0.1.0 would make the whole file unreadable JSON). */
+    CHECK(strstr(buf, "library " PS_VERSION_STRING "\n") != NULL);
+    char json[2048];
+    CHECK(ps_quality_json(&q, 42, json, sizeof json) > 0);
+    CHECK(strstr(json, "\"library\": \"" PS_VERSION_STRING "\"") != NULL);
+    CHECK(strstr(json, "\"python\": \"3.13.1\"") != NULL);
+    CHECK(strstr(json, "\"ticks\": 200,") != NULL);
 }
 
 int main(void)
