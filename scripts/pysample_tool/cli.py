@@ -10,12 +10,12 @@
 
 import sys
 
-from . import convert, diff, dump, flamegraph, info, lines, record, start, stop, top
+from . import convert, diff, dump, flamegraph, info, lib, lines, record, start, stop, top
 from .common import PROG, VERSION, ToolError
 from .options import Parser
 
 # In the order `pysample --help` lists them.
-COMMANDS = (record, flamegraph, top, diff, lines, dump, start, stop, convert, info)
+COMMANDS = (record, flamegraph, top, diff, lines, dump, start, stop, convert, info, lib)
 
 
 def build_parser():
@@ -26,6 +26,8 @@ def build_parser():
         epilog="Run `%s COMMAND --help` for the options of each command. "
                "Documentation: docs/tools.md, man pysample." % PROG)
     parser.add_argument("--version", action="version", version="%s %s" % (PROG, VERSION))
+    parser.add_argument("--print-lib", action=lib.PrintLibAction,
+                        help="print the path of libpysample.so and exit (as `%s lib`)" % PROG)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for module in COMMANDS:
         sub = commands.add_parser(module.NAME, help=module.HELP, description=module.DESCRIPTION,

@@ -32,7 +32,8 @@ from .convert import convert_bytes, is_binary
 from .elfsyms import LoadedObjects
 from .quality import SIDECAR_SUFFIX, read_sidecar
 from . import timeline
-from .library import LIB_BASENAMES, SCRIPT_DIR_ENV, demo_path, find_library
+from . import lib
+from .library import LIB_BASENAMES, SCRIPT_DIR_ENV, demo_path
 from .top import format_top
 
 DEFAULT_RATE = 100  # the library's default PYSAMPLE_RATE
@@ -331,12 +332,7 @@ def preload_environment(library):
 
 
 def library_or_fail():
-    library, places = find_library()
-    if library is None:
-        raise ToolError("cannot find libpysample (looked for %s); build it with `meson setup build && "
-                        "meson compile -C build` or point PYSAMPLE_LIB at it"
-                        % ", ".join(places[:4] + (["..."] if len(places) > 4 else [])))
-    return library
+    return lib.require_library()
 
 
 def _environment(library, workdir, args):
