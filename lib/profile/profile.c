@@ -172,6 +172,22 @@ int ps_profile_reset(void)
     return rc;
 }
 
+int ps_profile_lend(int lent)
+{
+    if (!profile.ready)
+        return 0;
+    pthread_mutex_lock(&profile.lock);
+    int rc = clear_locked();
+    if (rc == 0 && lent) {
+        profile.p.tab.tl = NULL;
+        ps_timeline_free(&profile.p.tl);
+    } else if (rc == 0) {
+        profile.p.tab.tl = profile.p.tl.max ? &profile.p.tl : NULL;
+    }
+    pthread_mutex_unlock(&profile.lock);
+    return rc;
+}
+
 void ps_profile_counts(struct ps_profile_counts *c)
 {
     memset(c, 0, sizeof *c);

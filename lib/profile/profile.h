@@ -63,6 +63,14 @@ int ps_profile_write(const char *tmpl, char *written, size_t writtenlen);
  * -1 (out of memory: nothing discarded). */
 int ps_profile_reset(void);
 
+/* ps_profile_reset for a session of armed mode taking the profile
+ * (lent 1) or giving it back (lent 0).  A session's profile goes to its
+ * client, which never gets a timeline: while lent, no timeline is kept
+ * and its records are freed (a session of many threads at a high rate
+ * filled PYSAMPLE_TIMELINE_MAX, gigabytes, that nobody would ever read,
+ * and the process's exit waited seconds for the kernel to free them). */
+int ps_profile_lend(int lent);
+
 struct ps_profile_counts {
     uint64_t distinct_stacks;
     uint64_t codecache_hits, codecache_misses;

@@ -108,7 +108,7 @@ static const char *begin_session(enum session v, int conn, const struct ps_ctl_r
         return why;
     if ((why = ps_settings_use(r->cpu, r->native, r->async_tasks)) != NULL)
         return why;
-    if (ps_profile_reset() != 0) {
+    if (ps_profile_lend(1) != 0) {
         ps_settings_use(-1, -1, -1);
         return "out of memory";
     }
@@ -143,7 +143,7 @@ static void end_session(int send_to)
     s.conn = -1;
     ps_settings_use(-1, -1, -1);
     ps_sampler_set_rate(ps_settings_process()->rate_hz);
-    ps_profile_reset();
+    ps_profile_lend(0);
     ps_control_note_session(0);
 }
 

@@ -830,6 +830,39 @@ def test_dump_right_after_the_socket_is_taken(ctx):
     ctx.check("fds_work (" in res.stdout, "the dump", res.stdout)
 
 
+def _rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int([l for l in f if l.startswith("VmRSS:")][0].split()[1])
+
+
+@harness.once
+def test_sessions_keep_no_timeline(ctx):
+    """Armed with PYSAMPLE_TIMELINE=1 and no output: a session's profile
+    goes to its client, which never gets a timeline, so none is kept.  Its
+    records (16 bytes a sample, up to PYSAMPLE_TIMELINE_MAX) grew the
+    process by hundreds of MB nobody would read, and its exit waited for
+    the kernel to free them (issue #39)."""
+    a = Armed(ctx, program="armed_threads.py", args=["200"],
+              env={"PYSAMPLE_TIMELINE": "1", "PYSAMPLE_TIMELINE_MAX": "100000000"})
+    before = _rss_kb(a.pid)
+    out = os.path.join(a.dir, "rec.txt")
+    most = 0
+    for _ in range(6):  # until one session took 300 000 samples (a loaded machine takes fewer)
+        res = tool(ctx, "record", "--pid", str(a.pid), "-d", "2", "--rate", "1000", "-o", out)
+        check_tool(ctx, res, "record --pid")
+        with open(out + ".quality.json") as f:
+            most = max(most, json.load(f)["samples"])
+        if most >= 300000:
+            break
+    grown = _rss_kb(a.pid) - before
+    rc, text, err = a.finish()
+    ctx.check(rc == 7 and "pysample:" not in err, "program unchanged", rc, err[-2000:])
+    ctx.check(most >= 100000, "sessions took only %d samples" % most)
+    print("    %d samples in a session, the process grew %d kB" % (most, grown), flush=True)
+    ctx.check(grown * 1024 < most * 16 // 4, "the process grew %d kB over sessions of up to %d samples: "
+              "a timeline was kept (16 bytes a sample)" % (grown, most))
+
+
 @harness.once
 def test_fd_limit_does_not_spin(ctx):
     """A program at its descriptor limit with a connection pending: accept
