@@ -12,7 +12,7 @@
 #
 # Variants (labels used by --list and the test suite):
 #   3.13td-static   --disable-gil --with-pydebug, libpython linked statically
-#                   into bin/python3.13t: free-threaded, debug and static in
+#                   into bin/python3.13td: free-threaded, debug and static in
 #                   one build (what `all` builds; see ALL_VARIANTS)
 #   3.11-tracerefs  --with-trace-refs 3.11 (bookworm): only `make python`,
 #                   run from its build tree; libpysample must refuse it
@@ -101,7 +101,8 @@ build_only() { [[ $1 == *-tracerefs ]]; }
 variant_exe() {
     case $1 in
         *-tracerefs)      echo "$CACHE/$1/build/python" ;;
-        *t-static|*td-static) echo "$CACHE/$1/bin/python$(variant_minor "$1")t" ;;
+        *td-static)       echo "$CACHE/$1/bin/python$(variant_minor "$1")td" ;;
+        *t-static)        echo "$CACHE/$1/bin/python$(variant_minor "$1")t" ;;
         *)                echo "$CACHE/$1/bin/python$(variant_minor "$1")" ;;
     esac
 }
