@@ -5,6 +5,7 @@
 
 #include "check.h"
 #include "config.h"
+#include "util/message.h"
 
 struct env {
     const char *kv[16];
@@ -61,10 +62,31 @@ static void check_settings(const struct ps_config *c, const struct settings *wan
         fprintf(stderr, "  (in: %s)\n", what);
 }
 
+/* A value quoted in a message line cannot end the line or drive a
+ * terminal (message.h): C0, DEL and UTF-8's C1 escaped, other UTF-8 kept,
+ * no escape split at the end of the buffer. */
+static void check_message_escape(void)
+{
+    char out[64];
+    ps_say_escape("5\npysample: x", out, sizeof out);
+    CHECK_EQ_STR(out, "5\\x0apysample: x");
+    ps_say_escape("\x1b[2J\r\x7f", out, sizeof out);
+    CHECK_EQ_STR(out, "\\x1b[2J\\x0d\\x7f");
+    ps_say_escape("\xc2\x9b" "31m \xc3\xa9", out, sizeof out);
+    CHECK_EQ_STR(out, "\\xc2\\x9b31m \xc3\xa9");
+    CHECK_EQ_INT((int)ps_say_escape("ab\n", out, 6), 2);
+    CHECK_EQ_STR(out, "ab");
+    /* A lone 0xC2 at the end is no C1 control. */
+    ps_say_escape("a\xc2", out, sizeof out);
+    CHECK_EQ_STR(out, "a\xc2");
+}
+
 int main(void)
 {
     struct ps_config c;
     struct env e = { { NULL }, 0, "" };
+
+    check_message_escape();
 
     /* Defaults, and profiling off without PYSAMPLE_OUTPUT. */
     parse(&e, &c);
