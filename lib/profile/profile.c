@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -99,13 +100,14 @@ static int fill_timeline(void *ctx, ps_output_put_fn put, void *put_ctx)
 /* <path>.timeline from the copy tl and the lines rd of one moment.  A
  * failure is said when it begins and when it ends (message.h): a full
  * disk said it on every flush. */
+static struct ps_episode timeline_failing;
+
 static void write_timeline(const char *path, const struct ps_timeline *tl,
                            const struct ps_rendered *rd, struct ps_arena *mem)
 {
-    static struct ps_episode failing;
     struct timeline_fill f = { tl, rd, mem };
     int rc = tl == NULL ? -ENOMEM : ps_output_write_beside(path, ".timeline", fill_timeline, &f);
-    if (!ps_episode_turn(&failing, rc))
+    if (!ps_episode_turn(&timeline_failing, rc))
         return;
     if (rc != 0)
         ps_say("cannot write the timeline %s.timeline: %s; said once, until it is written again",
@@ -215,6 +217,8 @@ void ps_profile_child_after_fork(void)
     /* Only the forking thread exists here, and it took the lock in
      * prepare. */
     pthread_mutex_init(&profile.lock, NULL);
+    /* Its timeline has a name of its own: its failures are new. */
+    atomic_store(&timeline_failing.failing, 0);
     /* Out of memory: the child goes on with its parent's samples rather
      * than none at all. */
     if (profile.ready)

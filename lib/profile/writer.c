@@ -142,6 +142,8 @@ int ps_writer_covered(unsigned ticket)
 
 void ps_writer_child_after_fork(void)
 {
+    /* Its files have names of their own: their failures are new. */
+    atomic_store(&writer.quality_failing.failing, 0);
     pthread_mutex_init(&writer.lock, NULL);
     atomic_store(&writer.state, PS_WRITE_OPEN);
     atomic_store(&writer.final_asked, 0);
