@@ -225,7 +225,7 @@ def check_broken(venv, lib, tag):
         os.rename(aside, lib)
 
 
-def one_python(python, wheels, work, libs):
+def one_python(python, wheels, work, libs, first):
     tag = "python" + os.path.basename(os.path.dirname(os.path.dirname(python)))
     venv = os.path.join(work, "venv-" + tag)
     if not make_venv(python, venv):
@@ -241,7 +241,7 @@ def one_python(python, wheels, work, libs):
     preload_by_hand(venv, lib, work, tag)
     record_multiprocessing(venv, work, tag)
     check_broken(venv, lib, tag)
-    for other in ("musl", "aarch64"):
+    for other in ("musl", "aarch64") if first else ():
         if wheels.get(other):
             code, out, err = run(["pip", "install", "--no-index", "--no-cache-dir", wheels[other]], env=env)
             check(code != 0 and "not a supported wheel on this platform" in err,
@@ -322,7 +322,7 @@ def main():
         check_wheel_contents(wheels["x86_64"])
         libs = {}
         for python in pythons:
-            one_python(python, wheels, work, libs)
+            one_python(python, wheels, work, libs, python == pythons[0])
         check(len(set(libs.values())) == len(libs), "each venv's pysample lib is its own: %d venvs, %d paths"
               % (len(libs), len(set(libs.values()))))
         if wheels["musl"]:
