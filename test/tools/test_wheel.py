@@ -123,8 +123,9 @@ def wheel_named(wheels, prefix, suffix):
 def check_wheel_contents(path):
     names = zipfile.ZipFile(path).namelist()
     check(".libpysample.mesonpy.libs/libpysample.so" in names, "%s holds the library" % os.path.basename(path))
-    check(any(n.endswith("/pysample/cli.py") for n in names) and any(n.endswith("/pysample/demo.py") for n in names),
-          "%s holds the package pysample and its demo" % os.path.basename(path))
+    check(any(n.endswith("/pysample/cli.py") for n in names) and any(n.endswith("/pysample/demo.py") for n in names) and \
+          any(n.endswith("/pysample/LICENSE") for n in names),
+          "%s holds the package pysample, its demo and the licence" % os.path.basename(path))
     meta = [n for n in names if n.endswith(".dist-info/METADATA")]
     text = zipfile.ZipFile(path).read(meta[0]).decode() if meta else ""
     check("\nVersion: %s\n" % VERSION in text, "wheel metadata says version %s" % VERSION)
