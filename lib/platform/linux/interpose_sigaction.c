@@ -10,6 +10,11 @@
  *   SIGTERM, SIGHUP, SIGINT, SIGQUIT at default disposition: our handler
  *                     stays hidden (fatal.c).
  *
+ * And the stand-ins for pthread_sigmask and sigprocmask, which change
+ * nothing the program sees: once the mask is changed they say so to
+ * sigmask.c, which then reads a thread's mask again before the native
+ * path signals it.
+ *
  * glibc's signal() calls its internal sigaction, not ours, so it needs a
  * stand-in of its own.  Each forwards to libc's definition (libc.c); in a
  * vfork() child (posix_spawn, subprocess), which runs in our memory until
@@ -83,4 +88,31 @@ PS_EXPORT sighandler_t signal(int sig, sighandler_t handler)
         return SIG_ERR;
     /* sa_handler and sa_sigaction share storage: either way, the old one. */
     return old.sa_handler;
+}
+
+/* A word before the change and one after: a sampler that read the
+ * generation after the first reads the thread's status again rather than
+ * trust what it remembered (sigmask.c), and one that read it before the
+ * second does not remember what it then read.  What is left is what a
+ * status read always left: a signal sent right after a read that came
+ * just before the change.  Async-signal-safe, as the functions they
+ * stand for. */
+PS_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+    if (set != NULL)
+        ps_sigmask_changed();
+    int rc = ps_real_pthread_sigmask(how, set, old);
+    if (set != NULL)
+        ps_sigmask_changed();
+    return rc;
+}
+
+PS_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+    if (set != NULL)
+        ps_sigmask_changed();
+    int rc = ps_real_sigprocmask(how, set, old);
+    if (set != NULL)
+        ps_sigmask_changed();
+    return rc;
 }

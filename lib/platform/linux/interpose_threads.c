@@ -39,6 +39,9 @@ static void *trampoline(void *p)
     struct tramp t = *(struct tramp *)p;
     free(p);
     ps_threads_record_self();
+    /* A new thread, its mask its creator's, perhaps on a reused tid:
+     * what sigmask.c remembers of that tid is read again. */
+    ps_sigmask_changed();
     void *ret = t.fn(t.arg);
     ps_orphan_thread_ending();
     return ret;

@@ -30,16 +30,19 @@ typedef int (*execv_fn)(const char *, char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 typedef int (*kill_fn)(pid_t, int);
 typedef int (*raise_fn)(int);
+typedef int (*sigmask_fn)(int, const sigset_t *, sigset_t *);
 
 /* The C library's functions we call past our own stand-ins: an index and
  * the name, line for line in the same order. */
 enum real {
     R_SIGACTION, R_SIGNAL, R_EXIT, R_FOPEN, R_FOPEN64, R_FCLOSE, R_EXECVE,
-    R_EXECVPE, R_EXECV, R_EXECVP, R_FEXECVE, R_KILL, R_RAISE, R_COUNT
+    R_EXECVPE, R_EXECV, R_EXECVP, R_FEXECVE, R_KILL, R_RAISE, R_PTHREAD_SIGMASK,
+    R_SIGPROCMASK, R_COUNT
 };
 static const char *const real_names[] = {
     "sigaction", "signal", "_exit", "fopen", "fopen64", "fclose", "execve",
-    "execvpe", "execv", "execvp", "fexecve", "kill", "raise",
+    "execvpe", "execv", "execvp", "fexecve", "kill", "raise", "pthread_sigmask",
+    "sigprocmask",
 };
 _Static_assert(sizeof real_names / sizeof real_names[0] == R_COUNT, "a name per function");
 
@@ -140,6 +143,24 @@ int ps_real_kill(pid_t pid, int sig)
 int ps_real_raise(int sig)
 {
     return ((raise_fn)real(R_RAISE))(sig);
+}
+
+/* A C library without them (none we know of) gets the system call, as
+ * its own would make it. */
+int ps_real_pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+    sigmask_fn f = (sigmask_fn)real(R_PTHREAD_SIGMASK);
+    if (f != NULL)
+        return f(how, set, old);
+    return syscall(SYS_rt_sigprocmask, how, set, old, 8) == 0 ? 0 : errno;
+}
+
+int ps_real_sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+    sigmask_fn f = (sigmask_fn)real(R_SIGPROCMASK);
+    if (f != NULL)
+        return f(how, set, old);
+    return (int)syscall(SYS_rt_sigprocmask, how, set, old, 8);
 }
 
 /* ---- actions as the kernel keeps them (platform.h) ----------------------

@@ -8,6 +8,7 @@
 #define PS_LINUX_H
 
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -21,6 +22,8 @@ int ps_real_execvp(const char *file, char *const argv[]);
 int ps_real_fexecve(int fd, char *const argv[], char *const envp[]);
 int ps_real_kill(pid_t pid, int sig);
 int ps_real_raise(int sig);
+int ps_real_pthread_sigmask(int how, const sigset_t *set, sigset_t *old);
+int ps_real_sigprocmask(int how, const sigset_t *set, sigset_t *old);
 
 /*
  * Reads the small file path (a /proc/self/task/TID/... entry: one read()
@@ -31,6 +34,19 @@ int ps_real_raise(int sig);
  * stdio locks.
  */
 ssize_t ps_linux_read_small(const char *path, char *buf, size_t len);
+
+/*
+ * Whether a thread blocks the native-stack signal (sigmask.c):
+ *   ps_thread_blocks_signal  1 if thread tid blocks sig now (its status,
+ *                            or a "no" remembered since nothing that can
+ *                            change a mask happened), else 0; the sampler
+ *                            thread's, now its monotonic time
+ *   ps_sigmask_changed       a thread's mask changed, or a thread started:
+ *                            what is remembered is read again (any thread,
+ *                            async-signal-safe)
+ */
+int ps_thread_blocks_signal(long tid, int sig, uint64_t now);
+void ps_sigmask_changed(void);
 
 /*
  * Fatal signals at default disposition (fatal.c), for the stand-ins:

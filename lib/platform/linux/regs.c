@@ -26,7 +26,8 @@
  *             signal, or is not scheduled) is sampled without native frames
  *             and, after three misses in a row, not signalled for 250 ms.
  *             A thread whose status says it blocks SIGURG is never sent
- *             it (blocks_signal) and is sampled without native frames.
+ *             it (sigmask.c: read, or remembered while no mask changed)
+ *             and is sampled without native frames.
  *
  * Why SIGURG: its default action is to ignore it, so a request still in
  * flight when our handler is gone (exec, a program that replaced it behind
@@ -330,32 +331,6 @@ static int read_syscall_file(long tid, char *buf, size_t len)
 }
 
 /*
- * 1 if the thread blocks our signal now: SigBlk in its status.  Such a
- * thread is never sent it: the signal would stay pending in it (the
- * program sees it in sigpending(), takes it from sigtimedwait(), carries
- * it across exec) until it unblocks.  A status that cannot be read or
- * parsed counts as blocking.  What remains is the thread blocking it in
- * the microseconds between this read and the signal's delivery
- * (docs/native.md).
- */
-static int blocks_signal(long tid)
-{
-    char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
-    if (ps_linux_read_small(path, buf, sizeof buf) < 0)
-        return 1;
-    const char *p = strstr(buf, "\nSigBlk:");
-    if (p == NULL)
-        return 1;
-    char *end;
-    errno = 0;
-    unsigned long long mask = strtoull(p + 9, &end, 16);
-    if (errno != 0 || end == p + 9)
-        return 1;
-    return (mask >> (PS_NATIVE_SIG - 1)) & 1;
-}
-
-/*
  * Whether the kernel still runs our handler for SIGURG.  sigaction() and
  * signal() go into the view, but a raw rt_sigaction (a Go runtime in a cgo
  * extension: SIGURG is its preemption signal) bypasses the interposer and
@@ -504,7 +479,7 @@ static int capture_running(long tid, struct ps_regs *regs)
         atomic_fetch_add(&N.n[PS_NATIVE_FAILED], 1);
         return PS_CAPTURE_FAILED;
     }
-    if (blocks_signal(tid)) {
+    if (ps_thread_blocks_signal(tid, PS_NATIVE_SIG, now)) {
         atomic_fetch_add(&N.n[PS_NATIVE_MASKED], 1);
         return PS_CAPTURE_FAILED;
     }
@@ -585,6 +560,7 @@ void ps_native_after_fork(void)
 {
     /* Only the forking thread exists here, and it was not held. */
     N.pid = getpid();
+    ps_sigmask_changed();
     atomic_store(&N.state, ST_IDLE);
     memset(N.quiet, 0, sizeof N.quiet);
     ps_counters_zero(N.n, PS_NATIVE_COUNTS);
