@@ -286,7 +286,8 @@ def check_aarch64(wheel, work):
     target = os.path.join(work, "arm64-site")
     platform = wheel.rsplit("-", 1)[1][:-len(".whl")]
     code, out, err = run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", target,
-                          "--platform", platform, "--only-binary=:all:", wheel])
+                          "--platform", platform, "--only-binary=:all:", wheel],
+                         env=dict(os.environ, PIP_ROOT_USER_ACTION="ignore"))
     if not check(code == 0, "aarch64 wheel installs for %s (%s)" % (platform, err.strip()[-200:])):
         return
     env = dict(os.environ, PYTHONPATH=target)
