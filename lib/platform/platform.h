@@ -147,10 +147,12 @@ void ps_thread_copy_end(void);
  * 1 if no thread of the program is left: every thread of this process but
  * the caller (the sampler) has ended, the leader included (a leader that
  * ended with pthread_exit stays a zombie until the process ends).  0 when
- * one is alive or when the system cannot tell.  No allocation, no lock.
- * (Linux: /proc/self; macOS: always 0, docs/macos.md.)
+ * one is alive or when the system cannot tell (an error is never "gone").
+ * No allocation, no lock, and no new descriptor unless may_open (a program
+ * thread said it is ending): the program may be at its descriptor limit.
+ * (Linux: /proc/self, held open; macOS: always 0, docs/macos.md.)
  */
-int ps_program_threads_gone(void);
+int ps_program_threads_gone(int may_open);
 
 /* --- time --------------------------------------------------------------- */
 

@@ -1,8 +1,10 @@
 /*
  * orphan.c - the sampler thread as the last one of its process (orphan.h).
  *
- * Looked at every 100 ms at most: one read of /proc/self/stat while the
- * leader runs (platform.h).  An armed, idle thread that never wakes by
+ * Looked at every 100 ms at most: one pread of /proc/self/stat, held open,
+ * while the leader runs (platform.h).  The only exit() the library calls,
+ * and only on a positive reading: the leader has ended and no other
+ * program thread is listed.  An armed, idle thread that never wakes by
  * itself is woken when a program thread ends (ps_orphan_thread_ending) and
  * then looks for a second: the thread that told it is still finishing when
  * it first looks, and is gone microseconds later, so it looks again after
@@ -68,7 +70,9 @@ void ps_orphan_check(uint64_t now)
         orphan.step = PS_ORPHAN_EVERY_NS;
     orphan.next_check = now + orphan.step;
     orphan.step *= 2;
-    if (!ps_program_threads_gone())
+    /* Only a positive reading ends the process: "cannot tell" (no
+     * descriptor free, no memory) is 0 here and we look again later. */
+    if (!ps_program_threads_gone(ps_orphan_watching(now)))
         return;
     if (ps_settings()->output[0]) {
         ps_writer_ask(PS_WRITE_FINAL);

@@ -452,6 +452,61 @@ def test_os_exit_3(ctx):
     check_has(ctx, profiles[pid_file(pid)], ["work_then_exit"], [])
 
 
+# ---- a program at its descriptor limit (issue 39) ---------------------------
+
+FDLIMIT = 64
+
+
+def at_fd_limit(ctx, seconds="1.0"):
+    """proc_fdlimit.py last, started under prlimit --nofile=64 with and
+    without the library: it opens /dev/null until EMFILE, frees one number
+    and opens and closes that last one over and over for a second of CPU
+    time (the library's orphan check looks every 100 ms meanwhile)."""
+    if shutil.which("prlimit") is None:
+        ctx.skip("needs prlimit")
+    cmd = ["prlimit", "--nofile=%d" % FDLIMIT, ctx.python, ctx.program("proc_fdlimit.py"),
+           "last", seconds]
+    plain = {}
+    t = threading.Thread(target=lambda: plain.setdefault(
+        "run", ctx.run(cmd, output=None, python=False, preload=False)))
+    t.start()
+    lib = ctx.run(cmd, output="prof.txt", python=False, env=RATE)
+    t.join()
+    ctx.check("run" in plain, "the run without the library failed")
+    return lib, plain["run"]
+
+
+def test_descriptor_limit_keeps_exit_status(ctx):
+    """A program that uses up its descriptors and keeps working ends with
+    its own status (3) and writes its profile.  The orphan check took a
+    failed open("/proc/self/stat") (EMFILE) for "the main thread ended",
+    the next open of /proc/self/task succeeded in a moment the program
+    had its last number free, and the library called exit(0): the program
+    vanished silently, with status 0 and no profile."""
+    lib, plain = at_fd_limit(ctx)
+    ctx.check(plain.rc == 3, "the program itself ended with %s" % plain.rc, plain.stderr[-2000:])
+    ctx.check(lib.rc == 3 and lib.stdout.startswith("held "),
+              "with the library: exit status %s, stdout %r (the program's own: 3)"
+              % (lib.rc, lib.stdout), lib.stderr[-2000:])
+    ctx.check(not harness.our_messages(lib.stderr), "message of ours", lib.stderr[-2000:])
+    p = lib.profile("prof.txt")
+    ctx.check(p.with_frame("reopen_last") >= 10, "%d samples of reopen_last (20 = one look of "
+              "the orphan check at 200 Hz)" % p.with_frame("reopen_last"), p.dump(10))
+
+
+def test_last_descriptor_stays_the_programs(ctx):
+    """With one number free below its limit, every open() the program makes
+    gets it, with the library as without: the library's periodic /proc
+    reads (the orphan check) use descriptors opened when profiling started
+    and held at high numbers, not a fresh open() that takes the program's
+    last number for a moment and hands it EMFILE."""
+    lib, plain = at_fd_limit(ctx)
+    for run, name in ((plain, "without"), (lib, "with")):
+        ctx.check(run.rc == 3 and run.stdout.split()[2:] == ["failed", "0"],
+                  "%s the library: exit status %s, stdout %r (failed: the opens of the last "
+                  "free number that got EMFILE)" % (name, run.rc, run.stdout), run.stderr[-2000:])
+
+
 def exitstorm(ctx):
     """build/test/libexitstorm.so (test/integration/programs/exitstorm.c)."""
     path = os.environ.get("PYSAMPLE_TEST_EXITSTORM") or os.path.join(

@@ -359,7 +359,8 @@ int ps_signal_from_fault(const siginfo_t *si)
  * ends with pthread_exit stays alive with the sampler thread.  The Mach
  * task's thread list (task_threads) would tell, and a thread's run state
  * whether it has ended. */
-int ps_program_threads_gone(void)
+int ps_program_threads_gone(int may_open)
 {
+    (void)may_open;
     return 0;
 }

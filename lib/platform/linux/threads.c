@@ -15,7 +15,8 @@
  * Whether a thread is on a CPU (cpu mode charges only such a thread: its
  * state letter in /proc/self/task/TID/stat) and whether the program has
  * any thread left (ps_program_threads_gone: a fork from a thread,
- * orphan.c) /proc/self says.
+ * orphan.c) /proc/self says, the latter through two descriptors held open
+ * (below).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "control/ctlfd.h"
 #include "platform/platform.h"
 #include "platform/linux/linux.h"
 
@@ -82,10 +84,13 @@ long ps_thread_tid(uintptr_t pthread_id)
     return -1;
 }
 
+static void procfds_start(void);
+
 void ps_threads_track(void)
 {
     reg_put((uintptr_t)pthread_self(), ps_gettid());
     atomic_store(&tracking, 1);
+    procfds_start();
 }
 
 /* Called by the pthread_create trampoline (interpose_threads.c) in each
@@ -153,9 +158,82 @@ int ps_thread_os_name(long tid, char *buf, size_t len)
 
 /* --- a thread's state: on a CPU (cpu mode), and is any thread left? ------- */
 
+/*
+ * Only a positive reading may end a process (orphan.c calls exit(0) on it),
+ * so every failure here means "cannot tell", never "gone": an open that
+ * fails with EMFILE, ENFILE or ENOMEM says nothing about the leader.
+ *
+ * And the look must not take a descriptor from the program: a program
+ * working at its RLIMIT_NOFILE would get EMFILE from an open() that
+ * happened to run while we held its last free number.  So the two files
+ * are opened once, when profiling starts and in a forked child's atfork
+ * handler (one thread only: nobody opens meanwhile), moved to high numbers
+ * (ctlfd.h), and read again with pread/lseek: a look opens nothing.  A
+ * program that closes them (closerange) gets them made again only after
+ * one of its threads said it is ending (may_open): the one moment the
+ * look matters.
+ */
+static struct {
+    struct ps_fd stat, task;    /* /proc/self/stat, /proc/self/task */
+    pid_t pid;                  /* whose: 0 = never opened */
+} procfds = { PS_FD_NONE, PS_FD_NONE, 0 };
+
+static void proc_own(struct ps_fd *o, const char *path, int flags)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | flags);
+    if (fd >= 0)
+        ps_fd_own(o, fd);
+}
+
+/* 1 if both descriptors are this process's and still ours. */
+static int procfds_ok(void)
+{
+    return procfds.pid == getpid() && ps_fd_ours(&procfds.stat) && ps_fd_ours(&procfds.task);
+}
+
+static void procfds_open(void)
+{
+    /* A forked child's copies name the parent's /proc/PID: ours to close. */
+    ps_fd_release(&procfds.stat);
+    ps_fd_release(&procfds.task);
+    procfds.pid = getpid();
+    proc_own(&procfds.stat, "/proc/self/stat", 0);
+    proc_own(&procfds.task, "/proc/self/task", O_DIRECTORY);
+}
+
+static void procfds_after_fork(void)
+{
+    if (procfds.pid != 0)
+        procfds_open();
+}
+
+static void procfds_start(void)
+{
+    static atomic_flag once = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&once))
+        return;
+    procfds_open();
+    pthread_atfork(NULL, NULL, procfds_after_fork);
+}
+
+/* The leader's state letter from /proc/self/stat: after the command name
+ * in parentheses, which may hold anything, so found from the last ')'.
+ * 0 if it cannot be read.  The number is checked again after the read: a
+ * program's file put there meanwhile gave us its bytes, thrown away. */
+static char leader_state(void)
+{
+    char buf[512];
+    ssize_t n = pread(procfds.stat.fd, buf, sizeof buf - 1, 0);
+    if (n <= 0 || !ps_fd_ours(&procfds.stat))
+        return 0;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
 /* The state letter of a /proc .../stat file: after the command name in
  * parentheses, which may hold anything, so found from the last ')'.
- * 0 if it cannot be read (the thread is gone). */
+ * 0 if it cannot be read (the thread is gone, or no descriptor free). */
 static char stat_state(const char *path)
 {
     char buf[512];
@@ -176,48 +254,50 @@ int ps_thread_on_cpu(long tid)
 
 static int ended(char state)
 {
-    return state == 0 || state == 'Z' || state == 'X' || state == 'x';
+    return state == 'Z' || state == 'X' || state == 'x';
 }
 
-/* 1 if a thread of this process other than the caller and the leader is
- * alive; also 1 when /proc cannot tell (never end a process on a guess).
- * getdents64 on a descriptor: no opendir, so no malloc. */
-static int other_thread_alive(long self, long leader)
+/* 1 if /proc/self/task lists no thread but the caller and the leader; 0 if
+ * it lists another or cannot be read.  A thread that ended is dropped from
+ * the list by the kernel at once (unless it is traced: then it counts as
+ * alive, and the look is made again 100 ms later).  getdents64: no opendir,
+ * so no malloc and no descriptor. */
+static int only_self_and_leader(long self, long leader)
 {
-    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return 1;
+    int fd = procfds.task.fd;
+    if (lseek(fd, 0, SEEK_SET) != 0)
+        return 0;
     char buf[4096];
-    int alive = 0;
     long n;
-    while (!alive && (n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
-        for (long off = 0; off < n && !alive;) {
+    while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n;) {
             struct dirent64 *d = (struct dirent64 *)(void *)(buf + off);
             off += d->d_reclen;
             char *end;
             long tid = strtol(d->d_name, &end, 10);
-            if (end == d->d_name || *end != '\0' || tid == self || tid == leader)
-                continue;
-            char path[64];
-            snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
-            alive = !ended(stat_state(path));
+            if (end != d->d_name && *end == '\0' && tid != self && tid != leader)
+                return 0;
         }
     }
-    if (n < 0)
-        alive = 1;
-    close(fd);
-    return alive;
+    return n == 0 && ps_fd_ours(&procfds.task);
 }
 
-int ps_program_threads_gone(void)
+int ps_program_threads_gone(int may_open)
 {
+    if (!procfds_ok()) {
+        if (!may_open || procfds.pid == 0)
+            return 0;
+        procfds_open();
+        if (!procfds_ok())
+            return 0;
+    }
     /* The cheap test first, and nearly always the last: the leader (the
      * thread the process began with, or the one that forked it) still
      * runs.  One that ended with pthread_exit stays a zombie until the
      * whole process ends, which is what "ps" shows as Zl. */
-    if (!ended(stat_state("/proc/self/stat")))
+    if (!ended(leader_state()))
         return 0;
-    return !other_thread_alive(ps_gettid(), (long)getpid());
+    return only_self_and_leader(ps_gettid(), (long)getpid());
 }
 
 /* --- time --------------------------------------------------------------- */
