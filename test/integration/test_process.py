@@ -421,6 +421,9 @@ def test_prefork_server_sigterm(ctx):
 
 # ---- exec, _exit -------------------------------------------------------------
 
+@harness.not_emulated("under qemu-user the exec'd image wrote no profile in 2 of 11 suite runs "
+                      "(2026-11-28; never alone with --only, never natively): not yet explained, "
+                      "see the session 9 closing note")
 def test_execv_into_python(ctx):
     lib, plain = finish_pair(*pair(ctx, [ctx.program("proc_exec.py"), "0.3", "python"]))
     check_same_exit(ctx, lib, plain, 0)
