@@ -50,6 +50,15 @@ Items (--only takes their names, comma-separated):
   timeline 12. PYSAMPLE_TIMELINE=1: sampler CPU per tick and per sample, 1 and
                64 threads blocked 10 frames deep at 1 kHz, and the memory a
                sample adds (peak RSS over samples), beside PYSAMPLE_TIMELINE=0
+  peers    13. libpysample beside py-spy (blocking, --nonblocking), austin,
+               ddtrace's profiler and CPython 3.15's profiling.sampling, on
+               the same programs, pinned, in shuffled rounds: added CPU per
+               sample, wall slowdown, achieved rate, accuracy against the
+               program's own ground truth, 800-deep stacks whole, start-up,
+               memory (test/bench/peers.py says how; it installs the peers
+               in a venv outside the repository).  Not in the default set:
+               --peers runs it alone, on --peers-on LABELS (default 3.12.1
+               and the primary, plus any 3.15)
 
 Every figure of items 1, 2 and 7 is reported beside the platform's floor
 (test/bench/bench_wake.c: a bare thread that only wakes at the rate), run
@@ -679,6 +688,34 @@ def bench_memory(ctx, reps=3):
     return out
 
 
+# ---- 13. peers --------------------------------------------------------------
+
+def bench_peers(ctx, pythons, primary, labels, quick):
+    """test/bench/peers.py on each chosen interpreter; a 3.15 is added
+    when one is installed (its own sampler only profiles 3.15)."""
+    import peers
+    if labels:
+        want = labels.split(",")
+    else:
+        want = ["3.12.1", primary[0]] + [l for l, _ in pythons if l.startswith("3.15")]
+    out = {}
+    if not any(l.startswith("3.15") for l, _ in pythons):
+        why = "no CPython 3.15 installed (test/find_pythons.py found none): profiling.sampling skipped"
+        log("peers: " + why)
+        out["3.15"] = {"skipped": why}
+    for label in dict.fromkeys(want):
+        py = dict(pythons).get(label)
+        if py is None:
+            log("peers: %s is not installed; skipped" % label)
+            continue
+        if refusal(ctx, py):
+            continue
+        log("peers on %s" % label)
+        out[label] = peers.measure(ctx, label, py, reps=1 if quick else 3, truth_s=1.5 if quick else 3.0,
+                                   cost_s=0.3 if quick else 0.6)
+    return out
+
+
 # ---- the whole suite --------------------------------------------------------
 
 def find_pythons(extra):
@@ -738,12 +775,14 @@ def main():
     ap.add_argument("--only", default="slowdown,cost,rate,startup,memory,versions,idle,wake,async,native,rooted,"
                     "timeline")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
+    ap.add_argument("--peers", action="store_true", help="only item 13, the peers comparison")
+    ap.add_argument("--peers-on", help="interpreter labels for item 13, comma-separated")
     ap.add_argument("--primary", help="label of the interpreter measured in full "
                     "(default: the one test/find_pythons.py --mark-primary marks)")
     ap.add_argument("--python", action="append", default=[], help="extra interpreter")
     args = ap.parse_args()
     ctx = Ctx(args)
-    only = set(args.only.split(","))
+    only = {"peers"} if args.peers else set(args.only.split(","))
     q = args.quick
     pythons, marked = find_pythons(args.python)
     if not pythons:
@@ -788,6 +827,8 @@ def main():
             results["rooted"] = bench_rooted(ctx, pythons, reps=1 if q else 2)
         if "timeline" in only:
             results["timeline"] = bench_timeline(ctx, py, reps=1 if q else 3)
+        if "peers" in only:
+            results["peers"] = bench_peers(ctx, pythons, primary, args.peers_on, q)
         if "versions" in only:
             per = {}
             for label, path in pythons:
@@ -1162,6 +1203,19 @@ def render(R):
                       sp["preload_on"]["added_cpu_ms"], sp["preload_on"]["added_wall_ms"],
                       sp["preload_off"]["added_cpu_ms"], sp["preload_off"]["added_wall_ms"]))
         L.append("")
+    if "peers" in R:
+        import peers
+        heading(L, "13. Peers: the same programs under each profiler, pinned to one core",
+                "Added CPU per sample: the CPU-bound program's user+sys (the whole process "
+                "tree: an out-of-process profiler's own CPU included) minus the bare run of the "
+                "same round, over the samples the profile holds; CPU x / wall x: the same pair's "
+                "ratios.  Achieved: the main thread's samples in the wall-mode profile of the "
+                "truth program over its loop's wall time.  Error: the largest difference, in "
+                "points, between a phase's share (burn / sleep / select / rest) in the profile "
+                "and its true share measured by the program itself (wall: of its wall time, "
+                "cpu and gil: of its CPU time).  800-deep whole: the share of the deep "
+                "thread's samples holding all 800 frames.  Medians of the rounds.")
+        peers.render(L, R["peers"])
     return "\n".join(L) + "\n"
 
 
