@@ -200,9 +200,16 @@ def variants(ctx, have):
             return [have["ddtrace"], py] + argv, env
         V.append(Variant("ddtrace", ("wall+cpu",), dd, parse_pprof, "none (in-process; ddtrace-run)"))
     if "tachyon" in have:
+        # Not run here (no 3.15 on the machine of the first runs): its
+        # options changed during 3.15's alphas (-i microseconds, later
+        # -r rate), so the help text decides.
+        helptext = subprocess.run([have["tachyon"], "-m", "profiling.sampling", "run", "--help"],
+                                  capture_output=True, text=True).stdout
+
         def ty(py, argv, rate, mode, out):
-            a = [have["tachyon"], "-m", "profiling.sampling", "run", "-a", "-r", str(rate), "--collapsed",
-                 "-o", out] + (["--mode", mode] if mode in ("cpu", "gil") else [])
+            r = ["-i", str(max(1, 1000000 // rate))] if "--interval" in helptext else ["-r", str(rate)]
+            a = [have["tachyon"], "-m", "profiling.sampling", "run", "-a"] + r + ["--collapsed", "-o", out] + \
+                (["--mode", mode] if mode in ("cpu", "gil") else [])
             return a + argv, _env_base()
         V.append(Variant("3.15 profiling.sampling", ("wall", "cpu", "gil"), ty, parse_tachyon,
                          "ptrace (process_vm_readv)", True))
