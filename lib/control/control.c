@@ -27,7 +27,7 @@
  * then not polled for a while (doubling up to PS_CTL_BACKOFF_MAX_NS)
  * instead of spinning.
  *
- * Never touching the program's descriptors (ctlfd.h): each of ours is
+ * Never touching the program's descriptors (ownfd.h): each of ours is
  * checked before every use; a lost one is forgotten and made again.  The
  * wait itself is a use: poll() looks descriptors up by number on every
  * pass but waits only on the files it found on the first, so once the
@@ -46,7 +46,7 @@
 
 #include "control/control.h"
 #include "control/ctlconn.h"
-#include "control/ctlfd.h"
+#include "util/ownfd.h"
 #include "control/ctlsweep.h"
 #include "control/ctlwake.h"
 #include "platform/ctlsock.h"

@@ -11,7 +11,7 @@
 #include <poll.h>
 #include <stdint.h>
 
-#include "control/ctlfd.h"
+#include "util/ownfd.h"
 
 #define PS_CTL_CONNS 8
 

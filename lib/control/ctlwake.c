@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "control/ctlfd.h"
+#include "util/ownfd.h"
 #include "control/ctlwake.h"
 #include "platform/ctlsock.h"
 

@@ -5,7 +5,7 @@
 #ifndef PS_CTLWAKE_H
 #define PS_CTLWAKE_H
 
-/* Makes the pipe (ends moved high, ctlfd.h).  0, or a negative errno. */
+/* Makes the pipe (ends moved high, ownfd.h).  0, or a negative errno. */
 int ps_ctlwake_make(void);
 
 /* Closes what of it is still ours; forgets it either way. */

@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "control/ctlfd.h"
+#include "util/ownfd.h"
 #include "platform/platform.h"
 #include "platform/linux/linux.h"
 
@@ -168,7 +168,7 @@ int ps_thread_os_name(long tid, char *buf, size_t len)
  * happened to run while we held its last free number.  So the two files
  * are opened once, when profiling starts and in a forked child's atfork
  * handler (one thread only: nobody opens meanwhile), moved to high numbers
- * (ctlfd.h), and read again with pread/lseek: a look opens nothing.  A
+ * (ownfd.h), and read again with pread/lseek: a look opens nothing.  A
  * program that closes them (closerange) gets them made again only after
  * one of its threads said it is ending (may_open): the one moment the
  * look matters.

@@ -1,5 +1,5 @@
 /*
- * ctlfd.c - descriptors kept out of the program's way (ctlfd.h).
+ * ownfd.c - descriptors kept out of the program's way (ownfd.h).
  *
  * fstat and fcntl are async-signal-safe: ps_fd_is serves the wake-up,
  * which any thread and signal handlers make.
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "control/ctlfd.h"
+#include "util/ownfd.h"
 
 /* Half the soft limit, at most 1024: above what a program usually holds,
  * below select()'s FD_SETSIZE games and any limit we could be given. */

@@ -1,6 +1,7 @@
 /*
- * ctlfd.h - descriptors of armed mode, kept out of the program's way and
- * never used once the program may have taken their number.
+ * ownfd.h - the library's own descriptors (armed mode's, /proc's), kept
+ * out of the program's way and never used once the program may have taken
+ * their number.
  *
  * A program may close descriptors it did not open (os.closerange(3, N) as
  * python-daemon does, a close-everything before exec) and get the same
@@ -11,8 +12,8 @@
  * never closed (it is the program's now), and the caller makes a new one.
  * lib/platform/linux/read.c does the same for its pipe and memfd.
  */
-#ifndef PS_CTLFD_H
-#define PS_CTLFD_H
+#ifndef PS_OWNFD_H
+#define PS_OWNFD_H
 
 #include <stdint.h>
 
