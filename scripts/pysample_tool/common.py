@@ -25,7 +25,7 @@ class ToolError(Exception):
 # Text
 # ---------------------------------------------------------------------------
 
-_CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1 (U+009B is a CSI to some terminals)
 _XML_INVALID_RE = re.compile("[\ud800-\udfff\ufffe\uffff]")
 
 

@@ -12,8 +12,11 @@
 #
 # Who answers is checked, not assumed: anyone can bind a name first, so
 # after connect the kernel is asked who listens (SO_PEERCRED), and only
-# the process named (its pid as our PID namespace sees it, and its uid) is
-# talked to.
+# the process named is talked to: its pid as our PID namespace sees it,
+# its effective uid, and, since a pid is only a number that a process
+# which has exited leaves to the next holder, proof that the listener is
+# that process (peercheck.py).  What it sends is made printable before it
+# is shown.
 #
 # SPDX-License-Identifier: MIT
 
@@ -25,7 +28,8 @@ import struct
 import sys
 import time
 
-from .common import PROG, ToolError
+from . import peercheck
+from .common import PROG, ToolError, printable
 
 MAGIC = "pysample/1"
 
@@ -254,12 +258,18 @@ class Reply(object):
         self.text = ""
 
 
+def peer_text(payload):
+    """Text a process sent, fit for a terminal: no control character, hence
+    no escape sequence or line break of its, gets through."""
+    return printable(payload.decode("utf-8", "replace"))
+
+
 def parse_meta(payload):
     meta = {}
-    for line in payload.decode("utf-8", "replace").splitlines():
+    for line in payload.decode("utf-8", "replace").split("\n"):
         key, _, value = line.partition(" ")
         if key:
-            meta[key] = value
+            meta[printable(key)] = printable(value)
     return meta
 
 
@@ -323,7 +333,9 @@ class Connection(object):
             return None
         pid, uid = peer
         if pid == self.pid:
-            return None  # its uid is the process's to judge (it may have changed since)
+            if not sys.platform.startswith("linux"):
+                return None
+            return peercheck.verify(sock, pid, uid, _target_uid(pid), shown)
         who = ("a process in another PID namespace, which this one cannot see" if pid == 0
                else "process %d (uid %d)" % (pid, uid))
         return ("%s is held by %s, not by process %d: refusing to talk to it (was process %d started "
@@ -391,12 +403,12 @@ class Connection(object):
                 r.data = payload
             elif kind == "started":
                 if self.on_started is not None:
-                    self.on_started(payload.decode("utf-8", "replace"))
+                    self.on_started(peer_text(payload))
             elif kind == "ok":
-                r.text = payload.decode("utf-8", "replace")
+                r.text = peer_text(payload)
                 return r
             elif kind == "err":
-                raise ToolError("process %d: %s" % (self.pid, payload.decode("utf-8", "replace")))
+                raise ToolError("process %d: %s" % (self.pid, peer_text(payload)))
 
 
     def request(self, verb, on_started=None, **keys):

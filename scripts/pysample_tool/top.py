@@ -170,7 +170,7 @@ def run_live(args):
             kind, payload = f
             frames += 1
             if kind == "err":
-                raise ToolError("process %d: %s" % (args.pid, payload.decode("utf-8", "replace")))
+                raise ToolError("process %d: %s" % (args.pid, remote.peer_text(payload)))
             if kind == "meta":
                 meta = remote.parse_meta(payload)
                 continue

@@ -748,6 +748,123 @@ def test_impostor_is_not_believed(ctx):
     check_program_unchanged(ctx, a, *a.finish())
 
 
+# pid 1 of a new PID namespace (root), without the library (its threads
+# would take pids): a squatter of uid argv[1] listens,
+# in a child that exits at once, on the control name the next pid will
+# want, and keeps the socket; the pid counter is set back so that the
+# armed program (argv after "--", preloading argv[2]) gets exactly that pid.  Answers with
+# forged frames full of escape sequences to whoever connects.
+SQUAT_INIT = r"""
+import os, signal, socket, sys
+uid = int(sys.argv[1]); target = sys.argv[sys.argv.index("--") + 1:]
+r, w = os.pipe()
+squatter = os.fork()
+if squatter == 0:
+    os.setgroups([]); os.setgid(uid); os.setuid(uid)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ns = os.stat("/proc/self/ns/pid").st_ino
+    child = os.fork()
+    if child == 0:
+        # listen() here: the kernel keeps this pid as the listener's
+        # after this process is gone and its pid is another's.
+        s.bind("\0pysample.0.%d.%d" % (ns, os.getpid()))
+        s.listen(8)
+        os._exit(0)
+    os.waitpid(child, 0)
+    os.write(w, b"%d" % child)
+    frames = [(b"started", b"\x1b[H"), (b"meta", b"python 3.99\x1b[31m\nsamples 1\n"),
+              (b"data", b"thread 1 (MainThread);forged_frame\x1b]0\x07 (forged.py:1);"
+                        b"forged\xc2\x9b2J (f.py:2) 1\n"), (b"ok", b"\x1b[2J")]
+    answer = b"".join(b"%s %d\n%s" % (kind, len(payload), payload) for kind, payload in frames)
+    while True:
+        c, _ = s.accept()
+        try:
+            c.sendall(answer)
+        except OSError:
+            pass  # refused by the tool
+        c.close()
+want = int(os.read(r, 32))
+with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+    f.write(str(want - 1))
+pid = os.fork()
+if pid == 0:
+    os.environ["LD_PRELOAD"] = sys.argv[2]
+    os.execv(target[0], target)
+if pid != want:
+    sys.stderr.write("squat: the program got pid %d, not %d\n" % (pid, want))
+status = os.waitpid(pid, 0)[1]
+os.kill(squatter, signal.SIGKILL)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+# The tool with one of its parts replaced (a Python statement), run in the
+# PID namespace of process init.
+TOOL_WITH = ("import sys; sys.path.insert(0, %r); from pysample_tool import peercheck; %s; "
+             "from pysample_tool.cli import main; sys.exit(main())")
+NO_PIDFD = "peercheck.listener_pid = lambda sock: None"  # a kernel before Linux 6.5
+BELIEVED = "peercheck.verify = lambda *a: None"  # a squatter that got through
+
+
+def _tool_in(init, patch, *args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSAMPLE_") and k != "LD_PRELOAD"}
+    cmd = ["nsenter", "--target", str(init), "--pid", "--mount", sys.executable, "-c", TOOL_WITH % (SCRIPTS, patch)]
+    return subprocess.run(cmd + list(args), env=env, capture_output=True, timeout=60, cwd="/")
+
+
+def _raw_controls(res):
+    """Control bytes (C0 but newline, DEL, UTF-8 C1) in what the tool printed."""
+    return re.findall(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]", res.stdout + res.stderr)
+
+
+@harness.once
+def test_pid_reuse_squatter_is_refused(ctx):
+    """Issue #39 item 2.  A process listens on the control name of its own
+    pid and exits; its parent keeps the socket; the next process to get that
+    pid is an armed program, whose bind fails.  SO_PEERCRED names that pid as
+    the listener's, yet dump and record --pid refuse the squatter in one
+    line, printing none of its frames or escape bytes: a squatter of another
+    uid, one of the program's own uid (told by SO_PEERPIDFD), and the same
+    without SO_PEERPIDFD (told by the listening socket's inode, absent from
+    the program's /proc/PID/fd).  A tool made to believe the squatter still
+    prints none of its escape bytes.  The program says once that it cannot
+    listen, and runs on unchanged."""
+    _need_root(ctx, "setpriv", "unshare", "nsenter")
+    init = os.path.join(ctx.tmpdir(), "squat_init.py")
+    with open(init, "w") as f:
+        f.write(SQUAT_INIT)
+    for squatter_uid, patch in ((65534, "pass"), (0, "pass"), (0, NO_PIDFD)):
+        a = Armed(ctx, prefix=["env", "-u", "LD_PRELOAD", "unshare", "--pid", "--kill-child", "--mount-proc",
+                               sys.executable, init, str(squatter_uid), ctx.lib, "--"])
+        kids = _children_of(a.proc.pid)
+        ctx.check(len(kids) == 1, "the namespace's init", kids)
+        what = "squatter of uid %d%s" % (squatter_uid, ", no SO_PEERPIDFD" if patch == NO_PIDFD else "")
+        runs = [["dump", "--pid", str(a.pid)]]
+        if squatter_uid:
+            runs.append(["record", "--pid", str(a.pid), "-d", "1", "-o", os.path.join(a.dir, "rec.txt")])
+        for args in runs:
+            res = _tool_in(kids[0], patch, *args)
+            out, err = res.stdout.decode("utf-8", "replace"), res.stderr.decode("utf-8", "replace")
+            said = err.splitlines()
+            ctx.check(res.returncode != 0 and out == "" and len(said) == 1 and said[0].startswith("pysample:")
+                      and "pids are reused" in said[0] and "refusing to talk to it" in said[0]
+                      and not _raw_controls(res), "%s %s must refuse in one line" % (args[0], what),
+                      res.returncode, out, err)
+        if squatter_uid:
+            for args in (["dump", "--pid", str(a.pid)], ["start", "--pid", str(a.pid)]):
+                res = _tool_in(kids[0], BELIEVED, *args)
+                ctx.check(res.returncode == 0 and (args[0] == "start" or b"forged" in res.stdout),
+                          "the believing %s did not reach the squatter" % args[0], res.stdout, res.stderr)
+                ctx.check(not _raw_controls(res), "%s printed the squatter's control bytes" % args[0],
+                          _raw_controls(res), res.stdout, res.stderr)
+        ctx.check(not os.path.exists(os.path.join(a.dir, "rec.txt")), "record wrote the squatter's profile")
+        rc, text, err = a.finish()
+        lines = _refusals(err)
+        ctx.check(rc == 7 and text.strip().endswith("done 1") and len(lines) == 1
+                  and "cannot listen on @pysample.0." in lines[0]
+                  and "another process holds this process's name" in lines[0],
+                  "the program must say once that it cannot listen, and run on", rc, err[-2000:])
+
+
 def _listens_again(pid):
     """1 if the process's control name is bound by a socket one of its
     descriptors holds."""
@@ -1173,8 +1290,9 @@ def test_pid_failures_say_what_to_do(ctx):
         return
     a = Armed(ctx, program="armed_fds.py", args=["setuid", "1000"], stopdir=_open_dir(ctx))
     res = tool(ctx, "dump", "--pid", str(a.pid))
-    ctx.check(res.returncode != 0 and "run pysample as uid 1000" in res.stderr, "root: run as the user",
-              res.stderr)
+    # (armed as root, then uid 1000: it answers nobody, and the tool says so)
+    ctx.check(res.returncode != 0 and "changed its user since it was armed" in res.stderr,
+              "root: the process changed its user", res.stderr)
     rc, out, err = a.finish()
     ctx.check(rc == 7, "program unchanged", err)
 
