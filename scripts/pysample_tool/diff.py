@@ -16,7 +16,7 @@ import collections
 import os
 import sys
 
-from . import options
+from . import filters, options
 from .collapsed import KIND_MARKER, KIND_PY, parse_collapsed
 from .common import PROG, ToolError, percent, printable, thousands, write_output
 from .flamegraph import Node, classify, grow_tree, render_tree
@@ -57,6 +57,7 @@ def add_options(parser):
                              "samples (default: all threads merged)")
     parser.add_argument("--title", metavar="T", help="title above the graph (default: Differential Flame Graph)")
     options.addresses(parser)
+    filters.add_options(parser)
 
 
 def run(args):

@@ -8,7 +8,7 @@ import os
 import re
 import zlib
 
-from . import options
+from . import filters, options
 from .collapsed import KIND_MARKER, KIND_PY, describe, parse_collapsed
 from .common import VERSION, ToolError, percent, thousands, write_output, xml_text
 
@@ -27,6 +27,7 @@ def add_options(parser):
     parser.add_argument("--minwidth", type=float, default=0.1, metavar="PX",
                         help="leave out frames narrower than PX pixels (default: 0.1)")
     options.addresses(parser)
+    filters.add_options(parser)
 
 
 def run(args):

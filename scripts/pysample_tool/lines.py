@@ -11,7 +11,7 @@
 import collections
 import os
 
-from . import options
+from . import filters, options
 from .collapsed import KIND_PY, parse_collapsed
 from .common import ToolError, percent, printable, thousands, write_output
 
@@ -31,10 +31,11 @@ def add_options(parser):
     parser.add_argument("--sampled", action="store_true",
                         help="print only the lines with samples")
     options.output(parser)
+    filters.add_options(parser)
 
 
 def run(args):
-    profile = parse_collapsed(args.file)
+    profile = filters.apply(parse_collapsed(args.file), args)
     if not profile.has_lines:
         raise ToolError("%s has no line numbers (it was recorded with PYSAMPLE_LINES=0)" % args.file)
     filename = match_file(profile, args.source)

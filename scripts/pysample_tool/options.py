@@ -102,9 +102,12 @@ def addresses(parser):
 
 
 def grouped(profile, args, resolve=None):
-    """The profile as the commands show it: native addresses merged (by
-    symbol with resolve, else per object) unless --addresses."""
+    """The profile as the commands show it: the samples --thread and
+    --active keep (filters.py), then native addresses merged (by symbol with
+    resolve, else per object) unless --addresses."""
     from .collapsed import group_native_addresses
+    from .filters import apply
+    profile = apply(profile, args)
     return profile if getattr(args, "addresses", False) else group_native_addresses(profile, resolve)
 
 

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from . import options, remote
+from . import filters, options, remote
 from .collapsed import KIND_MARKER, KIND_NATIVE, Frame, describe, parse_collapsed
 from .common import PROG, ToolError, percent, printable, write_output
 
@@ -39,6 +39,7 @@ def add_options(parser):
     parser.add_argument("-n", type=int, default=None, metavar="N",
                         help="show N functions, 0 for all (default: 20; with --pid, what fits the terminal)")
     options.addresses(parser)
+    filters.add_options(parser)
     remote.add_pid_option(parser, help="show the live table of this running armed process")
     options.rate(parser, help="with --pid: samples per second (default: the process's PYSAMPLE_RATE)")
     parser.add_argument("-d", "--duration", type=options.seconds, metavar="S",

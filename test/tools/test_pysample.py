@@ -2440,6 +2440,86 @@ class InstallTests(TempDirTestCase):
         self.assertIn("spin", set(f.name for _, stack, _ in profile.stacks for f in stack))
 
 
+class ThreadFilterTests(TempDirTestCase):
+    """--thread NAME|TID and --active in top, flamegraph, diff and lines
+    (issue #35 item 3): which threads count."""
+
+    T = "/usr/lib/python3.12/threading.py"
+    BOOT = "Thread._bootstrap (%s:1030)" % T
+    PROFILE = "".join(line + "\n" for line in sorted([
+        # waits in the standard library's Python code: not active
+        "thread 10 (MainThread);<module> (/srv/app.py:3);Thread.join (%s:1147);"
+        "Thread._wait_for_tstate_lock (%s:1167) 40" % (T, T),
+        "thread 12 (pool-2);%s;consume (/srv/app.py:20);Condition.wait (%s:359) 50" % (BOOT, T),
+        "thread 13 (io);%s;serve (/srv/app.py:30);EpollSelector.select "
+        "(/usr/lib/python3.12/selectors.py:468) 20" % BOOT,
+        # running Python code: active
+        "thread 11 (pool-1);%s;work (/srv/app.py:9);burn (/srv/app.py:4) 30" % BOOT,
+        "thread 12 (pool-2);%s;work (/srv/app.py:9);burn (/srv/app.py:4) 10" % BOOT,
+        # native stacks: a sleep and a lock are waits, the GIL is not
+        "thread 14 (nat);%s;handle (/srv/app.py:40);time_sleep (libpython3.12.so.1.0);"
+        "clock_nanosleep (libc.so.6) 25" % BOOT,
+        "thread 14 (nat);%s;handle (/srv/app.py:41);take_gil (libpython3.12.so.1.0);"
+        "pthread_cond_timedwait (libc.so.6) 7" % BOOT,
+        "thread 14 (nat);%s;handle (/srv/app.py:42);pthread_cond_wait (libc.so.6);libc.so.6+0x85f16 3" % BOOT,
+        "thread 15 (lock);%s;f (/srv/app.py:50);lock_PyThread_acquire_lock (libpython3.12.so.1.0);"
+        "PyThread_acquire_lock_timed (libpython3.12.so.1.0);libc.so.6+0x90d8f 5" % BOOT,
+        "thread 15 (lock);%s;f (/srv/app.py:51);[gc] 2" % BOOT,
+    ]))
+
+    def top(self, *args):
+        code, out, err = pysample("top", self.write("p.txt", self.PROFILE), "-n", "0", *args)
+        self.assertEqual(code, 0, err)
+        text = out.decode("utf-8")
+        return int(re.search(r"([\d,]+) samples in", text).group(1).replace(",", "")), top_rows(text)
+
+    def test_active_keeps_running_and_gil_waiting_samples(self):
+        total, rows = self.top("--active")
+        self.assertEqual(total, 30 + 10 + 7 + 3 + 2)
+        self.assertEqual(rows["burn (/srv/app.py)"][0], 40)
+        self.assertNotIn("Condition.wait (%s)" % self.T, rows)
+        self.assertNotIn("EpollSelector.select (/usr/lib/python3.12/selectors.py)", rows)
+        self.assertNotIn("clock_nanosleep (libc.so.6)", rows, "a sleep is a wait")
+        self.assertEqual(rows["pthread_cond_timedwait (libc.so.6)"][0], 7, "waiting for the GIL counts")
+        self.assertEqual(rows["pthread_cond_wait (libc.so.6)"][2], 3,
+                         "a condition wait right under a Python frame is the GIL's")
+        self.assertEqual(rows["[gc]"][0], 2)
+
+    def test_thread_by_name_wildcard_and_tid(self):
+        total, rows = self.top("--thread", "pool-*")
+        self.assertEqual(total, 90)
+        total, rows = self.top("--thread", "13", "--thread", "MainThread")
+        self.assertEqual(total, 60)
+        total, rows = self.top("--thread", "pool-2", "--active")
+        self.assertEqual((total, rows["burn (/srv/app.py)"][0]), (10, 10))
+
+    def test_nothing_left_is_one_line_naming_the_threads(self):
+        code, out, err = pysample("top", self.write("p.txt", self.PROFILE), "--thread", "io", "--active")
+        self.assertEqual(code, 2)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("no samples left after --thread io --active", err)
+        self.assertIn("thread 13 (io)", err)
+
+    def test_flamegraph_diff_and_lines_filter_too(self):
+        path = self.write("p.txt", self.PROFILE)
+        svg = os.path.join(self.tmp, "f.svg")
+        code, _, err = pysample("flamegraph", path, "-o", svg, "--thread", "pool-1")
+        self.assertEqual(code, 0, err)
+        with open(svg, encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn("pool-1", text)
+        self.assertNotIn("pool-2", text)
+        self.assertNotIn("MainThread", text)
+        head = self.write("h.txt", self.PROFILE.replace("burn (/srv/app.py:4) 30", "burn (/srv/app.py:4) 130"))
+        code, out, err = pysample("diff", path, head, "--active")
+        self.assertEqual(code, 0, err)
+        self.assertIn("52 -> 152 samples", out.decode())
+        self.assertNotIn("Condition.wait", out.decode())
+        code, out, err = pysample("lines", path, "/srv/app.py", "--sampled", "--thread", "nat", "--active")
+        self.assertEqual(code, 0, err)
+        self.assertIn("10 samples", out.decode())
+
+
 class ManPageTests(unittest.TestCase):
     def test_man_pages_render_without_warnings(self):
         groff = shutil.which("groff")
