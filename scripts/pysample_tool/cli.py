@@ -10,12 +10,12 @@
 
 import sys
 
-from . import convert, diff, dump, flamegraph, info, lib, lines, record, start, stop, top
+from . import convert, diff, dump, flamegraph, info, lib, lines, record, serve, start, stop, top
 from .common import PROG, VERSION, ToolError
 from .options import Parser
 
 # In the order `pysample --help` lists them.
-COMMANDS = (record, flamegraph, top, diff, lines, dump, start, stop, convert, info, lib)
+COMMANDS = (record, flamegraph, top, diff, lines, dump, start, stop, serve, convert, info, lib)
 
 
 def build_parser():

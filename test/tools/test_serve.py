@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""Tests of `pysample serve` (issue #38) with the real library: the pull
+endpoint's answer and labels, its answers to bad input, one scrape at a
+time per target, a target that exits mid-scrape, and --push against an
+ingest server that is down or never answers.
+
+Each test starts its own armed programs with a service label unique to the
+test and runs serve with --select service=THAT, so that the armed
+processes of other tests on the machine are neither seen nor disturbed.
+
+Run by Meson (test/tools/meson.build), e.g.  python3 test_serve.py ServeTests -v
+"""
+
+import gzip
+import http.server
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from test_pysample import (BUILD_ROOT, FRONT_END, PYTHON, TempDirTestCase, clean_env,  # noqa: E402
+                           decode_pprof, real_library)
+
+GIVE_UP = 60   # seconds any wait of these tests may take on a loaded machine
+
+# An armed program: hot_function() forever (until killed, or GIVE_UP*2 s).
+APP = """\
+import sys, time
+def hot_function():
+    return sum(range(2000))
+def main():
+    end = time.time() + %d
+    while time.time() < end:
+        hot_function()
+main()
+""" % (GIVE_UP * 2)
+
+
+def wait_for(what, predicate, timeout=GIVE_UP):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("gave up waiting for " + what)
+
+
+class ServeCase(TempDirTestCase):
+    def setUp(self):
+        self.library = real_library(os.path.join(BUILD_ROOT, "lib")) if BUILD_ROOT else None
+        if not self.library:
+            self.skipTest("the real library is not built (run through meson test)")
+        TempDirTestCase.setUp(self)
+        self.service = "serve-test-%d-%s" % (os.getpid(), self.id().rsplit(".", 1)[-1][-20:])
+        self.procs = []
+
+    def tearDown(self):
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            for f in (proc.stdout, proc.stderr):
+                if f:
+                    f.close()
+
+    def start_app(self, armed=True, **env):
+        path = self.write("app.py", APP)
+        extra = dict(PYSAMPLE_SERVICE=self.service, **env)
+        if armed:
+            extra.update(LD_PRELOAD=self.library, PYSAMPLE_ARM="1")
+        proc = subprocess.Popen([PYTHON, path], cwd=self.tmp, env=clean_env(**extra),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        self.procs.append(proc)
+        return proc
+
+    def start_serve(self, *args):
+        """serve on a free port: (process, base URL); its log lines are
+        collected in self.log (a list), read by a thread."""
+        cmd = [FRONT_END, "serve", "--listen", "127.0.0.1:0", "--select", "service=" + self.service]
+        proc = subprocess.Popen(cmd + list(args), cwd=self.tmp, env=clean_env(),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        self.procs.append(proc)
+        self.log = []
+        first = proc.stderr.readline().decode("utf-8", "replace")
+        self.log.append(first.rstrip("\n"))
+        reader = threading.Thread(target=self._read_log, args=(proc,))
+        reader.daemon = True
+        reader.start()
+        if "--push" in args:
+            return proc, None
+        m = re.search(r"on http://127\.0\.0\.1:(\d+)/", first)
+        self.assertTrue(m, "serve did not say where it listens: %r" % first)
+        return proc, "http://127.0.0.1:%s" % m.group(1)
+
+    def _read_log(self, proc):
+        for line in proc.stderr:
+            self.log.append(line.decode("utf-8", "replace").rstrip("\n"))
+
+    def get(self, url, timeout=GIVE_UP):
+        """(status, headers, body bytes) of GET url."""
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as answer:
+                return answer.status, answer.headers, answer.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read()
+
+    def targets(self, base):
+        status, _, body = self.get(base + "/targets")
+        self.assertEqual(status, 200, body)
+        return json.loads(body.decode("utf-8"))
+
+    def wait_armed(self, base, pids):
+        """Until /targets lists exactly these pids (the control socket of a
+        just-started program appears when its library has loaded)."""
+        want = sorted(str(p) for p in pids)
+        wait_for("/targets to list %s" % want,
+                 lambda: sorted(t["pid"] for t in self.targets(base)) == want)
+
+    def log_lines(self, needle):
+        return [line for line in self.log if needle in line]
+
+
+class ServeTests(ServeCase):
+    def test_scrape_is_one_gzipped_pprof_with_labels_per_sample(self):
+        pod = dict(PYSAMPLE_NAMESPACE="shop", PYSAMPLE_POD="web-7d9f", PYSAMPLE_CONTAINER="app",
+                   PYSAMPLE_VERSION="1.2.3")
+        apps = [self.start_app(**pod), self.start_app(**pod)]
+        _, base = self.start_serve()
+        self.wait_armed(base, [a.pid for a in apps])
+        self.assertEqual(self.get(base + "/healthz")[:3:2], (200, b"ok\n"))
+        status, headers, body = self.get(base + "/debug/pprof/profile?seconds=1")
+        self.assertEqual(status, 200, body[:200])
+        profile = decode_pprof(gzip.decompress(body))
+        self.assertEqual(int(headers["X-Pysample-Samples"]),
+                         sum(values[0] for _, values, _ in profile["samples"]))
+        pids = set()
+        hot = 0
+        for ids, values, labels in profile["samples"]:
+            pids.add(labels["pid"])
+            self.assertTrue(labels["process"].endswith(" app.py"), labels)
+            for key, value in (("service", self.service), ("namespace", "shop"), ("pod", "web-7d9f"),
+                               ("container", "app"), ("version", "1.2.3")):
+                self.assertEqual(labels.get(key), value, labels)
+            self.assertIn("thread_id", labels)
+            names = [profile["functions"][fid][0]
+                     for lid in ids for fid, _ in profile["locations"][lid][1]]
+            if "hot_function" in names:
+                hot += values[0]
+        self.assertEqual(pids, set(str(a.pid) for a in apps))
+        # 1 s at 100 Hz in two processes: ~200 samples, most in hot_function.
+        self.assertGreater(hot, 50, profile["samples"][:3])
+        self.assertEqual(len(self.log_lines("GET /debug/pprof/profile?seconds=1: 200")), 1, self.log)
+        for app in apps:
+            self.assertIsNone(app.poll(), "a scraped program ended")
+
+    def test_bad_input_gets_a_status_and_one_log_line(self):
+        app = self.start_app()
+        plain = self.start_app(armed=False)
+        _, base = self.start_serve("--max-seconds", "30")
+        self.wait_armed(base, [app.pid])
+        cases = [("seconds=0", 400), ("seconds=-1", 400), ("seconds=1e9", 400), ("seconds=31", 400),
+                 ("seconds=abc", 400), ("seconds=", 400), ("seconds=1&pid=abc", 400),
+                 ("seconds=1&pid=%d" % plain.pid, 409), ("seconds=1&pid=999999999", 404)]
+        for query, want in cases:
+            status, _, body = self.get(base + "/debug/pprof/profile?" + query)
+            self.assertEqual(status, want, (query, body))
+            wait_for("the log line of " + query, lambda: self.log_lines("GET /debug/pprof/profile?%s: %d"
+                                                                        % (query, want)))
+            self.assertEqual(len(self.log_lines("?%s:" % query)), 1, self.log)
+        status, _, body = self.get(base + "/nothing/here")
+        self.assertEqual(status, 404, body)
+        self.assertIn(b"/debug/pprof/profile", body)
+        self.assertIn("seconds must be a whole number from 1 to 30", self.log_lines("seconds=1e9")[0])
+        self.assertIn("PYSAMPLE_ARM=1", self.log_lines("pid=%d" % plain.pid)[0])
+        self.assertEqual(self.get(base + "/healthz")[0], 200)
+        self.assertIsNone(app.poll())
+        self.assertIsNone(plain.poll())
+
+    def test_no_target_and_a_peer_not_allowed(self):
+        _, base = self.start_serve()
+        status, _, body = self.get(base + "/debug/pprof/profile?seconds=1")
+        self.assertEqual(status, 503, body)
+        self.assertIn(b"no armed process", body)
+        _, base2 = self.start_serve("--allow", "10.0.0.0/8")
+        status, _, body = self.get(base2 + "/targets")
+        self.assertEqual(status, 403, body)
+        wait_for("the 403's log line",
+                 lambda: self.log_lines("GET /targets: 403 forbidden: 127.0.0.1 is not in --allow"))
+
+    def test_one_scrape_at_a_time_per_target_and_many_at_once(self):
+        app = self.start_app()
+        _, base = self.start_serve()
+        self.wait_armed(base, [app.pid])
+        answers = []
+        lock = threading.Lock()
+
+        def scrape(seconds):
+            answer = self.get(base + "/debug/pprof/profile?seconds=%d" % seconds)
+            with lock:
+                answers.append(answer[0])
+        first = threading.Thread(target=scrape, args=(6,))
+        first.start()
+        wait_for("the first scrape to hold the target", lambda: self.targets(base)[0]["busy"])
+        # 100 more while it runs: each gets 429 (the target is busy) or 503
+        # (more connections than serve handles at once) at once, none waits
+        # for the first to end.
+        others = [threading.Thread(target=scrape, args=(1,)) for _ in range(100)]
+        for t in others:
+            t.start()
+        for t in others:
+            t.join(GIVE_UP)
+        self.assertTrue(first.is_alive(), "the 100 refusals took as long as a 6 s scrape")
+        self.assertEqual(len(answers), 100)
+        self.assertEqual(set(answers) - {429, 503}, set(), answers)
+        self.assertGreater(answers.count(429), 0, answers)
+        self.assertEqual(self.get(base + "/healthz")[0], 200)
+        first.join(GIVE_UP)
+        self.assertEqual(answers[-1], 200)
+        # One line per request: the refused ones too.
+        wait_for("101 log lines", lambda: len(self.log_lines(": 429 ")) + len(self.log_lines(": 503 "))
+                 + len(self.log_lines("seconds=6: 200")) == 101)
+        self.assertIsNone(app.poll())
+
+    def test_target_exiting_mid_scrape(self):
+        app = self.start_app()
+        _, base = self.start_serve()
+        self.wait_armed(base, [app.pid])
+        answer = []
+        scrape = threading.Thread(target=lambda: answer.append(
+            self.get(base + "/debug/pprof/profile?seconds=20")))
+        scrape.start()
+        wait_for("the scrape to hold the target", lambda: self.targets(base)[0]["busy"])
+        started = time.time()
+        app.send_signal(signal.SIGKILL)
+        app.wait()
+        scrape.join(GIVE_UP)
+        status, _, body = answer[0]
+        self.assertEqual(status, 410, body)
+        self.assertLess(time.time() - started, 15, "the scrape waited for its whole duration")
+        self.assertEqual(len(self.log_lines("seconds=20: 410")), 1, self.log)
+        self.assertEqual(self.get(base + "/healthz")[0], 200)
+
+
+class _Ingest(http.server.BaseHTTPRequestHandler):
+    """A stand-in for Pyroscope's /ingest: keeps what it gets, or (stall)
+    reads the request and never answers."""
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.got.append((self.path, self.headers["Content-Type"], body))
+        if self.server.stall:
+            self.server.release.wait(GIVE_UP)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+class PushTests(ServeCase):
+    def ingest(self, stall=False):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ingest)
+        server.daemon_threads = True
+        server.got, server.stall, server.release = [], stall, threading.Event()
+        thread = threading.Thread(target=server.serve_forever)
+        thread.daemon = True
+        thread.start()
+
+        def stop():
+            server.release.set()
+            server.shutdown()
+            server.server_close()
+        self.addCleanup(stop)
+        return server, "http://127.0.0.1:%d" % server.server_address[1]
+
+    def test_push_sends_pprof_named_service_with_labels(self):
+        app = self.start_app(PYSAMPLE_NAMESPACE="shop")
+        server, url = self.ingest()
+        self.start_serve("--push", url, "--every", "1")
+        wait_for("two pushes", lambda: len(server.got) >= 2)
+        path, ctype, body = server.got[0]
+        self.assertTrue(path.startswith("/ingest?name=%s%%7Bnamespace%%3Dshop%%7D&" % self.service), path)
+        self.assertIn("spyName=pysample", path)
+        self.assertTrue(ctype.startswith("multipart/form-data; boundary="), ctype)
+        boundary = ctype.split("boundary=", 1)[1].encode("ascii")
+        part = body.split(b"--" + boundary)[1]
+        self.assertIn(b'name="profile"', part)
+        profile = decode_pprof(part.split(b"\r\n\r\n", 1)[1][:-2])
+        self.assertEqual(set(labels["pid"] for _, _, labels in profile["samples"]), {str(app.pid)})
+        self.assertIsNone(app.poll())
+
+    def push_against(self, url, pushes, *extra):
+        """serve --push url --every 1 until it has recorded `pushes` times:
+        the number of log lines saying a push failed, and serve's RSS
+        growth in kB between the 2nd and the last."""
+        self.start_app()
+        proc, _ = self.start_serve("--push", url, "--every", "1", *extra)
+        rss = []
+        for n in range(2, pushes + 1):
+            wait_for("push %d" % n, lambda: len(self.log_lines("push: %s{}" % self.service)) >= n)
+            rss.append(_rss_kb(proc.pid))
+        return self.log_lines("push: %s{}" % self.service), rss[-1] - rss[0]
+
+    def test_a_server_that_is_down_costs_nothing(self):
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))
+        url = "http://127.0.0.1:%d" % closed.getsockname()[1]
+        closed.close()    # nobody listens there: each push is refused at once
+        lines, growth = self.push_against(url, 5)
+        self.assertTrue(all("failed" in line and "this profile is lost" in line for line in lines), lines)
+        self.assertLess(growth, 2048, "serve grew while its pushes failed")
+
+    def test_a_server_that_never_answers_does_not_hold_recording(self):
+        """The ingest server reads each push and never answers: each push
+        gives up after --push-timeout 2, the queue drops the oldest, and
+        the records go on every second meanwhile."""
+        server, url = self.ingest(stall=True)
+        self.start_app()
+        proc, _ = self.start_serve("--push", url, "--every", "1", "--push-timeout", "2")
+        wait_for("a dropped profile", lambda: self.log_lines("dropped the oldest profile"))
+        wait_for("a push that timed out", lambda: self.log_lines("this profile is lost"))
+        before = _rss_kb(proc.pid)
+        dropped = len(self.log_lines("dropped the oldest profile"))
+        wait_for("more dropped profiles", lambda: len(self.log_lines("dropped the oldest profile")) >= dropped + 4)
+        self.assertLess(_rss_kb(proc.pid) - before, 2048)
+        self.assertLessEqual(len(server.got), len(self.log_lines("this profile is lost")) + 1)
+
+
+def _rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+if __name__ == "__main__":
+    unittest.main()
