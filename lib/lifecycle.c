@@ -59,7 +59,6 @@ static struct {
     pthread_mutex_t lock;         /* serialises start, stop, pause, resume */
     _Atomic int state;            /* enum ps_life */
     int atfork, atexit;           /* handlers registered */
-    int armed;                    /* PYSAMPLE_ARM: control.h answers */
     _Atomic int self_signal_written; /* kill()/raise() to ourselves wrote already */
     int forked;                   /* this process is a fork() child ... */
     uint64_t fork_position;       /* ... and this was ps_python_position() then */
@@ -212,8 +211,8 @@ static int begin(int output)
 {
     const struct ps_config *cfg = ps_settings_process();
     int rc = 0;
-    if (cfg->arm && ps_control_setup(cfg) == 0)
-        life.armed = 1;
+    /* Whether it is armed is control.c's to hold (ps_sampler_armed). */
+    int armed = cfg->arm && ps_control_setup(cfg) == 0;
     if (!life.atexit) {
         atexit(at_exit);
         life.atexit = 1;
@@ -224,7 +223,7 @@ static int begin(int output)
         if (cfg->write_signal)
             take_write_signal(cfg->write_signal);
         rc = ps_sampler_start(0);
-    } else if (life.armed) {
+    } else if (armed) {
         rc = ps_sampler_start_thread();
     }
     if (rc != 0)
@@ -235,7 +234,7 @@ static int begin(int output)
 /* start_auto, the lock held. */
 static int start_auto_locked(ps_sym_lookup lookup, void *ctx)
 {
-    if (state() == PS_LIFE_PROFILING || state() == PS_LIFE_FAILED || life.armed)
+    if (state() == PS_LIFE_PROFILING || state() == PS_LIFE_FAILED || ps_sampler_armed())
         return state() == PS_LIFE_FAILED ? -ENOTSUP : 0;
     ps_interpose_init();
     ps_config_parse(ps_settings_edit(), ps_env_initial, NULL, env_warn);
@@ -308,7 +307,7 @@ void ps_lifecycle_stop_sampling(void)
     struct ps_section sec;
     ps_section_enter(&sec, &life.lock);
     /* Armed, the thread stays to answer; it only stops ticking. */
-    if (state() >= PS_LIFE_READY && life.armed)
+    if (state() >= PS_LIFE_READY && ps_sampler_armed())
         ps_sampler_set_active(0);
     else if (state() >= PS_LIFE_READY)
         ps_sampler_stop();

@@ -21,6 +21,16 @@
  * stand-ins (lib/platform/linux/interpose.c) report here through
  * lifecycle.c; where there are none (macOS, docs/macos.md) the window is
  * never used.
+ *
+ * The window is a state of its own (enum phase, moved along `moves` by
+ * compare-and-swap: util/statem.h; docs/design.md draws it), the
+ * sampler's side of it the sampler's PAUSED (state.h):
+ *
+ *   CLOSED --fork (parent)--> OPEN --that thread opens /proc/self/stat in
+ *   time, the sampler joined--> OUT --the open succeeded--> STREAM
+ *   OPEN --another file, too late, nothing to pause--> CLOSED
+ *   OUT --the open failed--> CLOSED;  STREAM --its fclose, a second gone,
+ *   the next fork--> CLOSED (the sampler started again)
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -34,53 +44,74 @@
 #include "sampler/sampler.h"
 #include "sampler/state.h"
 #include "util/section.h"
+#include "util/statem.h"
 
 /* How long after fork() CPython's thread count may come. */
 #define PS_COUNT_WINDOW_NS 1000000000ull
 
+#define M(a, b) { PS_FORKPAUSE_##a, PS_FORKPAUSE_##b }
+const struct ps_move ps_forkpause_moves[] = {
+    M(CLOSED, OPEN),    /* fork(), in the parent */
+    M(OPEN, CLOSED),    /* that thread opened another file, too late, or nothing to pause */
+    M(OPEN, OUT),       /* ... opened /proc/self/stat in time: the sampler joined */
+    M(OUT, CLOSED),     /* the open failed: the sampler back at once */
+    M(OUT, STREAM),     /* the open succeeded: back at its fclose */
+    M(STREAM, CLOSED),  /* its fclose, a second gone, or the next fork: back */
+};
+#undef M
+const size_t ps_forkpause_nmoves = sizeof ps_forkpause_moves / sizeof ps_forkpause_moves[0];
+
 static struct {
     pthread_mutex_t *lock;        /* the one starts and stops take (lifecycle's) */
-    _Atomic int open;             /* the next fopen by thread may be the count */
-    pthread_t thread;
-    uint64_t until_ns;
-    _Atomic(FILE *) stream;       /* CPython's /proc/self/stat while we are out */
-    uint64_t out_since;
-    int paused;                   /* the sampler stepped out (under lock) */
+    _Atomic int phase;            /* enum ps_forkpause_phase */
+    pthread_t thread;             /* OPEN: the thread that forked ... */
+    uint64_t until_ns;            /* ... and until when its fopen may be the count */
+    _Atomic(FILE *) stream;       /* STREAM: CPython's /proc/self/stat ... */
+    _Atomic uint64_t out_since;   /* ... opened then */
 } fp;
+
+const char *ps_forkpause_phase_name(enum ps_forkpause_phase p)
+{
+    static const char *const names[PS_FORKPAUSE_PHASES] = { "CLOSED", "OPEN", "OUT", "STREAM" };
+    return (unsigned)p < PS_FORKPAUSE_PHASES ? names[p] : "?";
+}
+
+static int move(enum ps_forkpause_phase from, enum ps_forkpause_phase to)
+{
+    return ps_move(&fp.phase, ps_forkpause_moves, ps_forkpause_nmoves, (int)from, (int)to);
+}
 
 void ps_forkpause_init(pthread_mutex_t *lock)
 {
     fp.lock = lock;
 }
 
-/* Stops the sampler thread for a moment: 1 if it did. */
+/* Stops the sampler thread for a moment (PAUSED): 1 if it did. */
 static int pause_sampler(void)
 {
     struct ps_section sec;
     ps_section_enter(&sec, fp.lock);
-    int paused = 0;
-    if (!fp.paused && ps_sampler_may_read() && ps_writer_state() == PS_WRITE_OPEN) {
-        ps_sampler_stop();
-        fp.paused = paused = 1;
-    }
+    int paused = ps_writer_state() == PS_WRITE_OPEN && ps_sampler_pause();
     ps_section_leave(&sec);
     return paused;
 }
 
+/* The window just closed from OUT or STREAM: the sampler comes back. */
 static void resume_sampler(void)
 {
     struct ps_section sec;
     ps_section_enter(&sec, fp.lock);
-    if (fp.paused) {
-        fp.paused = 0;
-        if (ps_writer_state() == PS_WRITE_OPEN)
-            ps_sampler_start_thread();
-    }
+    ps_sampler_resume(ps_writer_state() == PS_WRITE_OPEN);
     ps_section_leave(&sec);
 }
 
-static void come_back(void)
+/* STREAM -> CLOSED, the sampler back, if the stream is f (NULL: any). */
+static void come_back(FILE *f)
 {
+    if (f != NULL && atomic_load(&fp.stream) != f)
+        return;
+    if (move(PS_FORKPAUSE_STREAM, PS_FORKPAUSE_CLOSED) != 0)
+        return;
     atomic_store(&fp.stream, NULL);
     resume_sampler();
 }
@@ -89,40 +120,50 @@ int ps_forkpause_fopen_begin(const char *path)
 {
     if (fp.lock == NULL)
         return 0;
-    if (atomic_load(&fp.stream) != NULL && ps_now_ns() - fp.out_since > PS_COUNT_WINDOW_NS)
-        come_back();
-    if (!atomic_load(&fp.open) || !pthread_equal(pthread_self(), fp.thread))
+    if (atomic_load(&fp.phase) == PS_FORKPAUSE_STREAM &&
+        ps_now_ns() - atomic_load(&fp.out_since) > PS_COUNT_WINDOW_NS)
+        come_back(NULL);
+    if (atomic_load(&fp.phase) != PS_FORKPAUSE_OPEN || !pthread_equal(pthread_self(), fp.thread))
         return 0;
-    atomic_store(&fp.open, 0);
-    if (path == NULL || strcmp(path, "/proc/self/stat") != 0 ||
-        ps_now_ns() > fp.until_ns)
+    if (path == NULL || strcmp(path, "/proc/self/stat") != 0 || ps_now_ns() > fp.until_ns ||
+        move(PS_FORKPAUSE_OPEN, PS_FORKPAUSE_OUT) != 0) {
+        move(PS_FORKPAUSE_OPEN, PS_FORKPAUSE_CLOSED);
         return 0;
-    return pause_sampler();
+    }
+    if (pause_sampler())
+        return 1;
+    move(PS_FORKPAUSE_OUT, PS_FORKPAUSE_CLOSED);
+    return 0;
 }
 
 void ps_forkpause_fopen_end(FILE *f)
 {
     if (f == NULL) {
-        resume_sampler();
+        if (move(PS_FORKPAUSE_OUT, PS_FORKPAUSE_CLOSED) == 0)
+            resume_sampler();
         return;
     }
-    fp.out_since = ps_now_ns();
     atomic_store(&fp.stream, f);
+    atomic_store(&fp.out_since, ps_now_ns());
+    if (move(PS_FORKPAUSE_OUT, PS_FORKPAUSE_STREAM) != 0) {
+        /* Closed meanwhile (none is expected): the sampler back now. */
+        atomic_store(&fp.stream, NULL);
+        resume_sampler();
+    }
 }
 
 void ps_forkpause_fclosed(FILE *f)
 {
-    if (f != NULL && atomic_load(&fp.stream) == f)
-        come_back();
+    if (f != NULL)
+        come_back(f);
 }
 
 void ps_forkpause_prepare(void)
 {
     /* A pause that was never closed ends now, so that parent and child
      * both start from a running sampler. */
-    if (atomic_load(&fp.stream) != NULL)
-        come_back();
-    atomic_store(&fp.open, 0);
+    come_back(NULL);
+    move(PS_FORKPAUSE_OPEN, PS_FORKPAUSE_CLOSED);
 }
 
 void ps_forkpause_parent(void)
@@ -131,10 +172,18 @@ void ps_forkpause_parent(void)
         return;
     fp.thread = pthread_self();
     fp.until_ns = ps_now_ns() + PS_COUNT_WINDOW_NS;
-    atomic_store(&fp.open, 1);
+    move(PS_FORKPAUSE_CLOSED, PS_FORKPAUSE_OPEN);
+}
+
+enum ps_forkpause_phase ps_forkpause_phase(void)
+{
+    return (enum ps_forkpause_phase)atomic_load(&fp.phase);
 }
 
 void ps_forkpause_child(void)
 {
-    fp.paused = 0;
+    /* Not a move: the parent's window is not the child's.  A sampler
+     * PAUSED in the parent is OFF here (state.h). */
+    atomic_store(&fp.phase, PS_FORKPAUSE_CLOSED);
+    atomic_store(&fp.stream, NULL);
 }

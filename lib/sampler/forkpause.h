@@ -13,7 +13,25 @@
 #define PS_FORKPAUSE_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
+
+#include "util/statem.h"
+
+/* The window after fork() (forkpause.c draws it; so does docs/design.md). */
+enum ps_forkpause_phase {
+    PS_FORKPAUSE_CLOSED = 0,  /* nothing under way */
+    PS_FORKPAUSE_OPEN,        /* the forking thread's next fopen may be the count */
+    PS_FORKPAUSE_OUT,         /* it is: the sampler joined (PAUSED), the open under way */
+    PS_FORKPAUSE_STREAM,      /* the count's stream is open: the sampler back at its fclose */
+};
+#define PS_FORKPAUSE_PHASES (PS_FORKPAUSE_STREAM + 1)
+
+/* Its moves (checked against docs/design.md by test/unit/test_statem.c). */
+extern const struct ps_move ps_forkpause_moves[];
+extern const size_t ps_forkpause_nmoves;
+const char *ps_forkpause_phase_name(enum ps_forkpause_phase p);
+enum ps_forkpause_phase ps_forkpause_phase(void);
 
 void ps_forkpause_init(pthread_mutex_t *lock);
 

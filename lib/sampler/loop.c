@@ -269,23 +269,31 @@ static void idle_a_while(void)
 
 /* ---- the whole ---------------------------------------------------------------- */
 
+/* The thread's move to `to` (SAMPLING or IDLE) unless it is there: 0 if
+ * it is there now. */
+static int become(enum ps_sampler_state to)
+{
+    enum ps_sampler_state s = ps_sampler_state();
+    return s == to ? 0 : ps_sampler_move(s, to);
+}
+
 void ps_sampler_loop(const struct ps_python *py)
 {
     wait_for_interpreter(py);
     ps_mem_enable_direct();
-    if (ps_sampler_state() == PS_SAMPLER_WAITING)
-        ps_sampler_enter(PS_SAMPLER_IDLE);
+    ps_sampler_move(PS_SAMPLER_WAITING, PS_SAMPLER_IDLE);
     schedule_flushes();
     while (!ps_sampler_stop_asked()) {
-        if (ps_sampler_state() == PS_SAMPLER_FINISHED) {
-            idle_a_while();
-        } else if (!ps_sampler_active()) {
-            ps_sampler_enter(PS_SAMPLER_IDLE);
-            idle_a_while();
-        } else {
-            ps_sampler_enter(PS_SAMPLER_SAMPLING);
+        int finished = ps_sampler_state() == PS_SAMPLER_FINISHED;
+        if (!finished && ps_sampler_active() && become(PS_SAMPLER_SAMPLING) == 0) {
             sample_for_a_while();
+            continue;
         }
+        /* Not asked to sample, finished, or (none is expected) a refused
+         * move: idles rather than spins. */
+        if (!finished)
+            become(PS_SAMPLER_IDLE);
+        idle_a_while();
     }
     ps_sampler_write_stats();
 }

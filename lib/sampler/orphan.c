@@ -74,6 +74,10 @@ void ps_orphan_check(uint64_t now)
      * descriptor free, no memory) is 0 here and we look again later. */
     if (!ps_program_threads_gone(ps_orphan_watching(now)))
         return;
+    /* From the state the loop is in (WAITING, SAMPLING, IDLE, FINISHED);
+     * refused, the exit is not this thread's to make. */
+    if (ps_sampler_move(ps_sampler_state(), PS_SAMPLER_EXITING) != 0)
+        return;
     if (ps_settings()->output[0]) {
         ps_writer_ask(PS_WRITE_FINAL);
         ps_writer_serve();

@@ -62,7 +62,7 @@ int ps_sampler_setup(const struct ps_python *py)
     ps_settings_freeze();
     const struct ps_config *cfg = ps_settings();
     sampler.py = *py;
-    ps_sampler_state_setup(&sampler.py, cfg->rate_hz, cfg->arm);
+    ps_sampler_state_setup(&sampler.py, cfg->rate_hz);
     if (ps_profile_setup((size_t)cfg->max_stacks) != 0 ||
         ps_threadsample_setup(&sampler.py) != 0 ||
         ps_tick_setup(&sampler.py) != 0)
@@ -95,20 +95,24 @@ static void *sampler_main(void *arg)
     block_signals();
     ps_thread_precise_timers();
     ps_sampler_loop(&sampler.py);
-    ps_sampler_enter(PS_SAMPLER_ENDED);
+    /* From WAITING, SAMPLING, IDLE or FINISHED: the loop's last state. */
+    ps_sampler_move(ps_sampler_state(), PS_SAMPLER_ENDED);
     return NULL;
 }
 
-/* OFF -> WAITING before the thread exists, so that it is never seen
- * alive without being so (and never moves itself before this store). */
+/* OFF (or PAUSED) -> WAITING before the thread exists, so that it is
+ * never seen alive without being so (and never moves itself before this
+ * move).  A refused move: another thread started it meanwhile. */
 int ps_sampler_start_thread(void)
 {
     if (!sampler.setup_done)
         return -ENOENT;
-    if (ps_sampler_alive())
+    enum ps_sampler_state from = ps_sampler_state();
+    if (from != PS_SAMPLER_OFF && from != PS_SAMPLER_PAUSED)
         return 0;
     ps_sampler_clear_stop();
-    ps_sampler_enter(PS_SAMPLER_WAITING);
+    if (ps_sampler_move(from, PS_SAMPLER_WAITING) != 0)
+        return 0;
 
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -118,7 +122,7 @@ int ps_sampler_start_thread(void)
     int rc = pthread_create(&sampler.thread, &attr, sampler_main, NULL);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
-        ps_sampler_enter(PS_SAMPLER_OFF);
+        ps_sampler_move(PS_SAMPLER_WAITING, PS_SAMPLER_OFF);
         return -rc;
     }
     return 0;
@@ -148,7 +152,8 @@ int ps_sampler_start(int rate_hz)
 
 void ps_sampler_stop(void)
 {
-    if (!ps_sampler_alive())
+    /* Stopped while out for a fork's thread count: it stays out. */
+    if (ps_sampler_move(PS_SAMPLER_PAUSED, PS_SAMPLER_OFF) == 0 || !ps_sampler_alive())
         return;
     ps_sampler_ask_stop();
     /* On the sampler thread itself (a write it was asked for ends
@@ -162,7 +167,7 @@ void ps_sampler_stop(void)
     pthread_mutex_lock(&sampler.join_lock);
     if (ps_sampler_alive()) {
         pthread_join(sampler.thread, NULL);
-        ps_sampler_enter(PS_SAMPLER_OFF);
+        ps_sampler_move(PS_SAMPLER_ENDED, PS_SAMPLER_OFF);
     }
     pthread_mutex_unlock(&sampler.join_lock);
 }
@@ -181,6 +186,22 @@ int ps_sampler_end_bounded(long ms)
         nanosleep(&nap, NULL);
     }
     return 1;
+}
+
+int ps_sampler_pause(void)
+{
+    if (!ps_sampler_may_read())
+        return 0;
+    ps_sampler_stop();
+    return ps_sampler_move(PS_SAMPLER_OFF, PS_SAMPLER_PAUSED) == 0;
+}
+
+void ps_sampler_resume(int restart)
+{
+    if (ps_sampler_state() != PS_SAMPLER_PAUSED)
+        return;
+    if (!restart || ps_sampler_start_thread() != 0)
+        ps_sampler_move(PS_SAMPLER_PAUSED, PS_SAMPLER_OFF);
 }
 
 void ps_sampler_prepare_fork(void)

@@ -31,6 +31,16 @@ void ps_sampler_stop(void);
  */
 int ps_sampler_end_bounded(long ms);
 
+/*
+ * The fork pause (forkpause.c), its caller serialising starts and stops:
+ * pause joins a thread that may read (WAITING, SAMPLING, IDLE) and leaves
+ * it PAUSED, 1 if it did; resume starts a PAUSED one again if restart,
+ * else (or if it cannot be started) leaves it OFF.  A stop meanwhile
+ * leaves it OFF, and resume then does nothing.
+ */
+int ps_sampler_pause(void);
+void ps_sampler_resume(int restart);
+
 /* fork(): prepare notes the forking thread (see threadinfo.c); in the child,
  * a sampler thread that ran in the parent runs again, on counters of its
  * own, sampling unless stop_sampling (the parent sampled for a control

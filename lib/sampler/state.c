@@ -1,10 +1,12 @@
 /*
  * state.c - the sampler thread's state and what it is asked (state.h).
  *
- * One atomic holds the state; the requests are atomics of their own,
- * because they come from any thread (a signal handler among them) and the
- * thread takes them up at its next wake-up.  Who writes the state is
- * explained in state.h: at most one writer at a time, so plain stores.
+ * One atomic holds the state, moved only along ps_sampler_moves (below:
+ * the whole of the design's drawing) by a compare-and-swap; the requests
+ * are atomics of their own, because they come from any thread (a signal
+ * handler among them) and the thread takes them up at its next wake-up.
+ * Whether armed mode is on is control.c's to hold (one flag, which a fork
+ * child may lose); nothing here keeps a copy.
  *
  * Waking.  The thread waits on a condition variable with an absolute
  * deadline instead of sleeping, so that pysample_stop() and the exit path
@@ -26,11 +28,11 @@
 #include "sampler/stats.h"
 #include "sampler/tick.h"
 #include "settings.h"
+#include "util/statem.h"
 
 static struct {
     const struct ps_python *py; /* sampler.c's */
-    _Atomic int state;          /* enum ps_sampler_state */
-    int control;                /* armed: waits are control.c's poll */
+    _Atomic int state;          /* enum ps_sampler_state, moved by ps_sampler_move */
 
     _Atomic int active;         /* asked to sample (armed: only in a session) */
     _Atomic int stop;           /* asked to leave */
@@ -49,10 +51,9 @@ static void wake_init(void)
     pthread_mutex_init(&st.wake_lock, NULL);
 }
 
-void ps_sampler_state_setup(const struct ps_python *py, int rate_hz, int armed)
+void ps_sampler_state_setup(const struct ps_python *py, int rate_hz)
 {
     st.py = py;
-    st.control = armed;
     atomic_store(&st.rate_hz, rate_hz);
     atomic_store(&st.requested_hz, rate_hz);
     wake_init();
@@ -60,19 +61,54 @@ void ps_sampler_state_setup(const struct ps_python *py, int rate_hz, int armed)
 
 int ps_sampler_armed(void)
 {
-    return st.control && ps_control_enabled();
+    return ps_control_enabled();
 }
 
 /* ---- the state -------------------------------------------------------------- */
+
+#define M(a, b) { PS_SAMPLER_##a, PS_SAMPLER_##b }
+/* Every move the sampler's state may make; docs/design.md lists the same
+ * (test/unit/test_statem.c compares them). */
+const struct ps_move ps_sampler_moves[] = {
+    M(OFF, WAITING),        /* started (sampler.c) */
+    M(WAITING, OFF),        /* ... but the thread could not be made */
+    M(WAITING, IDLE),       /* the interpreter is initialised (loop.c) */
+    M(IDLE, SAMPLING),      /* asked to sample */
+    M(SAMPLING, IDLE),      /* no longer asked */
+    M(SAMPLING, FINISHED),  /* a tick found the runtime finalizing */
+    M(IDLE, FINISHED),      /* ... a session's tick (`pysample dump`) */
+    M(WAITING, ENDED),      /* asked to stop: PYSAMPLE_STATS written, main returns */
+    M(SAMPLING, ENDED),
+    M(IDLE, ENDED),
+    M(FINISHED, ENDED),
+    M(ENDED, OFF),          /* joined (sampler.c) */
+    M(OFF, PAUSED),         /* joined for CPython's thread count (forkpause.c) */
+    M(PAUSED, WAITING),     /* the count is done: started again */
+    M(PAUSED, OFF),         /* stopped meanwhile, or the profile was closed */
+    M(WAITING, EXITING),    /* the program's threads are all gone (orphan.c) */
+    M(SAMPLING, EXITING),
+    M(IDLE, EXITING),
+    M(FINISHED, EXITING),
+};
+#undef M
+const size_t ps_sampler_nmoves = sizeof ps_sampler_moves / sizeof ps_sampler_moves[0];
+
+const char *ps_sampler_state_name(enum ps_sampler_state s)
+{
+    static const char *const names[PS_SAMPLER_STATES] = {
+        "OFF", "WAITING", "SAMPLING", "IDLE", "FINISHED", "ENDED", "PAUSED", "EXITING",
+    };
+    return (unsigned)s < PS_SAMPLER_STATES ? names[s] : "?";
+}
 
 enum ps_sampler_state ps_sampler_state(void)
 {
     return (enum ps_sampler_state)atomic_load(&st.state);
 }
 
-void ps_sampler_enter(enum ps_sampler_state s)
+int ps_sampler_move(enum ps_sampler_state from, enum ps_sampler_state to)
 {
-    atomic_store(&st.state, (int)s);
+    return ps_move(&st.state, ps_sampler_moves, ps_sampler_nmoves, (int)from, (int)to);
 }
 
 int ps_sampler_may_read(void)
@@ -94,7 +130,8 @@ int ps_sampler_finished(void)
 
 int ps_sampler_alive(void)
 {
-    return ps_sampler_state() != PS_SAMPLER_OFF;
+    enum ps_sampler_state s = ps_sampler_state();
+    return s != PS_SAMPLER_OFF && s != PS_SAMPLER_PAUSED;
 }
 
 int ps_sampler_sampling(void)
@@ -209,7 +246,7 @@ void ps_sampler_tick(int all)
     int hz = atomic_load(&st.requested_hz);
     uint64_t period = 1000000000ull / (uint64_t)(hz > 0 ? hz : PS_DEFAULT_RATE);
     if (ps_tick(all, period, st.run) != 0)
-        ps_sampler_enter(PS_SAMPLER_FINISHED);
+        ps_sampler_move(ps_sampler_state(), PS_SAMPLER_FINISHED);  /* from SAMPLING or IDLE */
 }
 
 void ps_sampler_tick_all(void)
@@ -261,7 +298,8 @@ void ps_sampler_quality(struct ps_quality *q, const char *how, const struct ps_s
 void ps_sampler_state_child_after_fork(int idle)
 {
     wake_init();
-    ps_sampler_enter(PS_SAMPLER_OFF);
+    /* Not a move: the parent's thread was never this process's. */
+    atomic_store(&st.state, PS_SAMPLER_OFF);
     atomic_store(&st.write_request, 0);
     if (idle)
         atomic_store(&st.active, 0);

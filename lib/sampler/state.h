@@ -1,17 +1,18 @@
 /*
  * state.h - the sampler thread's state, and what it is asked.
  *
- * The states docs/design.md draws:
- *
- *   OFF --start--> WAITING --interpreter initialised--> SAMPLING <--> IDLE
- *                                                          |          |
- *                                     runtime finalizing:  +-> FINISHED
- *   every state but OFF --stop asked--> ENDED --joined--> OFF
+ * The states docs/design.md draws, and the moves between them: the table
+ * ps_sampler_moves (state.c) is the whole of them, and every move is one
+ * checked call, ps_sampler_move(from, to), refused when the table does not
+ * have it or the state is no longer `from` (util/statem.h).
  *
  * The state is what the thread is doing; the thread alone moves itself
- * between WAITING, SAMPLING, IDLE, FINISHED and ENDED.  OFF is set by
- * whoever starts it (OFF -> WAITING, before the thread exists) and joins
- * it (ENDED -> OFF), and by a fork child, where it does not exist.
+ * between WAITING, SAMPLING, IDLE, FINISHED, EXITING and ENDED.  Its
+ * starter moves OFF (or PAUSED) -> WAITING before the thread exists, its
+ * joiner ENDED -> OFF; the fork pause (forkpause.c, through sampler.c)
+ * OFF -> PAUSED after joining it and PAUSED -> WAITING or OFF.  A fork
+ * child, where the thread does not exist whatever the parent's state, is
+ * OFF: the one store that is not a move.
  *
  * What it is asked, by any thread, are requests it takes up at its next
  * wake-up, which asking causes: to sample or idle (active), to stop, to
@@ -27,6 +28,7 @@
 #include <stdint.h>
 
 #include "python/runtime.h"
+#include "util/statem.h"
 
 struct ps_stats {
     uint64_t ticks;
@@ -54,17 +56,30 @@ enum ps_sampler_state {
     PS_SAMPLER_IDLE,       /* not asked to sample (armed: serves the control socket) */
     PS_SAMPLER_FINISHED,   /* the runtime is finalizing: nothing more is read */
     PS_SAMPLER_ENDED,      /* returned from its main, not joined yet */
+    PS_SAMPLER_PAUSED,     /* no thread: joined while CPython 3.12+ counts the
+                            * process's threads after os.fork() (forkpause.c);
+                            * started again when the count is done */
+    PS_SAMPLER_EXITING,    /* the last thread of its process: writes the final
+                            * profile and calls exit(0) (orphan.c) */
 };
+#define PS_SAMPLER_STATES (PS_SAMPLER_EXITING + 1)
 
 /* Set-up (sampler.c): the interpreter (sampler.c's: it outlives the
- * sampler), the rate asked for at start; armed: waits are control.c's
- * poll. */
-void ps_sampler_state_setup(const struct ps_python *py, int rate_hz, int armed);
+ * sampler) and the rate asked for at start. */
+void ps_sampler_state_setup(const struct ps_python *py, int rate_hz);
+/* Armed mode is on (PYSAMPLE_ARM, set up and kept: control.c holds it):
+ * waits are control.c's poll. */
 int ps_sampler_armed(void);
 
 enum ps_sampler_state ps_sampler_state(void);
-/* The thread's own moves (and OFF <-> WAITING by its starter, joiner). */
-void ps_sampler_enter(enum ps_sampler_state s);
+/* from -> to: 0 if ps_sampler_moves has it and the state was from, else
+ * -1 and the state unchanged.  Lock-free, async-signal-safe. */
+int ps_sampler_move(enum ps_sampler_state from, enum ps_sampler_state to);
+/* The table (state.c) and the states' names, as docs/design.md spells them
+ * (test/unit/test_statem.c holds the three together). */
+extern const struct ps_move ps_sampler_moves[];
+extern const size_t ps_sampler_nmoves;
+const char *ps_sampler_state_name(enum ps_sampler_state s);
 
 /* WAITING, SAMPLING or IDLE: the thread exists and may still read the
  * interpreter (forkpause.c steps it out around a fork then). */
@@ -74,8 +89,8 @@ int ps_sampler_may_read(void);
 int ps_sampler_ready(void);
 int ps_sampler_finished(void);
 
-/* The thread exists (any state but OFF): it serves the writer's
- * requests (writer.h), sampling or not. */
+/* The thread exists (any state but OFF and PAUSED): it serves the
+ * writer's requests (writer.h), sampling or not. */
 int ps_sampler_alive(void);
 /* Alive and asked to sample (pysample_is_running, sessions). */
 int ps_sampler_sampling(void);
@@ -139,9 +154,9 @@ struct ps_quality;
 void ps_sampler_quality(struct ps_quality *q, const char *how, const struct ps_stats *base,
                         const struct ps_stats *now, uint64_t duration_ns, int rate);
 
-/* A fork child: no thread, no request to write, idle if asked (else
- * sampling as the parent was asked to); the wake-up's lock and condition
- * made anew. */
+/* A fork child: no thread (OFF, whatever the parent's state), no request
+ * to write, idle if asked (else sampling as the parent was asked to); the
+ * wake-up's lock and condition made anew. */
 void ps_sampler_state_child_after_fork(int idle);
 
 #endif
