@@ -33,10 +33,11 @@
  * name goes through unwatched.  (Not at fork(): a fork handler may not
  * start the sampler, whose set-up registers fork handlers, under glibc's
  * lock of them.)
- * On architectures without the stub (not x86_64 or aarch64) the stand-in
- * is plain C and every call is treated as caller-dependent: nothing
- * changes, and a late libpython is only noticed if a later, watchable
- * dlopen() happens.
+ * The stubs are one file per architecture (dlwatch_stub.h says which
+ * and what they may call).  On architectures without one (not x86_64 or
+ * aarch64) the stand-in is plain C and every call is treated as
+ * caller-dependent: nothing changes, and a late libpython is only noticed
+ * if a later, watchable dlopen() happens.
  *
  * When it is found.  The symbols the detection needs are copied out of
  * that object while the dynamic linker's lock guarantees it stays mapped
@@ -58,34 +59,13 @@
 #include <string.h>
 
 #include "platform/dlwatch.h"
+#include "platform/linux/dlwatch_stub.h"
 #include "util/message.h"
 
-#define PS_EXPORT __attribute__((visibility("default")))
-#define PS_HIDDEN __attribute__((visibility("hidden")))
-
-/* glibc has link-map namespaces (dlmopen) and resolves a bare name against
- * the calling object; musl has one namespace, and its dlopen() searches as
- * the main program would, whoever calls it (see "Who the caller is"). */
-#if defined(__GLIBC__)
-#define PS_DL_NAMESPACES 1
-#else
-#define PS_DL_NAMESPACES 0
-#endif
-
-typedef void *(*dlopen_fn)(const char *, int);
-
-/* Called by the assembly stubs below (hence no other prototypes). */
-PS_HIDDEN void ps_dl_resolve(void);
-PS_HIDDEN int ps_dl_watch_ok(const char *file, const void *caller);
-PS_HIDDEN void *ps_dl_watched_dlopen(const char *file, int mode);
-
-/* Read by the assembly stubs below: keep the names and types. */
+/* Read by the stubs (dlwatch_stub.h): keep the names and types. */
 PS_HIDDEN dlopen_fn ps_dl_real_dlopen;
 PS_HIDDEN _Atomic int ps_dl_armed;
-
 #if PS_DL_NAMESPACES
-typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
-PS_HIDDEN void *ps_dl_watched_dlmopen(Lmid_t ns, const char *file, int mode);
 PS_HIDDEN dlmopen_fn ps_dl_real_dlmopen;
 #endif
 
@@ -389,9 +369,10 @@ static int caller_matters(const char *file, const void *caller)
 
 /* ---- the stand-ins --------------------------------------------------------
  *
- * ps_dl_watch_ok(file, caller): called by the stub when the watch is on;
- * 0 sends the call straight through.  ps_dl_watched_dlopen(file, mode): the
- * watched call itself, entered by a jump from the stub.
+ * ps_dl_watch_ok(file, caller): called by the stub (dlwatch_<arch>.c)
+ * when the watch is on; 0 sends the call straight through.
+ * ps_dl_watched_dlopen(file, mode): the watched call itself, entered by a
+ * jump from the stub.
  */
 PS_HIDDEN int ps_dl_watch_ok(const char *file, const void *caller)
 {
@@ -413,127 +394,6 @@ PS_HIDDEN void *ps_dl_watched_dlmopen(Lmid_t ns, const char *file, int mode)
     if (h != NULL && atomic_load(&ps_dl_armed))
         scan();
     return h;
-}
-#endif
-
-#if defined(__x86_64__)
-/*
- * dlopen: if the pointer to the C library's dlopen is missing, resolve it
- * (saving the arguments) and start again; if the watch is off, jump to it;
- * else ask ps_dl_watch_ok(file, return address) and jump to the watched or
- * the plain one.  The return address stays at (%rsp) for the C library.
- * dlmopen is the same with the arguments one register further on.
- */
-__asm__(
-    ".text\n"
-    ".globl dlopen\n"
-    ".type dlopen,@function\n"
-    "dlopen:\n"
-    "    cmpq $0, ps_dl_real_dlopen(%rip)\n"
-    "    jne 1f\n"
-    "    pushq %rdi\n pushq %rsi\n subq $8, %rsp\n"
-    "    call ps_dl_resolve\n"
-    "    addq $8, %rsp\n popq %rsi\n popq %rdi\n"
-    "1:  cmpl $0, ps_dl_armed(%rip)\n"
-    "    je 2f\n"
-    "    pushq %rdi\n pushq %rsi\n subq $8, %rsp\n"
-    "    movq 24(%rsp), %rsi\n"
-    "    call ps_dl_watch_ok\n"
-    "    addq $8, %rsp\n popq %rsi\n popq %rdi\n"
-    "    testl %eax, %eax\n"
-    "    je 2f\n"
-    "    jmp ps_dl_watched_dlopen\n"
-    "2:  jmp *ps_dl_real_dlopen(%rip)\n"
-    ".size dlopen, .-dlopen\n");
-#if PS_DL_NAMESPACES
-__asm__(
-    ".text\n"
-    ".globl dlmopen\n"
-    ".type dlmopen,@function\n"
-    "dlmopen:\n"
-    "    cmpq $0, ps_dl_real_dlmopen(%rip)\n"
-    "    jne 1f\n"
-    "    pushq %rdi\n pushq %rsi\n pushq %rdx\n"
-    "    call ps_dl_resolve\n"
-    "    popq %rdx\n popq %rsi\n popq %rdi\n"
-    "1:  cmpl $0, ps_dl_armed(%rip)\n"
-    "    je 2f\n"
-    "    pushq %rdi\n pushq %rsi\n pushq %rdx\n"
-    "    movq %rsi, %rdi\n"
-    "    movq 24(%rsp), %rsi\n"
-    "    call ps_dl_watch_ok\n"
-    "    popq %rdx\n popq %rsi\n popq %rdi\n"
-    "    testl %eax, %eax\n"
-    "    je 2f\n"
-    "    jmp ps_dl_watched_dlmopen\n"
-    "2:  jmp *ps_dl_real_dlmopen(%rip)\n"
-    ".size dlmopen, .-dlmopen\n");
-#endif
-#elif defined(__aarch64__)
-/* The same for aarch64: the return address is x30, which the fast paths
- * leave alone; x16/x17 are the scratch registers the ABI gives veneers. */
-__asm__(
-    ".text\n"
-    ".globl dlopen\n"
-    ".type dlopen,%function\n"
-    "dlopen:\n"
-    "    adrp x16, ps_dl_real_dlopen\n"
-    "    ldr x16, [x16, :lo12:ps_dl_real_dlopen]\n"
-    "    cbnz x16, 1f\n"
-    "    stp x29, x30, [sp, -32]!\n stp x0, x1, [sp, 16]\n"
-    "    bl ps_dl_resolve\n"
-    "    ldp x0, x1, [sp, 16]\n ldp x29, x30, [sp], 32\n"
-    "    b dlopen\n"
-    "1:  adrp x17, ps_dl_armed\n"
-    "    ldr w17, [x17, :lo12:ps_dl_armed]\n"
-    "    cbz w17, 2f\n"
-    "    stp x29, x30, [sp, -32]!\n stp x0, x1, [sp, 16]\n"
-    "    mov x1, x30\n"
-    "    bl ps_dl_watch_ok\n"
-    "    mov w17, w0\n"
-    "    ldp x0, x1, [sp, 16]\n ldp x29, x30, [sp], 32\n"
-    "    cbz w17, 2f\n"
-    "    b ps_dl_watched_dlopen\n"
-    "2:  adrp x16, ps_dl_real_dlopen\n"
-    "    ldr x16, [x16, :lo12:ps_dl_real_dlopen]\n"
-    "    br x16\n"
-    ".size dlopen, .-dlopen\n");
-#if PS_DL_NAMESPACES
-__asm__(
-    ".text\n"
-    ".globl dlmopen\n"
-    ".type dlmopen,%function\n"
-    "dlmopen:\n"
-    "    adrp x16, ps_dl_real_dlmopen\n"
-    "    ldr x16, [x16, :lo12:ps_dl_real_dlmopen]\n"
-    "    cbnz x16, 1f\n"
-    "    stp x29, x30, [sp, -48]!\n stp x0, x1, [sp, 16]\n str x2, [sp, 32]\n"
-    "    bl ps_dl_resolve\n"
-    "    ldp x0, x1, [sp, 16]\n ldr x2, [sp, 32]\n ldp x29, x30, [sp], 48\n"
-    "    b dlmopen\n"
-    "1:  adrp x17, ps_dl_armed\n"
-    "    ldr w17, [x17, :lo12:ps_dl_armed]\n"
-    "    cbz w17, 2f\n"
-    "    stp x29, x30, [sp, -48]!\n stp x0, x1, [sp, 16]\n str x2, [sp, 32]\n"
-    "    mov x0, x1\n"
-    "    mov x1, x30\n"
-    "    bl ps_dl_watch_ok\n"
-    "    mov w17, w0\n"
-    "    ldp x0, x1, [sp, 16]\n ldr x2, [sp, 32]\n ldp x29, x30, [sp], 48\n"
-    "    cbz w17, 2f\n"
-    "    b ps_dl_watched_dlmopen\n"
-    "2:  adrp x16, ps_dl_real_dlmopen\n"
-    "    ldr x16, [x16, :lo12:ps_dl_real_dlmopen]\n"
-    "    br x16\n"
-    ".size dlmopen, .-dlmopen\n");
-#endif
-#else
-/* No stub for this architecture: the call goes through unwatched and the
- * caller is lost only when the watch is on (see the top of the file). */
-PS_EXPORT void *dlopen(const char *file, int mode)
-{
-    ps_dl_resolve();
-    return ps_dl_real_dlopen(file, mode);
 }
 #endif
 
