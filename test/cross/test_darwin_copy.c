@@ -56,6 +56,13 @@
 #include "platform/platform.h"
 #include "profile/symtab.h"
 
+/* Which thread state the fake Mach layer serves: scripts/cross-macos builds
+ * this file twice, with -DPS_DARWIN_ARM64=1 and 0, each with the matching
+ * lib/platform/darwin/regs_<arch>.c. */
+#ifndef PS_DARWIN_ARM64
+#define PS_DARWIN_ARM64 0
+#endif
+
 #define TARGET_TID 4242
 #define MAX_DEPTH 300
 #define FR_STRIDE 64

@@ -113,17 +113,6 @@ void ps_darwin_hold_copied(void);
 int ps_darwin_hold_end(void);
 void ps_darwin_hold_forget(void);
 
-/* Which thread state the registers are read as: the machine's, or the one
- * that test/cross/test_darwin_copy.c asks for (it runs the logic of both
- * on Linux against a fake Mach layer). */
-#ifndef PS_DARWIN_ARM64
-#if defined(__aarch64__) || defined(__arm64__)
-#define PS_DARWIN_ARM64 1
-#else
-#define PS_DARWIN_ARM64 0
-#endif
-#endif
-
 /* --- the stand-ins (interpose.c, interpose_sigaction.c) --------------------
  *
  * One {replacement, original} pair per function, in __DATA,__interpose,

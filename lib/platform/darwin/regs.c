@@ -26,6 +26,11 @@
  * record decides whether its caller is in the frame-pointer chain (see
  * leaf_caller below).
  *
+ * What differs per CPU (the thread state, the call instructions, where the
+ * interrupted function's return address is, signed addresses) is in
+ * regs_aarch64.c and regs_x86_64.c (regs_arch.h), chosen by
+ * lib/meson.build.
+ *
  * Compile-checked in the cross build; the logic runs on Linux against the
  * fake Mach layer (test/cross/test_darwin_copy.c, both architectures'
  * thread states).  Not run on a Mac (docs/macos.md).
@@ -37,81 +42,11 @@
 #include "platform/stacks.h"
 #include "platform/platform.h"
 #include "platform/darwin/darwin.h"
+#include "platform/darwin/regs_arch.h"
 
 static struct {
     _Atomic uint64_t held, failed, gone;
 } counts;
-
-/* A code address as a plain address (platform/stacks.h): lr and saved
- * return addresses may carry a pointer-authentication signature (arm64e
- * system code signs them in place before saving them), in the bits above
- * the 47-bit user address space. */
-uint64_t ps_ret_addr(uint64_t a)
-{
-#if PS_DARWIN_ARM64
-    return a & ((1ull << 47) - 1);
-#else
-    return a;
-#endif
-}
-
-/* The registers as read from the suspended thread. */
-struct raw {
-    uint64_t pc, sp, fp;
-    uint64_t lr;      /* arm64 only */
-};
-
-static int get_state(mach_port_t port, struct raw *r)
-{
-    memset(r, 0, sizeof *r);
-#if PS_DARWIN_ARM64
-    arm_thread_state64_t st;
-    mach_msg_type_number_t cnt = ARM_THREAD_STATE64_COUNT;
-    if (thread_get_state(port, ARM_THREAD_STATE64, (thread_state_t)&st, &cnt) != KERN_SUCCESS)
-        return -1;
-    /* The accessors: the fields are opaque (and, in arm64e code, signed)
-     * in some SDK configurations. */
-    r->pc = ps_ret_addr((uint64_t)__darwin_arm_thread_state64_get_pc(st));
-    r->lr = ps_ret_addr((uint64_t)__darwin_arm_thread_state64_get_lr(st));
-    r->sp = (uint64_t)__darwin_arm_thread_state64_get_sp(st);
-    r->fp = (uint64_t)__darwin_arm_thread_state64_get_fp(st);
-#else
-    x86_thread_state64_t st;
-    mach_msg_type_number_t cnt = x86_THREAD_STATE64_COUNT;
-    if (thread_get_state(port, x86_THREAD_STATE64, (thread_state_t)&st, &cnt) != KERN_SUCCESS)
-        return -1;
-    r->pc = st.__rip;
-    r->sp = st.__rsp;
-    r->fp = st.__rbp;
-#endif
-    return 0;
-}
-
-/* 1 if the instruction that ends right before ret is a call (so ret is a
- * return address a call left), from the forms compilers emit. */
-static int call_before(uint64_t ret)
-{
-#if PS_DARWIN_ARM64
-    uint32_t insn;
-    if ((ret & 3) != 0 || ps_read(&insn, (uintptr_t)ret - 4, 4) != 0)
-        return 0;
-    return (insn & 0xfc000000u) == 0x94000000u ||   /* bl */
-           (insn & 0xfffffc1fu) == 0xd63f0000u ||   /* blr */
-           (insn & 0xfffff81fu) == 0xd63f081fu ||   /* blraaz, blrabz */
-           (insn & 0xfffff800u) == 0xd73f0800u;     /* blraa, blrab */
-#else
-    uint8_t b[7];   /* b[6] is the byte at ret - 1 */
-    if (ps_read(b, (uintptr_t)ret - 7, sizeof b) != 0)
-        return 0;
-    return b[2] == 0xe8 ||                                   /* call rel32 */
-           (b[1] == 0xff && b[2] == 0x15) ||                 /* call *disp32(%rip) */
-           (b[1] == 0xff && (b[2] & 0xf8) == 0x90) ||        /* call *disp32(%reg) */
-           (b[3] == 0xff && b[4] == 0x54) ||                 /* call *disp8(%reg,sib) */
-           (b[4] == 0xff && (b[5] & 0xf8) == 0x50) ||        /* call *disp8(%reg) */
-           (b[5] == 0xff && (b[6] & 0xf8) == 0xd0) ||        /* call *%reg */
-           (b[5] == 0xff && (b[6] & 0xf8) == 0x10);          /* call *(%reg) */
-#endif
-}
 
 /*
  * The frame-0 rule.  The interrupted function may not have pushed its
@@ -134,23 +69,16 @@ static int call_before(uint64_t ret)
  * an image it is skipped (at worst that one sample shows one extra frame of
  * the function at pc).  Returns the return address, or 0.
  */
-static uint64_t leaf_caller(const struct raw *r)
+static uint64_t leaf_caller(const struct ps_darwin_regs *r)
 {
-    uint64_t ret = 0;
-#if PS_DARWIN_ARM64
-    ret = r->lr;
-#else
-    if (ps_read(&ret, (uintptr_t)r->sp, sizeof ret) != 0)
-        return 0;
-#endif
-    ret = ps_ret_addr(ret);
+    uint64_t ret = ps_ret_addr(ps_darwin_call_return(r));
     if (ret < 4 || ret == r->pc)
         return 0;
     uint64_t rec[2];
     if (r->fp >= r->sp && r->fp - r->sp < (16u << 20) && (r->fp & 7) == 0 &&
         ps_read(rec, (uintptr_t)r->fp, sizeof rec) == 0 && ps_ret_addr(rec[1]) == ret)
         return 0;
-    if (ps_objs_find((uintptr_t)ret - 1) == NULL || !call_before(ret))
+    if (ps_objs_find((uintptr_t)ret - 1) == NULL || !ps_darwin_call_before(ret))
         return 0;
     if (ps_darwin_same_function((uintptr_t)r->pc, (uintptr_t)ret - 1) == 1)
         return 0;
@@ -163,8 +91,8 @@ int ps_native_platform_init(char *why, size_t whylen)
      * thread is suspended: a first call inside the window would enter
      * dyld.  Our own thread's state is refused or stale; either is fine. */
     mach_port_t self = mach_thread_self();
-    struct raw r;
-    (void)get_state(self, &r);
+    struct ps_darwin_regs r;
+    (void)ps_darwin_get_state(self, &r);
     mach_port_deallocate(mach_task_self(), self);
     (void)why;
     (void)whylen;
@@ -180,8 +108,8 @@ int ps_native_capture(long tid, struct ps_regs *regs)
         return PS_CAPTURE_FAILED;
     }
     /* --- suspended: no allocation, no lock, until suspend.c resumes it -- */
-    struct raw r;
-    if (get_state(port, &r) != 0 || r.pc == 0 || r.sp == 0) {
+    struct ps_darwin_regs r;
+    if (ps_darwin_get_state(port, &r) != 0 || r.pc == 0 || r.sp == 0) {
         (void)ps_darwin_hold_end();
         atomic_fetch_add(&counts.failed, 1);
         return PS_CAPTURE_FAILED;
