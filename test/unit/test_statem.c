@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "sampler/forkpause.h"
+#include "sampler/sampler.h"
 #include "sampler/state.h"
 #include "util/statem.h"
 
@@ -85,6 +86,20 @@ static void state_meanings(void)
                                                 s == PS_SAMPLER_IDLE);
         CHECK_EQ_INT(ps_sampler_finished(), s == PS_SAMPLER_FINISHED);
     }
+    /* The fork pause: nothing to pause without a thread that reads; a
+     * stop while out leaves it out, and the resume then starts nothing
+     * (it used to start the thread again); a closed profile: OFF. */
+    CHECK_EQ_INT(reach(PS_SAMPLER_OFF), 0);
+    CHECK_EQ_INT(ps_sampler_pause(), 0);
+    CHECK_EQ_INT(ps_sampler_state(), PS_SAMPLER_OFF);
+    CHECK_EQ_INT(reach(PS_SAMPLER_PAUSED), 0);
+    ps_sampler_stop();
+    CHECK_EQ_INT(ps_sampler_state(), PS_SAMPLER_OFF);
+    ps_sampler_resume(1);
+    CHECK_EQ_INT(ps_sampler_state(), PS_SAMPLER_OFF);
+    CHECK_EQ_INT(reach(PS_SAMPLER_PAUSED), 0);
+    ps_sampler_resume(0);
+    CHECK_EQ_INT(ps_sampler_state(), PS_SAMPLER_OFF);
     /* A fork child is OFF whatever the parent's state. */
     CHECK_EQ_INT(reach(PS_SAMPLER_SAMPLING), 0);
     ps_sampler_state_child_after_fork(0);
