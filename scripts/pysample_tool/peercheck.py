@@ -10,7 +10,8 @@
 #   * the listener's uid must be the target's effective uid;
 #   * SO_PEERPIDFD (Linux 6.5+) gives a pidfd of the listener, which names
 #     one process and never a later holder of its pid: that process must
-#     be alive and be the target (its pid as /proc shows it);
+#     be alive and be the target (its fdinfo's pid that of a pidfd of the
+#     target: both as the same /proc shows them);
 #   * where the kernel has no SO_PEERPIDFD, the listening socket bound to
 #     the name (/proc/net/unix) must be one of the target's own
 #     descriptors (/proc/PID/fd "socket:[INODE]").
@@ -26,6 +27,21 @@ SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)
 SO_ACCEPTCON = 0x10000  # /proc/net/unix's flag of a listening socket
 
 
+def _pidfd_pid(fd):
+    """The pid of pidfd fd's process as /proc shows it (-1: it has exited,
+    Linux 6.16+), or None; closes fd."""
+    try:
+        with open("/proc/self/fdinfo/%d" % fd) as f:
+            for line in f:
+                if line.startswith("Pid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    finally:
+        os.close(fd)
+    return None
+
+
 def listener_pid(sock):
     """The pid (as /proc shows it) of the live process that called listen()
     on the socket sock is connected to; -1 if that process has exited (its
@@ -35,16 +51,19 @@ def listener_pid(sock):
     except OSError as e:
         # Linux 6.5-6.15 refuse a pidfd of a process that has exited.
         return -1 if e.errno in (errno.ESRCH, errno.EINVAL) else None
+    return _pidfd_pid(fd)
+
+
+def shown_pid(pid):
+    """The target's pid as /proc shows it in a pidfd's fdinfo (the PID
+    namespace of the /proc mount, which may not be ours: nsenter --pid
+    without --mount), so that it compares with listener_pid's."""
     try:
-        with open("/proc/self/fdinfo/%d" % fd) as f:
-            for line in f:
-                if line.startswith("Pid:"):
-                    return int(line.split()[1])  # -1: exited (Linux 6.16+)
-    except (OSError, ValueError, IndexError):
-        pass
-    finally:
-        os.close(fd)
-    return None
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return pid
+    shown = _pidfd_pid(fd)
+    return pid if shown is None else shown
 
 
 def socket_inodes(pid):
@@ -91,7 +110,9 @@ def verify(sock, pid, uid, euid, shown):
               "under pid %d and exited before process %d had that pid (pids are reused)%s (process %d "
               "says on its stderr that it cannot listen)" % (shown, pid, pid, pid, refuse, pid))
     alive = listener_pid(sock)
-    if alive is not None and alive != pid:
+    if alive is not None:
+        alive = pid if alive == shown_pid(pid) > 0 else -1
+    if alive == -1:
         return reused
     if uid != euid:
         if alive == pid:

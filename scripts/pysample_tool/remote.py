@@ -327,7 +327,9 @@ class Connection(object):
         """None if the process listening is the one named; else what to
         say.  The kernel gives the listener's pid as our PID namespace
         sees it (0: one we cannot see), which must be the target's: a
-        name proves nothing, anyone may bind it first."""
+        name proves nothing, anyone may bind it first; nor does the pid,
+        which a listener that has exited leaves to the next holder: the
+        rest is proved by peercheck.verify."""
         peer = _peer(sock)
         if peer is None:
             return None
