@@ -10,7 +10,7 @@
  * free one), and its device and inode are remembered: before every use
  * they are compared (fstat), and on a mismatch the number is forgotten,
  * never closed (it is the program's now), and the caller makes a new one.
- * lib/platform/linux/read.c does the same for its pipe and memfd.
+ * lib/platform/linux/read.c holds its /proc/self/mem, pipe and memfd here.
  */
 #ifndef PS_OWNFD_H
 #define PS_OWNFD_H

@@ -197,6 +197,47 @@ def test_descriptors_swapped_under_the_read_path(ctx):
     ctx.check(p.with_frame("recurse") > 0, "the recursion was never sampled", p.dump())
 
 
+@harness.once
+def test_descriptors_closed_and_reopened_under_the_read_path(ctx):
+    """process_vm_readv refused, so the library reads /proc/self/mem through
+    a descriptor: the program's first open() still gets 3 (ours is held
+    high), and a program that closes every descriptor above 2 and puts its
+    own file on our number (a watched file; /dev/kmsg, whose reads take
+    records, where it can be opened) never has it read: the check comes
+    before the pread, not only after.  Sampling goes on through a new
+    descriptor."""
+    import platform
+    import subprocess
+    import sys
+    if not sys.platform.startswith("linux") or platform.machine() != "x86_64":
+        ctx.skip("the seccomp filter is written for x86-64 Linux")
+    outdir = ctx.tmpdir()
+    stats = os.path.join(outdir, "stats")
+    env = ctx.env(dict(PYSAMPLE_RATE="1000", PYSAMPLE_OUTPUT=os.path.join(outdir, "prof.txt"),
+                       PYSAMPLE_READ_MODE="syscall", PYSAMPLE_STATS=stats))
+    prog = ctx.program("stress_fdreuse.py")
+    rounds = 6
+    r = subprocess.run([ctx.python, prog, "launch", repr(env), ctx.python, prog, str(rounds), "20"],
+                       env=ctx.env(preload=False), capture_output=True, text=True, timeout=120)
+    ctx.check(r.returncode == 0 and not harness.our_messages(r.stderr),
+              "rc %s" % r.returncode, r.stdout, r.stderr[-2000:])
+    out = dict(l.split(" ", 1) for l in r.stdout.splitlines())
+    ctx.check(out.get("first_open") == "3", "the program's first open() got %r, not 3"
+              % out.get("first_open"), r.stdout)
+    ctx.check(out.get("rounds") == "%d found %d" % (rounds, rounds),
+              "the library's /proc/PID/mem descriptor was missing in some round", r.stdout)
+    ctx.check(out.get("accessed") == "0", "the library read through the program's file "
+              "(inotify IN_ACCESS events: %s)" % out.get("accessed"), r.stdout)
+    kmsg = out.get("kmsg", "0 lost 0").split()
+    ctx.check(kmsg[2] == "0", "the library took %s /dev/kmsg records from the program's reader "
+              "in %s rounds" % (kmsg[2], kmsg[0]), r.stdout)
+    with open(stats) as f:
+        st = dict(l.split(" ", 1) for l in f.read().splitlines())
+    ctx.check(st["read_mode"] == "procmem", "read mode %r" % st["read_mode"], st)
+    p = harness.Profile(os.path.join(outdir, "prof.txt"))
+    ctx.check(p.with_frame("spin") > 0, "the program was never sampled", p.dump())
+
+
 def test_code_churn(ctx):
     for _ in repeat(ctx):
         res, p = stress_run(ctx, [ctx.program("stress_codechurn.py"), SECONDS], "churn ok\n")

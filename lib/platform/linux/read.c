@@ -30,18 +30,21 @@
  * program's table: it can close them behind our back (os.closerange, a
  * forked child closing everything before exec) and a number can then name
  * one of its files; another thread can even dup2() its file onto our
- * number between any check of ours and our use of it.  So before each use
- * the descriptor's device and inode are compared with ours (on a mismatch
- * the number is forgotten and a new descriptor made), and the methods
- * chosen automatically only *read* through a descriptor: a pread() of
- * /proc/self/mem through a number that became the program's reads its
- * file (a pipe, socket or terminal refuses pread: ESPIPE) and changes
- * nothing in it, not even its offset; the bytes read are then thrown away,
- * because the check is made again after the read.  The file and pipe
- * methods write through the number; between the check and the write the
- * program could have put its file there, and interpreter memory would land
- * in it.  No check closes that window (docs/safety.md), so they are never
- * chosen on their own.
+ * number between any check of ours and our use of it.  So they are held
+ * at high numbers (util/ownfd.h: the program's own open() takes the lowest
+ * free one, never ours), before each use the descriptor's device and inode
+ * are compared with ours (on a mismatch the number is forgotten and a new
+ * descriptor made), and the methods chosen automatically only *read*
+ * through a descriptor.  A read is not always harmless: a pread() of
+ * /dev/kmsg takes a record from the program's reader, so the check before
+ * it is what keeps us off the program's files; one made again after the
+ * read throws away the bytes of a file dup2()ed on in between (that
+ * window, an fstat wide, stays: docs/safety.md).  Pipes, sockets and
+ * terminals refuse pread (ESPIPE).  The file and pipe methods write
+ * through the number; between the check and the write the program could
+ * have put its file there, and interpreter memory would land in it.  No
+ * check closes that window (docs/safety.md), so they are never chosen on
+ * their own.
  *
  * After fork the pipe or file is shared with the parent, whose sampler uses
  * it at the same time: the child drops its inherited copies and makes its
@@ -62,6 +65,7 @@
 #include <unistd.h>
 
 #include "platform/platform.h"
+#include "util/ownfd.h"
 
 #define FILE_WINDOW (64 * 1024)  /* bytes copied per pwrite on the file path */
 
@@ -75,41 +79,12 @@ static int forced;               /* one method only (tests, PYSAMPLE_READ_MODE) 
 static pid_t self_pid;
 static atomic_flag busy = ATOMIC_FLAG_INIT;
 
-struct owned_fd {
-    int fd;
-    dev_t dev;
-    ino_t ino;
-};
-
-static struct owned_fd pipe_r = { -1, 0, 0 }, pipe_w = { -1, 0, 0 }, file_fd = { -1, 0, 0 },
-                       mem_fd = { -1, 0, 0 };
+/* Held high and checked before every use (util/ownfd.h): the program's
+ * first open() still gets 3, and a closerange() followed by an open of its
+ * own rarely lands on one of them. */
+static struct ps_fd pipe_r = PS_FD_NONE, pipe_w = PS_FD_NONE, file_fd = PS_FD_NONE,
+                    mem_fd = PS_FD_NONE;
 static unsigned char *file_map;
-
-static int remember(struct owned_fd *o, int fd)
-{
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return -1;
-    o->fd = fd;
-    o->dev = st.st_dev;
-    o->ino = st.st_ino;
-    return 0;
-}
-
-/* 1 if o->fd is still the descriptor we opened. */
-static int still_ours(const struct owned_fd *o)
-{
-    struct stat st;
-    return o->fd >= 0 && fstat(o->fd, &st) == 0 && st.st_dev == o->dev && st.st_ino == o->ino;
-}
-
-/* Closes a descriptor only if it is still ours; otherwise just forgets it. */
-static void release(struct owned_fd *o)
-{
-    if (still_ours(o))
-        close(o->fd);
-    o->fd = -1;
-}
 
 static int vm_readv_works(void)
 {
@@ -124,12 +99,11 @@ static int open_procmem(void)
     if (fd < 0)
         return -1;
     char probe[sizeof self_pid];
-    if (pread(fd, probe, sizeof probe, (off_t)(uintptr_t)&self_pid) != (ssize_t)sizeof probe ||
-        remember(&mem_fd, fd) != 0) {
+    if (pread(fd, probe, sizeof probe, (off_t)(uintptr_t)&self_pid) != (ssize_t)sizeof probe) {
         close(fd);
         return -1;
     }
-    return 0;
+    return ps_fd_own(&mem_fd, fd) == 0 ? 0 : -1;
 }
 
 static int open_pipe(void)
@@ -137,10 +111,12 @@ static int open_pipe(void)
     int p[2];
     if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
         return -1;
-    if (remember(&pipe_r, p[0]) != 0 || remember(&pipe_w, p[1]) != 0) {
-        close(p[0]);
+    if (ps_fd_own(&pipe_r, p[0]) != 0) {
         close(p[1]);
-        pipe_r.fd = pipe_w.fd = -1;
+        return -1;
+    }
+    if (ps_fd_own(&pipe_w, p[1]) != 0) {
+        ps_fd_release(&pipe_r);
         return -1;
     }
     return 0;
@@ -151,7 +127,7 @@ static void close_file(void)
     if (file_map != NULL)
         munmap(file_map, FILE_WINDOW);
     file_map = NULL;
-    release(&file_fd);
+    ps_fd_release(&file_fd);
 }
 
 static int make_file(void)
@@ -182,10 +158,12 @@ static int open_file(void)
     void *m = MAP_FAILED;
     if (ftruncate(fd, FILE_WINDOW) == 0)
         m = mmap(NULL, FILE_WINDOW, PROT_READ, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED || remember(&file_fd, fd) != 0) {
-        if (m != MAP_FAILED)
-            munmap(m, FILE_WINDOW);
+    if (m == MAP_FAILED) {
         close(fd);
+        return -1;
+    }
+    if (ps_fd_own(&file_fd, fd) != 0) {
+        munmap(m, FILE_WINDOW);
         return -1;
     }
     file_map = m;
@@ -199,20 +177,20 @@ static int prepare(enum via v)
     case VIA_VM_READV:
         return vm_readv_works() ? 0 : -1;
     case VIA_PROCMEM:
-        if (still_ours(&mem_fd))
+        if (ps_fd_ours(&mem_fd))
             return 0;
-        release(&mem_fd);
+        ps_fd_release(&mem_fd);
         return open_procmem();
     case VIA_FILE:
-        if (still_ours(&file_fd) && file_map != NULL)
+        if (ps_fd_ours(&file_fd) && file_map != NULL)
             return 0;
         close_file();
         return open_file();
     case VIA_PIPE:
-        if (still_ours(&pipe_r) && still_ours(&pipe_w))
+        if (ps_fd_ours(&pipe_r) && ps_fd_ours(&pipe_w))
             return 0;
-        release(&pipe_r);
-        release(&pipe_w);
+        ps_fd_release(&pipe_r);
+        ps_fd_release(&pipe_w);
         return open_pipe();
     default:
         return -1;
@@ -281,19 +259,26 @@ static int pread_all(int fd, char *out, uintptr_t src, size_t n)
 }
 
 /*
- * A pread of /proc/self/mem at src.  The descriptor is checked after the
- * read, not before: a number the program took meanwhile gave us its file's
- * bytes (a harmless read, above), which are thrown away, the number
- * forgotten (not closed: it is the program's) and the read made once more
- * through a new descriptor.  One fstat per read.
+ * A pread of /proc/self/mem at src.  The descriptor is checked before the
+ * read: a number the program took (closerange, then an open of its own)
+ * is never read through, since a read can be what changes the program's
+ * file (/dev/kmsg hands each record to one read only).  It is forgotten
+ * (not closed: it is the program's) and a new descriptor made.  It is
+ * checked again after the read: a program's dup2() onto the number between
+ * the two gave us its file's bytes, which are thrown away and the read
+ * made once more.  That dup2 window, between an fstat and the pread, is
+ * the one left (docs/safety.md).  Two fstats per read.
  */
 static int read_procmem(void *dst, uintptr_t src, size_t n)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (mem_fd.fd < 0 && open_procmem() != 0)
-            return -1;
+        if (!ps_fd_ours(&mem_fd)) {
+            mem_fd.fd = -1;
+            if (open_procmem() != 0)
+                return -1;
+        }
         int rc = pread_all(mem_fd.fd, dst, src, n);
-        if (still_ours(&mem_fd))
+        if (ps_fd_ours(&mem_fd))
             return rc;
         mem_fd.fd = -1;
     }
@@ -303,7 +288,7 @@ static int read_procmem(void *dst, uintptr_t src, size_t n)
 static int read_file(void *dst, uintptr_t src, size_t n)
 {
     char *out = dst;
-    if (!still_ours(&file_fd) && prepare(VIA_FILE) != 0)
+    if (!ps_fd_ours(&file_fd) && prepare(VIA_FILE) != 0)
         return -1;
     while (n > 0) {
         size_t chunk = n < FILE_WINDOW ? n : FILE_WINDOW;
@@ -321,7 +306,7 @@ static int read_file(void *dst, uintptr_t src, size_t n)
 static int read_pipe(void *dst, uintptr_t src, size_t n)
 {
     char *out = dst;
-    if ((!still_ours(&pipe_r) || !still_ours(&pipe_w)) && prepare(VIA_PIPE) != 0)
+    if ((!ps_fd_ours(&pipe_r) || !ps_fd_ours(&pipe_w)) && prepare(VIA_PIPE) != 0)
         return -1;
     while (n > 0) {
         size_t chunk = n < 4096 ? n : 4096;
@@ -332,8 +317,8 @@ static int read_pipe(void *dst, uintptr_t src, size_t n)
         if (r != w) {
             /* Cannot happen with an empty pipe; if it did, bytes left in
              * the pipe would corrupt the next read: start a fresh one. */
-            release(&pipe_r);
-            release(&pipe_w);
+            ps_fd_release(&pipe_r);
+            ps_fd_release(&pipe_w);
             return -1;
         }
         if ((size_t)w < chunk)
@@ -409,9 +394,9 @@ void ps_plat_read_after_fork(void)
     self_pid = getpid();
     atomic_flag_clear(&busy);
     int had_pipe = pipe_r.fd >= 0, had_file = file_fd.fd >= 0, had_mem = mem_fd.fd >= 0;
-    release(&pipe_r);
-    release(&pipe_w);
-    release(&mem_fd);   /* the parent's /proc/self/mem: the parent's memory */
+    ps_fd_release(&pipe_r);
+    ps_fd_release(&pipe_w);
+    ps_fd_release(&mem_fd);   /* the parent's /proc/self/mem: the parent's memory */
     close_file();
     if ((had_pipe && via == VIA_PIPE) || (had_file && via == VIA_FILE) ||
         (had_mem && via == VIA_PROCMEM)) {
