@@ -104,6 +104,7 @@ class Profile(object):
         self.stacks = []
         self.total = 0
         self.has_lines = False
+        self.dialect = None     # "pysample", or "py-spy" for py-spy's collapsed output
 
     def threads(self):
         """[(Thread, samples)] by thread id."""
@@ -143,8 +144,7 @@ def parse_collapsed(path, data=None):
             raise ToolError("cannot read %s: %s" % (path, e.strerror or e))
     profile = Profile(path)
     merged = collections.OrderedDict()
-    frame_cache = {}
-    thread_cache = {}
+    caches = ({}, {})
     lineno = 0
     for raw in data.split(b"\n"):
         lineno += 1
@@ -160,28 +160,17 @@ def parse_collapsed(path, data=None):
         if count <= 0:
             raise _malformed(path, lineno, "the sample count must be positive", line, data)
         parts = stack_text.split(";")
-        thread = thread_cache.get(parts[0])
-        if thread is None:
-            m = _THREAD_RE.match(parts[0])
-            if not m:
-                raise _malformed(path, lineno,
-                                 "the first frame must be \"thread <tid>\" or \"thread <tid> (<name>)\", not %r"
-                                 % parts[0][:60], line, data)
-            name = m.group(2)
-            tid = None if m.group(1) == "?" else int(m.group(1))
-            thread = Thread(tid, unescape(name) if name is not None else None)
-            thread_cache[parts[0]] = thread
-        frames = []
-        for index, text in enumerate(parts[1:], 2):
-            frame = frame_cache.get(text)
-            if frame is None:
-                frame = _parse_frame(text)
-                if frame is None:
-                    raise _malformed(path, lineno,
-                                     "frame %d is neither \"name (file:line)\", \"name (file)\", "
-                                     "\"library+0x...\" nor a \"[...]\" marker: %r" % (index, text[:60]), line, data)
-                frame_cache[text] = frame
-            frames.append(frame)
+        if profile.dialect is None:
+            # The first line says whose file this is: ours start with the
+            # thread; py-spy's with its thread, its process or a frame.
+            profile.dialect = "pysample" if _THREAD_RE.match(parts[0]) else "py-spy"
+        try:
+            if profile.dialect == "pysample":
+                thread, frames = _read_ours(parts, caches)
+            else:
+                thread, frames = _read_pyspy(parts, caches)
+        except ValueError as e:
+            raise _malformed(path, lineno, str(e), line, data)
         key = (thread, tuple(frames))
         merged[key] = merged.get(key, 0) + count
         profile.total += count
@@ -189,8 +178,87 @@ def parse_collapsed(path, data=None):
         raise ToolError("%s: empty profile: it holds no samples (the program may have ended before the "
                         "first sample, or was not a Python program; see docs/troubleshooting.md)" % path)
     profile.stacks = [(thread, frames, count) for (thread, frames), count in merged.items()]
-    profile.has_lines = any(f.line is not None for f in frame_cache.values())
+    profile.has_lines = any(f.line is not None for f in caches[1].values())
     return profile
+
+
+_FIRST_FRAME = "the first frame must be \"thread <tid>\" or \"thread <tid> (<name>)\", not %r"
+
+
+def _read_ours(parts, caches):
+    """(Thread, [Frame]) of one of our lines, split at ';'."""
+    thread_cache, frame_cache = caches
+    thread = thread_cache.get(parts[0])
+    if thread is None:
+        m = _THREAD_RE.match(parts[0])
+        if not m:
+            raise ValueError(_FIRST_FRAME % parts[0][:60])
+        name = m.group(2)
+        tid = None if m.group(1) == "?" else int(m.group(1))
+        thread = thread_cache[parts[0]] = Thread(tid, unescape(name) if name is not None else None)
+    frames = []
+    for index, text in enumerate(parts[1:], 2):
+        frame = frame_cache.get(text)
+        if frame is None:
+            frame = _parse_frame(text)
+            if frame is None:
+                raise ValueError("frame %d is neither \"name (file:line)\", \"name (file)\", "
+                                 "\"library+0x...\" nor a \"[...]\" marker: %r" % (index, text[:60]))
+            frame_cache[text] = frame
+        frames.append(frame)
+    return thread, frames
+
+
+# py-spy's raw (collapsed) output: `process 4242:"python3 app.py";` with
+# --subprocesses, `thread (4243): name;` or `thread (0x7f...);` with
+# --threads, then `function (file:line)` frames root first, native ones
+# (--native) `0x7f3a... (libc.so.6)` where no symbol names them.
+_PYSPY_PROCESS_RE = re.compile(r'^process (\d+):"(.*)"$')
+_PYSPY_THREAD_RE = re.compile(r"^thread \((\d+|0x[0-9A-Fa-f]+)\)(?:: (.*))?$")
+_PYSPY_ADDR_RE = re.compile(r"^0x([0-9A-Fa-f]+) \((.+)\)$")
+_PYSPY_NO_THREAD = Thread(None, "py-spy: all threads")
+
+
+def _read_pyspy(parts, caches):
+    """(Thread, [Frame]) of a line of py-spy's collapsed output.  A profile
+    recorded without --threads has no thread: its stacks all go to one
+    `thread ? (py-spy: all threads)`.  The process of --subprocesses is a
+    `[process PID: command]` marker below the thread."""
+    thread_cache, frame_cache = caches
+    frames = []
+    m = _PYSPY_PROCESS_RE.match(parts[0])
+    if m:
+        frames.append(Frame(KIND_MARKER, "[process %s: %s]" % (m.group(1), m.group(2)), None, None))
+        parts = parts[1:]
+    thread = _PYSPY_NO_THREAD
+    if parts and parts[0].startswith("thread "):
+        thread = thread_cache.get(parts[0])
+        if thread is None:
+            m = _PYSPY_THREAD_RE.match(parts[0])
+            if not m:
+                raise ValueError(_FIRST_FRAME % parts[0][:60])
+            tid = int(m.group(1), 16) if m.group(1).startswith("0x") else int(m.group(1))
+            thread = thread_cache[parts[0]] = Thread(tid, m.group(2))
+        parts = parts[1:]
+    for text in parts:
+        frame = frame_cache.get(text)
+        if frame is None:
+            frame = frame_cache[text] = _parse_pyspy_frame(text)
+        frames.append(frame)
+    return thread, frames
+
+
+def _parse_pyspy_frame(text):
+    m = _PYSPY_ADDR_RE.match(text)
+    if m:
+        # An absolute address: only its object is worth keeping (it is
+        # grouped as [libc.so.6] like our frames without a symbol).
+        return Frame(KIND_NATIVE, "%s+0x%s" % (m.group(2), m.group(1)), m.group(2), None)
+    frame = _parse_frame(text)
+    if frame is None:
+        # Other folded files (perf's, flamegraph.pl's) name frames freely.
+        frame = Frame(KIND_MARKER, text, None, None)
+    return frame
 
 
 def _parse_frame(text):
@@ -214,9 +282,9 @@ def _parse_frame(text):
 def describe(profile):
     """`1,234 samples in 2 threads, line numbers on`: a profile in a line."""
     threads = profile.threads()
-    return "%s samples in %d thread%s, line numbers %s" % (
+    return "%s samples in %d thread%s, line numbers %s%s" % (
         thousands(profile.total), len(threads), "" if len(threads) == 1 else "s",
-        "on" if profile.has_lines else "off")
+        "on" if profile.has_lines else "off", ", py-spy's format" if profile.dialect == "py-spy" else "")
 
 
 def group_native_addresses(profile, resolve=None):

@@ -5,7 +5,7 @@
 
 import sys
 
-from . import remote
+from . import options, remote
 from .collapsed import parse_collapsed
 from .common import PROG, ToolError, printable, write_output
 
@@ -18,6 +18,7 @@ DESCRIPTION = ("Prints the Python stack of every thread of process PID as it is 
 
 def add_options(parser):
     remote.add_pid_option(parser, required=True)
+    options.pyspy_compat(parser)
     remote.add_session_options(parser)
 
 

@@ -118,3 +118,23 @@ def trailing_command(parser):
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND", help=argparse.SUPPRESS)
     parser.set_defaults(command_argv=None)
     parser.takes_command = True
+
+
+def pyspy_compat(parser, function=False, capture=False):
+    """py-spy's options that need nothing of us, so that its command lines
+    work as they are (docs/tools.md#from-py-spy): --full-filenames (paths
+    are always whole), --hideprogress (there is no progress bar); with
+    capture, --capture (args.capture: the program's output is discarded, as
+    py-spy does); with function, -F/--function (args.nolineno: one frame per
+    function)."""
+    parser.add_argument("--full-filenames", action="store_true",
+                        help="accepted for py-spy: file names are always whole paths")
+    parser.add_argument("--hideprogress", action="store_true", help=argparse.SUPPRESS)
+    if capture:
+        parser.add_argument("--capture", action="store_true",
+                            help="discard COMMAND's standard output and error, and give it no standard "
+                                 "input (py-spy's --capture)")
+    if function:
+        parser.add_argument("-F", "--function", dest="nolineno", action="store_true",
+                            help="aggregate by function (py-spy's -F): as --nolineno, the frames carry "
+                                 "no line number")

@@ -107,6 +107,7 @@ def add_options(parser):
                                    "Python it execs); its children still run with the library")
     parser.add_argument("-t", "--threads", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--nonblocking", action="store_true", help=argparse.SUPPRESS)
+    options.pyspy_compat(parser, function=True, capture=True)
     options.output_format(parser)
     parser.add_argument("--timeline", action="store_true",
                         help="keep the samples in time order too (PYSAMPLE_TIMELINE=1): --format "
@@ -229,7 +230,8 @@ def run(args):
                              % (PROG, args.duration, _describe_command(command)))
 
     try:
-        returncode, main_pid = _run(command, env, poll if args.duration or args.native else None)
+        returncode, main_pid = _run(command, env, poll if args.duration or args.native else None,
+                                    capture=args.capture)
         if not delivered_at:
             deliver(main_pid, returncode)
         elif returncode < 0:
@@ -363,13 +365,15 @@ def _environment(library, workdir, args):
     return env
 
 
-def _run(command, env, poll=None):
+def _run(command, env, poll=None, capture=False):
     """Runs the command; SIGINT (Ctrl-C) reaches it through the terminal, and
     we wait for it to finish writing its profile.  SIGTERM and SIGHUP sent
     to us are passed on.  poll(child, seconds since the start), if given, is
-    called every POLL_INTERVAL while the command runs."""
+    called every POLL_INTERVAL while the command runs.  capture (py-spy's
+    --capture): the command reads and writes nothing of ours."""
+    quiet = subprocess.DEVNULL if capture else None
     try:
-        child = subprocess.Popen(command, env=env)
+        child = subprocess.Popen(command, env=env, stdin=quiet, stdout=quiet, stderr=quiet)
     except OSError as e:
         raise ToolError("cannot run %s: %s" % (command[0], e.strerror or e),
                         status=126 if e.errno == errno.EACCES else 127)

@@ -51,6 +51,7 @@ def add_options(parser):
     parser.add_argument("--delay", type=_delay, default=1.0, metavar="S",
                         help="live: seconds between two tables, 0.1..60 (default: 1, as py-spy's --delay)")
     parser.add_argument("--nonblocking", action="store_true", help=argparse.SUPPRESS)   # py-spy's; always so
+    options.pyspy_compat(parser)
     parser.add_argument("--python", metavar="PY", help="with COMMAND: interpreter for a COMMAND that starts "
                                                        "with a .py file (default: %s)" % (sys.executable or "python3"))
     # `-- COMMAND` only (cli splits it off): a FILE may be followed by options.

@@ -1580,6 +1580,12 @@ class RecordTests(TempDirTestCase):
         code, out, err = self.record("-i", "--mode", "cpu", "--", PYTHON, "-c", "pass")
         self.assertEqual(code, 2, err)
         self.assertIn("--idle (include idle threads) contradicts --mode cpu", err)
+        code, out, err = self.record("-F", "--full-filenames", "--hideprogress", "--capture", "-o", "fn.txt",
+                                     "--", PYTHON, "-c", "print('from the program')")
+        self.assertEqual(code, 0, err)
+        self.assertNotIn(b"from the program", out, "--capture discards the program's output")
+        with open(os.path.join(self.tmp, "fn.txt")) as f:
+            self.assertIn("lines=0", f.read(), "-F/--function aggregates by function")
         code, out, err = self.record("-f", "chrometrace", "--", PYTHON, "-c", "pass")
         self.assertEqual(code, 2, err)
         self.assertIn("unknown format 'chrometrace'", err)
@@ -2518,6 +2524,67 @@ class ThreadFilterTests(TempDirTestCase):
         code, out, err = pysample("lines", path, "/srv/app.py", "--sampled", "--thread", "nat", "--active")
         self.assertEqual(code, 0, err)
         self.assertIn("10 samples", out.decode())
+
+
+class PySpyFileTests(TempDirTestCase):
+    """py-spy's collapsed output (`record --format raw`) in top, flamegraph,
+    diff and lines (issue #35 item 5): fixtures/pyspy/, written by py-spy."""
+
+    def path(self, name):
+        return os.path.join(FIXTURES, "pyspy", name)
+
+    def total_of(self, name):
+        return sum(count for count in read_stacks(self.path(name)).values())
+
+    def top(self, *args):
+        code, out, err = pysample("top", *args)
+        self.assertEqual(code, 0, err)
+        return out.decode("utf-8")
+
+    def test_every_kind_of_py_spy_file_reads_whole(self):
+        for name in ("plain.txt", "threads.txt", "native.txt", "subprocesses.txt"):
+            with self.subTest(name=name):
+                text = self.top(self.path(name), "-n", "0")
+                self.assertIn("%s samples" % "{:,}".format(self.total_of(name)), text.splitlines()[0])
+                self.assertIn("py-spy's format", text.splitlines()[0])
+                rows = top_rows(text)
+                self.assertEqual(sum(r[0] for r in rows.values()), self.total_of(name))
+                self.assertIn("burn (prog.py)", rows)
+
+    def test_threads_processes_and_native_addresses(self):
+        profile = pysample_tool.parse_collapsed(self.path("threads.txt"))
+        self.assertIn("busy", set(t.name for t, _ in profile.threads()))
+        self.assertEqual(self.top(self.path("threads.txt"), "--thread", "busy").splitlines()[0].split(": ")[1]
+                         .split()[0], str(sum(c for (t, _), c in read_stacks(self.path("threads.txt")).items()
+                                               if t.endswith(": busy"))))
+        profile = pysample_tool.parse_collapsed(self.path("subprocesses.txt"))
+        self.assertTrue(all(frames and frames[0].name.startswith("[process ") for _, frames, _ in profile.stacks))
+        rows = top_rows(self.top(self.path("native.txt"), "-n", "0"))
+        self.assertIn("[libc.so.6]", rows, "py-spy's unnamed native frames are grouped per object")
+        self.assertFalse([r for r in rows if r.startswith("0x")], rows)
+        active = top_rows(self.top(self.path("native.txt"), "-n", "0", "--active"))
+        self.assertIn("burn (prog.py)", active)
+        self.assertNotIn("clock_nanosleep (libc.so.6)", active)
+
+    def test_flamegraph_diff_and_lines(self):
+        svg = os.path.join(self.tmp, "f.svg")
+        code, _, err = pysample("flamegraph", self.path("threads.txt"), "-o", svg)
+        self.assertEqual(code, 0, err)
+        ET.parse(svg)
+        code, out, err = pysample("diff", self.path("plain.txt"), self.path("threads.txt"))
+        self.assertEqual(code, 0, err)
+        self.assertIn("burn (prog.py)", out.decode())
+        code, out, err = pysample("lines", self.path("plain.txt"), self.path("prog.py"), "--sampled")
+        self.assertEqual(code, 0, err)
+        self.assertRegex(out.decode(), r"\n\s+\d+\s+[\d.]+%\s+\d+\s+[\d.]+%\s+4\s+for i in range")
+
+    def test_our_files_stay_strict(self):
+        """A file that starts as ours is ours to the end: a py-spy line in it
+        is an error, not a thread-less stack."""
+        path = self.write("mixed.txt", "thread 1;f (/a.py:1) 3\nf (/a.py:1) 2\n")
+        code, _, err = pysample("top", path)
+        self.assertEqual(code, 2)
+        self.assertIn("mixed.txt:2: malformed line", err)
 
 
 class ManPageTests(unittest.TestCase):
