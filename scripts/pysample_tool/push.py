@@ -80,7 +80,7 @@ class Pusher(object):
                 item = self.queue.popleft()
             self.send(*item)
 
-    def send(self, name, start, end, rate, pprof):
+    def send(self, name, start, end, rate, pprof, samples):
         query = "name=%s&from=%d&until=%d&spyName=%s&sampleRate=%d" % (
             quote(name, safe=""), start, end, SPY_NAME, rate)
         body, ctype = _multipart(pprof)
@@ -88,7 +88,7 @@ class Pusher(object):
         try:
             with urlopen(req, timeout=self.timeout) as answer:
                 answer.read(4096)
-            self.service.log("push: %s %d bytes to %s: ok" % (name, len(pprof), self.url))
+            self.service.log("push: %s %d samples, %d bytes to %s: ok" % (name, samples, len(pprof), self.url))
         except HTTPError as e:
             self.service.log("push: %s to %s: HTTP %d %s" % (name, self.url, e.code, e.reason))
         except (URLError, OSError) as e:
@@ -148,7 +148,7 @@ def _push_once(service, pusher, every):
         pprof, samples = targets.merge(group)
         if samples:
             rate = service.rate or _rate(group)
-            pusher.put((_name(name, _static(group)), start, end, rate, pprof))
+            pusher.put((_name(name, _static(group)), start, end, rate, pprof, samples))
 
 
 def _rate(group):

@@ -195,8 +195,9 @@ class Service(object):
         body, samples = targets.merge(results)
         failed = [r.error for r in results if r.error]
         skipped = len(chosen) - len(taken)
-        what = "%d of %d processes, %d samples, %d bytes" % (len(results) - len(failed), len(chosen),
-                                                             samples, len(body))
+        packed = gzip.compress(body, 6)
+        what = "%d of %d processes, %d samples, %d bytes (%d gzipped)" % (
+            len(results) - len(failed), len(chosen), samples, len(body), len(packed))
         if skipped:
             what += ", %d busy" % skipped
         if failed:
@@ -207,7 +208,7 @@ class Service(object):
             return status, {}, "no profile: " + "; ".join(failed), what
         return 200, {"Content-Type": "application/octet-stream",
                      "Content-Disposition": 'attachment; filename="profile"',
-                     "X-Pysample-Samples": str(samples)}, gzip.compress(body, 6), what
+                     "X-Pysample-Samples": str(samples)}, packed, what
 
     def _seconds(self, query):
         text = query.get("seconds", [str(min(DEFAULT_SECONDS, self.max_seconds))])[-1]
