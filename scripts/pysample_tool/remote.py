@@ -18,6 +18,9 @@
 # that process (peercheck.py).  What it sends is made printable before it
 # is shown.
 #
+# Every step that blocks has a deadline, and a target that does not answer
+# is said to be stopped, frozen or slow in one line (deadline.py).
+#
 # SPDX-License-Identifier: MIT
 
 import errno
@@ -28,7 +31,7 @@ import struct
 import sys
 import time
 
-from . import peercheck
+from . import deadline, peercheck
 from .common import PROG, ToolError, printable
 
 MAGIC = "pysample/1"
@@ -280,6 +283,8 @@ class Connection(object):
         if not _exists(pid):
             raise ToolError("no process %d" % pid)
         self.pid = pid
+        # How long each read of an answer may wait (deadline.py).
+        self.timeout = deadline.ANSWER_S if timeout is None else timeout
         self.on_started = None  # called with the text of a "started" frame
         # A process that was just started listens a moment later: one whose
         # environment asks for arming gets a few seconds to do so.
@@ -293,7 +298,7 @@ class Connection(object):
             impostor = None
             for addr, shown in found:
                 self.shown = shown
-                sock = self._connect(addr, shown, timeout)
+                sock = self._connect(addr, shown)
                 if sock is None:
                     continue
                 why = self._verify(sock, shown)
@@ -307,16 +312,21 @@ class Connection(object):
             if impostor is not None:
                 raise ToolError(impostor)
             if time.monotonic() >= give_up or not _exists(pid):
+                why = deadline.stopped(pid)
+                if why is not None:
+                    raise ToolError("process %d %s" % (pid, why))
                 raise _not_armed(pid, found[0][1] if found else "its control socket")
             time.sleep(0.05)
         self._buf = b""
 
-    def _connect(self, addr, shown, timeout):
+    def _connect(self, addr, shown):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
         try:
-            sock.connect(addr)
+            deadline.connect(sock, addr, deadline.Wait(self.pid, deadline.CONNECT_S, "connect", shown))
             return sock
+        except ToolError:
+            sock.close()
+            raise
         except OSError as e:
             sock.close()
             if e.errno not in (errno.ECONNREFUSED, errno.ENOENT):
@@ -348,15 +358,19 @@ class Connection(object):
 
     def send(self, verb, **keys):
         words = [MAGIC, verb] + ["%s=%d" % (k, v) for k, v in sorted(keys.items()) if v is not None]
+        data = (" ".join(words) + "\n").encode("ascii")
+        wait = deadline.Wait(self.pid, deadline.CONNECT_S, "take the request", self.shown)
         try:
-            self.sock.sendall((" ".join(words) + "\n").encode("ascii"))
+            while data:
+                data = data[deadline.call(self.sock, wait, self.sock.send, data):]
         except (BrokenPipeError, ConnectionResetError):
             pass  # refused at once: its err frame, if any, is there to read
 
     def _fill(self, n):
         while len(self._buf) < n:
+            wait = deadline.Wait(self.pid, self.timeout, "answer", self.shown)
             try:
-                chunk = self.sock.recv(1 << 20)
+                chunk = deadline.call(self.sock, wait, self.sock.recv, 1 << 20)
             except ConnectionResetError:
                 chunk = b""
             if not chunk:
@@ -450,7 +464,11 @@ RECLAIM_S = 3.0
 
 def request(pid, verb, control_dir=None, timeout=None, **keys):
     """One request answered (Connection.request), tried again for
-    RECLAIM_S while the process closes connections without an answer."""
+    RECLAIM_S while the process closes connections without an answer.
+    timeout: how long each read may wait (default: deadline.ANSWER_S,
+    plus a record's duration, which passes before its answer)."""
+    if timeout is None:
+        timeout = deadline.ANSWER_S + (keys.get("duration") or 0)
     start = time.monotonic()
     while True:
         try:

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from . import filters, options, remote
+from . import deadline, filters, options, remote
 from .collapsed import KIND_MARKER, KIND_NATIVE, Frame, describe, parse_collapsed
 from .common import PROG, ToolError, percent, printable, write_output
 
@@ -151,7 +151,8 @@ def live_header(pid, meta):
 
 def run_live(args):
     try:
-        conn = remote.Connection(args.pid, args.control_dir)
+        # A table is due every --delay: each read waits that long and the deadline beyond it.
+        conn = remote.Connection(args.pid, args.control_dir, timeout=deadline.ANSWER_S + args.delay)
     except KeyboardInterrupt:
         return 0
     tty = sys.stdout.isatty()

@@ -1339,3 +1339,149 @@ def test_dump_beside_a_session(ctx):
     check_tool(ctx, res, "stop --pid")
     ctx.check(harness.Profile(out).with_frame("armed_work") > 0, "the session's profile")
     check_program_unchanged(ctx, a, *a.finish())
+
+
+# Issue #39 item 5: every blocking step of the tool's talk with a target has
+# a deadline (scripts/pysample_tool/deadline.py), and its expiry says in one
+# line what the target is doing.  Without the deadlines each of these tools
+# waits forever: the test's own limit turns that into a failure.
+# Far beyond deadline.CONNECT_S and STOPPED_S (the tool's start on a loaded
+# machine takes seconds), and above ANSWER_S: a stopped process is still
+# told apart by the line, which must say stopped or frozen.
+HUNG_S = 60
+
+SQUATTER = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0" + sys.argv[1])
+s.listen(0)
+fillers = []
+while True:                      # queue connections until it is full
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.setblocking(False)
+    try:
+        c.connect("\0" + sys.argv[1])
+    except BlockingIOError:
+        break
+    fillers.append(c)
+print("full %d" % len(fillers), flush=True)
+sys.stdin.read()                 # never accepts
+"""
+
+
+def _dump_in_time(ctx, pid, what):
+    """dump --pid's result, failing (not hanging) if it outlasts HUNG_S."""
+    try:
+        res = tool(ctx, "dump", "--pid", str(pid), timeout=HUNG_S)
+    except subprocess.TimeoutExpired:
+        ctx.check(False, "dump --pid on %s still waited after %d s" % (what, HUNG_S))
+    lines = _refusals(res.stderr)
+    ctx.check(res.returncode != 0 and len(lines) == 1 and len(res.stderr.splitlines()) == 1
+              and not res.stdout, "dump --pid on %s: one line and a failure" % what,
+              res.returncode, res.stdout, res.stderr)
+    return lines[0]
+
+
+@harness.once
+def test_full_queue_squatter_has_a_deadline(ctx):
+    """Another user binds the control name of a process that is not armed,
+    listens with backlog 0, fills its queue and never accepts: dump gives up
+    after its connect deadline, naming the full queue."""
+    _need_root(ctx, "setpriv")
+    a = Armed(ctx, env={"PYSAMPLE_ARM": "0"})
+    name = ctl_name(a.pid)
+    squat = subprocess.Popen(as_user(1000) + [sys.executable, "-c", SQUATTER, name], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _live.append(squat)
+    ready = squat.stdout.readline()
+    ctx.check(ready.startswith("full "), "the squatter could not fill its queue", ready, squat.stderr.read()
+              if squat.poll() is not None else "")
+    line = _dump_in_time(ctx, a.pid, "a full-queue squatter")
+    ctx.check(("the control socket of process %d, @%s, took no connection" % (a.pid, name)) in line
+              and "listen queue is full" in line, "the line names the full queue", line)
+    squat.kill()
+    check_program_unchanged(ctx, a, *a.finish())
+
+
+@harness.once
+def test_stopped_target_said(ctx):
+    """An armed process stopped by SIGSTOP: dump says it is stopped, long
+    before the answer deadline; resumed, it answers the next dump."""
+    a = Armed(ctx)
+    os.kill(a.pid, signal.SIGSTOP)
+    try:
+        ctx.check(harness.wait_for(lambda: _stat_state(a.pid) == "T", 10), "SIGSTOP did not stop it")
+        line = _dump_in_time(ctx, a.pid, "a stopped process")
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+    ctx.check(("process %d is stopped" % a.pid) in line and "kill -CONT %d" % a.pid in line,
+              "the line says stopped", line)
+    check_tool(ctx, tool(ctx, "dump", "--pid", str(a.pid)), "dump --pid once resumed")
+    check_program_unchanged(ctx, a, *a.finish())
+
+
+def _stat_state(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _cgroup2_mount():
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if fields[2] == "cgroup2":
+                return fields[1]
+    return None
+
+
+@harness.once
+def test_frozen_cgroup_target_said(ctx):
+    """An armed process in a frozen cgroup v2 (cgroup.freeze 1): dump says
+    it is in a frozen cgroup; thawed, it answers again."""
+    if os.geteuid() != 0 or not sys.platform.startswith("linux"):
+        ctx.skip("needs root on Linux (a cgroup v2 to freeze)")
+    mount = _cgroup2_mount()
+    group = os.path.join(mount or "/nonexistent", "pysample-test-%d" % os.getpid())
+    try:
+        os.mkdir(group)
+    except OSError as e:
+        ctx.skip("no writable cgroup v2 here (%s)" % (e.strerror or e))
+    a = home = None
+    try:
+        if not os.path.exists(os.path.join(group, "cgroup.freeze")):
+            ctx.skip("this kernel's cgroup v2 has no cgroup.freeze")
+        a = Armed(ctx)
+        home = _cgroup2_of(a.pid)
+        try:
+            with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                f.write("%d\n" % a.pid)
+        except OSError as e:
+            ctx.skip("cannot move a process into a new cgroup v2 here (%s)" % (e.strerror or e))
+        with open(os.path.join(group, "cgroup.freeze"), "w") as f:
+            f.write("1\n")
+        ctx.check(harness.wait_for(lambda: "frozen 1" in open(os.path.join(group, "cgroup.events")).read(), 10),
+                  "the cgroup did not freeze")
+        line = _dump_in_time(ctx, a.pid, "a process in a frozen cgroup")
+        ctx.check(("process %d is in a frozen cgroup (%s)" % (a.pid, group)) in line, "the line says frozen", line)
+    finally:
+        _thaw(group, home and os.path.join(mount, home.lstrip("/")), a)
+    check_tool(ctx, tool(ctx, "dump", "--pid", str(a.pid)), "dump --pid once thawed")
+    check_program_unchanged(ctx, a, *a.finish())
+
+
+def _cgroup2_of(pid):
+    with open("/proc/%d/cgroup" % pid) as f:
+        return [l.split(":", 2)[2].strip() for l in f if l.startswith("0::")][0]
+
+
+def _thaw(group, home, armed):
+    """Thaws the group, moves the process back to its cgroup (home),
+    removes the group."""
+    if os.path.exists(os.path.join(group, "cgroup.freeze")):
+        with open(os.path.join(group, "cgroup.freeze"), "w") as f:
+            f.write("0\n")
+    if home is not None and armed.proc.poll() is None:
+        with open(os.path.join(home, "cgroup.procs"), "w") as f:
+            f.write("%d\n" % armed.pid)
+    harness.wait_for(lambda: not open(os.path.join(group, "cgroup.procs")).read().strip(), 10)
+    os.rmdir(group)
