@@ -8,8 +8,8 @@
  *   - the running task's markers are spliced into the thread's real stack
  *     (ps_tasks_splice_running);
  *   - in wall mode every other task of the thread's loops that awaits no
- *     other task is counted once, with the chain of tasks awaiting it
- *     (ps_tasks_emit_waiting).
+ *     other task makes a stack, with the chain of tasks awaiting it
+ *     (ps_tasks_next_waiting), which the sampler counts.
  * docs/format.md shows the stacks.  Everything is read from memory (tasks_impl.h
  * says which file does what); the sampler thread only.
  */
@@ -52,27 +52,40 @@ void ps_tasks_tick(struct ps_tasks *T, struct ps_codecache *cc, struct ps_symtab
 /* 1 if the thread (pthread id) runs an event loop with tasks this tick. */
 int ps_tasks_on_thread(const struct ps_tasks *T, unsigned long pthread_id);
 
-/*
- * The thread's stack with the running task's markers: frames[0..n) and
- * addrs[0..n) are the walk's output (innermost first).  Writes the stack
- * root first into out (at most max), starting at out[d0], and returns the
- * new depth, or -1 if no task of this thread is running in these frames
- * (the caller keeps its plain stack).
- */
-int ps_tasks_splice_running(struct ps_tasks *T, struct ps_symtab *syms,
-                            unsigned long pthread_id, const uint64_t *frames,
-                            const uintptr_t *addrs, int n, uint64_t *out, int d0, int max);
+/* The thread's stack as walked, innermost first: frames[0..n) and the
+ * frames' addresses addrs[0..n). */
+struct ps_tasks_walk {
+    const uint64_t *frames;
+    const uintptr_t *addrs;
+    int n;
+};
 
 /*
- * Counts, on thread label, one sample for each task of the thread's loops
- * that is not running and awaits no other task, with the chain of tasks
- * awaiting it.  prefix[0..d0) (the interpreter frame, if any) roots each
- * stack; buf has room for max frames.  Each stack counts weight samples
- * (the thread's weight this tick: PYSAMPLE_MAX_THREADS_PER_TICK, weight.h).
- * Returns the number of samples added, before the weight.
+ * The thread's stack with the running task's markers: writes it, root
+ * first, after out->frames[0..out->depth) and moves out->depth on: 0; or
+ * -1 if no task of this thread is running in these frames or the stack
+ * does not fit (out->depth unchanged: the caller keeps its plain stack).
  */
-int ps_tasks_emit_waiting(struct ps_tasks *T, struct ps_symtab *syms, struct ps_stacktab *tab,
-                          unsigned long pthread_id, uint32_t label, uint64_t *buf, int d0,
-                          int max, uint64_t weight);
+int ps_tasks_splice_running(struct ps_tasks *T, struct ps_symtab *syms,
+                            unsigned long pthread_id, const struct ps_tasks_walk *w,
+                            struct ps_stack_buf *out);
+
+/*
+ * Wall mode: the tasks of the thread's loops that are not running and
+ * await no other task, each with the chain of tasks awaiting it, one at a
+ * time from *at (0 first): the next one's stack after
+ * out->frames[0..out->depth) (the root: the interpreter frame, if any),
+ * out->depth moved on and 1; 0 when none is left.  The caller resets
+ * out->depth to its root before the next one, and counts each stack as a
+ * sample of the thread.
+ */
+int ps_tasks_next_waiting(struct ps_tasks *T, struct ps_symtab *syms, unsigned long pthread_id,
+                          int *at, struct ps_stack_buf *out);
+
+/* The tasks beyond PS_TASKS_MAX, on the first loop's thread: their marker
+ * after the root (out->depth moved on) and how many they are, the samples
+ * that one stack stands for; 0 if none (or not this thread). */
+uint64_t ps_tasks_unsampled(struct ps_tasks *T, struct ps_symtab *syms, unsigned long pthread_id,
+                            struct ps_stack_buf *out);
 
 #endif

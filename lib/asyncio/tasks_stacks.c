@@ -2,7 +2,8 @@
  * tasks_stacks.c - the stacks made of the tick's tasks (tasks.h): each
  * task's marker "[task <name> "<coroutine>"]", the chain of tasks
  * awaiting it, the running task spliced into its thread's real stack, and
- * the waiting tasks counted where they wait (docs/format.md).
+ * the waiting tasks' stacks where they wait (docs/format.md), which the
+ * sampler counts (threadsample.c: the one place samples are counted).
  */
 #include <stdio.h>
 #include <string.h>
@@ -77,9 +78,11 @@ static int awaiters(struct ps_tasks *T, struct ps_symtab *syms, int i,
 }
 
 int ps_tasks_splice_running(struct ps_tasks *T, struct ps_symtab *syms,
-                            unsigned long pthread_id, const uint64_t *frames,
-                            const uintptr_t *addrs, int n, uint64_t *out, int d0, int max)
+                            unsigned long pthread_id, const struct ps_tasks_walk *w,
+                            struct ps_stack_buf *out)
 {
+    const int n = w->n, max = out->room;
+    uint64_t *frames = out->frames;
     for (int l = 0; l < T->nloops; l++) {
         const struct ps_aloop *lp = &T->loops[l];
         if (lp->thread != pthread_id || lp->running == 0)
@@ -89,63 +92,75 @@ int ps_tasks_splice_running(struct ps_tasks *T, struct ps_symtab *syms,
             continue;
         int k = -1;
         for (int j = 0; j < n; j++)
-            if (addrs[j] == T->t[i].coro_frame)
+            if (w->addrs[j] == T->t[i].coro_frame)
                 k = j;
         /* The loop's frames must be above the coroutine's: a walk that
          * ends at the coroutine was torn (3.11 clears a generator frame's
          * previous as it leaves it) and is not dressed as a task's. */
         if (k < 0 || k == n - 1)
             continue;
-        int d = d0;
+        int d = out->depth;
         if (d + (n - k - 1) > max)
             return -1;
         for (int j = n - 1; j > k; j--)
-            out[d++] = frames[j];    /* the loop running the task */
-        d = awaiters(T, syms, i, out, d, max);
+            frames[d++] = w->frames[j];    /* the loop running the task */
+        d = awaiters(T, syms, i, frames, d, max);
         if (d < 0 || d + 1 + k + 1 > max)
             return -1;
         uint32_t f = task_marker(T, syms, &T->t[i]);
         if (f == PS_ID_NONE)
             return -1;
-        out[d++] = ps_frame(f, PS_LINE_NONE);
+        frames[d++] = ps_frame(f, PS_LINE_NONE);
         for (int j = k; j >= 0; j--)
-            out[d++] = frames[j];
-        return d;
+            frames[d++] = w->frames[j];
+        out->depth = d;
+        return 0;
     }
     return -1;
 }
 
-int ps_tasks_emit_waiting(struct ps_tasks *T, struct ps_symtab *syms, struct ps_stacktab *tab,
-                          unsigned long pthread_id, uint32_t label, uint64_t *buf, int d0,
-                          int max, uint64_t weight)
+/* Task i's stack after out's root if it waits on this thread and fits:
+ * the chain awaiting it, its marker, its frames.  1 with out->depth moved
+ * on, else 0. */
+static int waiting_stack(struct ps_tasks *T, struct ps_symtab *syms, unsigned long pthread_id,
+                         int i, struct ps_stack_buf *out)
 {
-    int added = 0;
-    for (int i = 0; i < T->n; i++) {
-        const struct ps_task *t = &T->t[i];
-        if (t->loop_ix < 0 || t->has_child)
-            continue;
-        const struct ps_aloop *lp = &T->loops[t->loop_ix];
-        if (lp->thread != pthread_id || lp->running == t->addr)
-            continue;
-        int d = awaiters(T, syms, i, buf, d0, max);
-        if (d < 0 || d + 1 + (int)t->nfr > max)
-            continue;
-        uint32_t f = task_marker(T, syms, t);
-        if (f == PS_ID_NONE)
-            continue;
-        buf[d++] = ps_frame(f, PS_LINE_NONE);
-        memcpy(buf + d, T->fr + t->fr_at, t->nfr * sizeof *buf);
-        d += (int)t->nfr;
-        if (ps_stacktab_add(tab, label, buf, (uint32_t)d, weight) == 0)
-            added++;
+    const struct ps_task *t = &T->t[i];
+    if (t->loop_ix < 0 || t->has_child)
+        return 0;
+    const struct ps_aloop *lp = &T->loops[t->loop_ix];
+    if (lp->thread != pthread_id || lp->running == t->addr)
+        return 0;
+    int d = awaiters(T, syms, i, out->frames, out->depth, out->room);
+    if (d < 0 || d + 1 + (int)t->nfr > out->room)
+        return 0;
+    uint32_t f = task_marker(T, syms, t);
+    if (f == PS_ID_NONE)
+        return 0;
+    out->frames[d++] = ps_frame(f, PS_LINE_NONE);
+    memcpy(out->frames + d, T->fr + t->fr_at, t->nfr * sizeof *out->frames);
+    out->depth = d + (int)t->nfr;
+    return 1;
+}
+
+int ps_tasks_next_waiting(struct ps_tasks *T, struct ps_symtab *syms, unsigned long pthread_id,
+                          int *at, struct ps_stack_buf *out)
+{
+    while (*at < T->n) {
+        if (waiting_stack(T, syms, pthread_id, (*at)++, out))
+            return 1;
     }
-    /* Tasks beyond the bound: counted, on the first loop's thread. */
-    if (T->skipped > 0 && T->nloops > 0 && T->loops[0].thread == pthread_id) {
-        T->more_func = ps_sym_marker(syms, "[pysample: asyncio tasks not sampled]");
-        buf[d0] = ps_frame(T->more_func, PS_LINE_NONE);
-        if (T->more_func != PS_ID_NONE &&
-            ps_stacktab_add(tab, label, buf, (uint32_t)d0 + 1, (uint64_t)T->skipped * weight) == 0)
-            added += (int)T->skipped;
-    }
-    return added;
+    return 0;
+}
+
+uint64_t ps_tasks_unsampled(struct ps_tasks *T, struct ps_symtab *syms, unsigned long pthread_id,
+                            struct ps_stack_buf *out)
+{
+    if (T->skipped == 0 || T->nloops == 0 || T->loops[0].thread != pthread_id)
+        return 0;
+    T->more_func = ps_sym_marker(syms, "[pysample: asyncio tasks not sampled]");
+    if (T->more_func == PS_ID_NONE)
+        return 0;
+    out->frames[out->depth++] = ps_frame(T->more_func, PS_LINE_NONE);
+    return (uint64_t)T->skipped;
 }

@@ -435,21 +435,18 @@ static enum step step(struct cfa_run *r)
     return op_extended(r, op);
 }
 
-/* Runs CFA instructions [p, end) while the location is <= target. */
-static int run_cfi(const struct cie *ci, const uint8_t *p, const uint8_t *end, uintptr_t loc,
-                   uintptr_t target, struct ps_cfi_row *row, const struct ps_cfi_row *initial,
-                   uintptr_t rec_addr, const uint8_t *rec_start)
+/* Runs r's CFA instructions (r->c) into r->row while the location is <=
+ * r->target. */
+static int run_cfi(struct cfa_run *r)
 {
-    struct cfa_run r = { .ci = ci, .c = { p, end, rec_addr, rec_start, 0 }, .loc = loc,
-                         .target = target, .row = row, .initial = initial, .depth = 0 };
-    while (r.c.p < r.c.end && !r.c.bad) {
-        enum step st = step(&r);
+    while (r->c.p < r->c.end && !r->c.bad) {
+        enum step st = step(r);
         if (st == STEP_DONE)
             return 0;
         if (st == STEP_FAIL)
             return -1;
     }
-    return r.c.bad ? -1 : 0;
+    return r->c.bad ? -1 : 0;
 }
 
 /* The binary operators of a CFA expression: the top two of the stack st
@@ -567,10 +564,14 @@ int ps_cfi_row(uintptr_t hdr, uintptr_t lookup, const struct ps_regs *rs, struct
 
     memset(row, 0, sizeof *row);   /* every rule PS_CFI_SAME */
     row->cfa_reg = -1;
-    if (run_cfi(&ci, ci.insns, ci.insns_end, 0, UINTPTR_MAX, row, NULL, cie_addr, cie_buf) != 0)
+    struct cfa_run run = { .ci = &ci, .c = { ci.insns, ci.insns_end, cie_addr, cie_buf, 0 },
+                           .loc = 0, .target = UINTPTR_MAX, .row = row };
+    if (run_cfi(&run) != 0)
         return -PS_STOP_CFI;
     struct ps_cfi_row initial = *row;
-    if (run_cfi(&ci, c.p, c.end, start, lookup, row, &initial, fde_addr, fde) != 0)
+    run = (struct cfa_run){ .ci = &ci, .c = c, .loc = start, .target = lookup, .row = row,
+                            .initial = &initial };
+    if (run_cfi(&run) != 0)
         return -PS_STOP_CFI;
     if (row->cfa_unknown &&
         (row->cfa_expr == NULL || eval_cfa_expr(row->cfa_expr, row->cfa_expr_len, rs, cfa) != 0))

@@ -59,39 +59,52 @@ static inline int64_t interp_addr(const struct walk_plan *p, uintptr_t code, con
     return INT64_MIN;
 }
 
-/* Resolves the frame at address frame, whose fr_read bytes are in fr
- * (copied by read number frame_read of this walk): 1 with *out set, 0 for
- * a frame that is not shown (shim, entry frame, interpreter code), or a
- * PS_WALK_ error.  *boot is set for the frame of Thread._bootstrap_inner.
- * *words receives the frame's size on the data stack (framecode.c), 0 if
- * not known.  Does not look at the frame's link.  Inlined into the walk:
+/* One frame as copied: its address, its bytes (the plan's fr_read of
+ * them), and which read of this walk copied them (0: not the walk's). */
+struct frame_copy {
+    uintptr_t at;
+    const uint8_t *fr;
+    uint64_t read;
+};
+
+/* What resolve makes of one frame. */
+struct resolved {
+    uint64_t frame;     /* the frame to report (resolve returned 1) */
+    uintptr_t boot;     /* the frame's address if it is Thread._bootstrap_inner's, else kept */
+    int taskgroup;      /* 1 if it is asyncio's TaskGroup.__aexit__ */
+    uint64_t words;     /* its size on the data stack (framecode.c), 0 if not known */
+};
+
+/* Resolves the frame in, through the walk's code objects wc (NULL: none):
+ * 1 with out->frame set, 0 for a frame that is not shown (shim, entry
+ * frame, interpreter code), or a PS_WALK_ error; out's other fields as
+ * they say.  Does not look at the frame's link.  Inlined into the walk:
  * it runs for every frame. */
 static inline __attribute__((always_inline)) int
-resolve(const struct walk_plan *p, uintptr_t frame, const uint8_t *fr, uint64_t *out,
-        uintptr_t *boot, int *taskgroup, uint64_t *words, struct walk_codes *wc,
-        uint64_t frame_read)
+resolve(const struct walk_plan *p, struct walk_codes *wc, const struct frame_copy *in,
+        struct resolved *out)
 {
+    const uint8_t *fr = in->fr;
     uint64_t w = 0;
 
-    *words = 0;
+    out->words = 0;
     if (owner_native(p, fr))
         return 0;
     uintptr_t code = word_at(fr, p->fr_code) & ~p->code_tag_mask;
     if (code == 0)
         return 0;
-    struct ps_code_entry *ce = checked_code(wc, code, frame_read, &w);
+    struct ps_code_entry *ce = checked_code(wc, code, in->read, &w);
     if (ce == NULL) {
         int r = ps_framecode_read(p, wc, code, &ce, &w);
         if (r <= 0)
             return r;
     }
-    *words = w;
+    out->words = w;
     if (ce->skip)
         return 0;
     if (ce->roles & PS_ROLE_THREAD_BOOT)
-        *boot = frame;  /* its first local is the Thread object */
-    if (taskgroup != NULL)
-        *taskgroup = (ce->roles & PS_ROLE_TASKGROUP_EXIT) != 0;
+        out->boot = in->at;  /* its first local is the Thread object */
+    out->taskgroup = (ce->roles & PS_ROLE_TASKGROUP_EXIT) != 0;
 
     int32_t line = PS_LINE_NONE;
     if (p->lines) {
@@ -108,7 +121,7 @@ resolve(const struct walk_plan *p, uintptr_t frame, const uint8_t *fr, uint64_t 
         }
         line = ps_code_line(ce, addr);
     }
-    *out = ps_frame(ce->func, line);
+    out->frame = ps_frame(ce->func, line);
     return 1;
 }
 
@@ -386,8 +399,8 @@ static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintp
     const struct walk_plan *p = w->p;
     const uintptr_t at = *frame;
     const uint8_t *fr;
-    uint64_t fr_read, one, words;
-    uintptr_t boot = 0;
+    uint64_t fr_read;
+    struct resolved res = { .boot = 0 };
 
     if (w->budget-- <= 0) {
         w->truncated = 1;
@@ -399,14 +412,14 @@ static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintp
     uintptr_t back = word_at(fr, p->fr_back);
     if (link_torn(w, at, fr, back))
         return PS_WALK_INCONSISTENT;
-    int r = resolve(p, at, fr, &one, &boot, NULL, &words, w->codes, fr_read);
+    int r = resolve(p, w->codes, &(struct frame_copy){ at, fr, fr_read }, &res);
     if (r < 0)
         return r;
-    if (data_stack_torn(w, at, fr, words))
+    if (data_stack_torn(w, at, fr, res.words))
         return PS_WALK_INCONSISTENT;
-    if (boot != 0)
-        w->boot = boot;
-    if (r > 0 && !report_frame(w, at, fr, one))
+    if (res.boot != 0)
+        w->boot = res.boot;
+    if (r > 0 && !report_frame(w, at, fr, res.frame))
         return 0;
     /* 3.12+: a C-stack shim starts every evaluation-loop call, so the
      * Python frame just before it was that call's first. */
@@ -497,8 +510,7 @@ int ps_frame_one(const struct ps_walk_req *rq, int *taskgroup)
     uintptr_t frame = rq->frame;
     struct walk_plan plan;
     uint8_t fr[512];
-    uintptr_t boot = 0;
-    uint64_t words;
+    struct resolved res = { .boot = 0 };
 
     int rc = ps_walk_plan_init(&plan, rq->py, rq->cc, rq->syms, rq->lines);
     if (rc != 0)
@@ -507,6 +519,9 @@ int ps_frame_one(const struct ps_walk_req *rq, int *taskgroup)
         return PS_WALK_UNREADABLE;
     if (frame_freed(&plan, fr))
         return PS_WALK_INCONSISTENT;
-    *taskgroup = 0;
-    return resolve(&plan, frame, fr, rq->out, &boot, taskgroup, &words, NULL, 0);
+    int r = resolve(&plan, NULL, &(struct frame_copy){ frame, fr, 0 }, &res);
+    *taskgroup = res.taskgroup;
+    if (r > 0)
+        *rq->out = res.frame;
+    return r;
 }

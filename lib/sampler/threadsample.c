@@ -222,12 +222,12 @@ static int native_frames(struct ps_symtab *syms, const struct walk *w, int d)
 static int stack_frames(struct ps_tick_ctx *t, unsigned long pth, int tasks_here,
                         const struct walk *w, int d)
 {
-    int spliced = -1;
-    if (tasks_here)
-        spliced = ps_tasks_splice_running(t->tasks, &t->p->syms, pth, sample.scratch,
-                                          sample.addrs, w->py.n, sample.rooted, d, sample.room);
-    if (spliced >= 0)
-        return spliced;
+    struct ps_stack_buf out = { sample.rooted, d, sample.room };
+    if (tasks_here &&
+        ps_tasks_splice_running(t->tasks, &t->p->syms, pth,
+                                &(struct ps_tasks_walk){ sample.scratch, sample.addrs, w->py.n },
+                                &out) == 0)
+        return out.depth;
     if (ps_settings()->native)
         return native_frames(&t->p->syms, w, d);
     for (int i = w->py.n - 1; i >= 0; i--)
@@ -248,6 +248,34 @@ static uint64_t thread_weight(const struct ps_tick_ctx *t, struct ps_thread_info
     return weight;
 }
 
+/* The one place samples are counted: rooted[0..d) on label, weight
+ * times.  0, or -1 if the stack could not be counted. */
+static int count_stack(struct ps_tick_ctx *t, uint32_t label, int d, uint64_t weight)
+{
+    if (ps_stacktab_add(&t->p->tab, label, sample.rooted, (uint32_t)d, weight) != 0)
+        return -1;
+    ps_count(PS_COUNT_SAMPLES, weight);
+    return 0;
+}
+
+/* Wall mode: every other task of this thread's loops counts where it
+ * waits, as if it were a thread of its own, on rooted[0..root) (tasks.h);
+ * the tasks not looked at this tick, on one stack.  A stack that cannot
+ * be counted is left out (not an error of this thread's walk). */
+static void count_waiting(struct ps_tick_ctx *t, unsigned long pth, uint32_t label, int root,
+                          uint64_t weight)
+{
+    struct ps_stack_buf out = { sample.rooted, root, sample.room };
+    int at = 0;
+    while (ps_tasks_next_waiting(t->tasks, &t->p->syms, pth, &at, &out)) {
+        (void)count_stack(t, label, out.depth, weight);
+        out.depth = root;
+    }
+    uint64_t more = ps_tasks_unsampled(t->tasks, &t->p->syms, pth, &out);
+    if (more > 0)
+        (void)count_stack(t, label, out.depth, more * weight);
+}
+
 /* Counts the walk w of the thread state tsp (pthread pth, ti) weight
  * times: its stack, with root frames, tasks and [gc]; in wall mode also
  * the other tasks of the thread's loops where they wait. */
@@ -262,22 +290,14 @@ static void count_walk(struct ps_tick_ctx *t, uintptr_t tsp, uintptr_t pth,
     if (tsp == t->gc_collector && ps_gc_still_collecting(sample.py, t->interp, tsp))
         sample.rooted[d++] = ps_frame(PS_SYM_GC, PS_LINE_NONE);
     uint32_t label = ps_threadinfo_label(sample.py, &t->p->syms, ti, t->now, w->py.boot);
-    if (label == PS_ID_NONE ||
-        ps_stacktab_add(&t->p->tab, label, sample.rooted, (uint32_t)d, weight) != 0) {
+    if (label == PS_ID_NONE || count_stack(t, label, d, weight) != 0) {
         ps_count(PS_COUNT_ERRORS, 1);
         return;
     }
-    ps_count(PS_COUNT_SAMPLES, weight);
-    /* Wall mode: every other task of this thread's loops counts where it
-     * waits, as if it were a thread of its own.  Its stack keeps the
-     * interpreter frame but not the truncation marker, which was this
-     * walk's. */
-    if (tasks_here && ps_settings()->mode == PS_MODE_WALL) {
-        int k = ps_tasks_emit_waiting(t->tasks, &t->p->syms, &t->p->tab, pth, label,
-                                      sample.rooted, w->py.truncated ? d_root - 1 : d_root,
-                                      sample.room, weight);
-        ps_count(PS_COUNT_SAMPLES, (uint64_t)k * weight);
-    }
+    /* Their stacks keep the interpreter frame but not the truncation
+     * marker, which was this walk's. */
+    if (tasks_here && ps_settings()->mode == PS_MODE_WALL)
+        count_waiting(t, pth, label, w->py.truncated ? d_root - 1 : d_root, weight);
 }
 
 void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_t weight)
