@@ -84,9 +84,16 @@ static enum ps_detect find_symbols(struct ps_python *py, void *(*lookup)(const c
 static int version_hex(void *(*lookup)(const char *, void *), void *ctx, uint32_t *hex,
                        char *why, size_t whylen)
 {
-    const unsigned long *pv = lookup("Py_Version", ctx);
+    /* Read, not dereferenced: the symbols may be another process's
+     * (pysample-attach, lib/platform/target.h). */
+    const void *pv = lookup("Py_Version", ctx);
+    unsigned long v;
     if (pv != NULL) {
-        *hex = (uint32_t)*pv;
+        if (ps_read(&v, (uintptr_t)pv, sizeof v) != 0) {
+            snprintf(why, whylen, "cannot read Py_Version");
+            return -1;
+        }
+        *hex = (uint32_t)v;
     } else if (lookup("Py_NewRef", ctx) != NULL) {
         *hex = 0x030A0000;
     } else if (lookup("PyFrame_GetCode", ctx) != NULL) {

@@ -46,6 +46,11 @@ void ps_threadinfo_setup(void)
     threads.pid = getpid();
 }
 
+void ps_threadinfo_target(long pid)
+{
+    threads.pid = (pid_t)pid;
+}
+
 int ps_threadinfo_ids(const struct ps_layout *L, const uint8_t *ts, long *tid, uintptr_t *pth)
 {
     *tid = -1;

@@ -20,6 +20,10 @@ struct ps_thread_info;
 /* Notes this process's pid (its main thread's tid). */
 void ps_threadinfo_setup(void);
 
+/* The process whose threads these are, when it is not ours (pysample-attach):
+ * its main thread's tid is its pid. */
+void ps_threadinfo_target(long pid);
+
 /*
  * The OS thread of thread state ts (a copy, layout L): *pth its pthread id
  * (0 if none), *tid its kernel tid, or -1 where neither the thread state

@@ -33,6 +33,7 @@
 
 #include "util/ownfd.h"
 #include "platform/platform.h"
+#include "platform/target.h"
 #include "platform/linux/linux.h"
 
 #define REG_SLOTS 8192  /* power of two */
@@ -71,8 +72,29 @@ static void reg_put(uintptr_t key, long tid)
     /* Full: the thread stays unnamed rather than evicting anyone. */
 }
 
+/* pysample-attach on 3.9/3.10 (target.h): where the C library keeps a
+ * thread's tid in the struct its pthread_t points to, or -1. */
+static long target_tid_at = -1;
+
+void ps_threads_target_tid_at(long offset)
+{
+    target_tid_at = offset;
+}
+
+/* Another process's thread: its tid read from its struct pthread. */
+static long target_tid(uintptr_t pthread_id)
+{
+    int32_t tid;
+    if (target_tid_at < 0 || pthread_id == 0 ||
+        ps_plat_read(&tid, pthread_id + (uintptr_t)target_tid_at, sizeof tid) != 0 || tid <= 0)
+        return -1;
+    return tid;
+}
+
 long ps_thread_tid(uintptr_t pthread_id)
 {
+    if (target_tid_at >= 0)
+        return target_tid(pthread_id);
     size_t i = slot_of(pthread_id);
     for (size_t n = 0; n < REG_SLOTS; n++, i = (i + 1) & (REG_SLOTS - 1)) {
         uintptr_t k = atomic_load(&reg[i].key);
@@ -143,15 +165,24 @@ ssize_t ps_linux_read_small(const char *path, char *buf, size_t len)
     return n;
 }
 
+/* Whose threads are named: ours, or the attached process's (target.h). */
+static char names_of[32] = "/proc/self";
+
+void ps_threads_target(pid_t pid)
+{
+    snprintf(names_of, sizeof names_of, "/proc/%ld", (long)pid);
+}
+
 int ps_thread_os_name(long tid, char *buf, size_t len)
 {
-    char path[64], proc[32];
+    char path[80], proc[32];
     buf[0] = '\0';
-    snprintf(path, sizeof path, "/proc/self/task/%ld/comm", tid);
+    snprintf(path, sizeof path, "%s/task/%ld/comm", names_of, tid);
     if (ps_linux_read_small(path, buf, len) < 0)
         return -1;
     /* A thread nobody named carries the process name: not a name of its own. */
-    if (ps_linux_read_small("/proc/self/comm", proc, sizeof proc) >= 0 && strcmp(proc, buf) == 0)
+    snprintf(path, sizeof path, "%s/comm", names_of);
+    if (ps_linux_read_small(path, proc, sizeof proc) >= 0 && strcmp(proc, buf) == 0)
         buf[0] = '\0';
     return 0;
 }
