@@ -5,15 +5,16 @@
 
 import sys
 
-from . import options, remote
+from . import options, outside, remote
 from .collapsed import parse_collapsed
 from .common import PROG, ToolError, printable, write_output
 
 NAME = "dump"
-HELP = "print the current stacks of a running armed process"
+HELP = "print the current stacks of a running process"
 DESCRIPTION = ("Prints the Python stack of every thread of process PID as it is now, innermost call first. "
-               "PID must have been %s (docs/kubernetes.md). Threads that run no Python code are not shown."
-               % remote.ARMED)
+               "PID is read through the library inside it if it was %s (docs/kubernetes.md), else from "
+               "outside, which needs the right to trace it (docs/attach.md). Threads that run no Python "
+               "code are not shown." % remote.ARMED)
 
 
 def add_options(parser):
@@ -35,7 +36,7 @@ def format_dump(pid, profile, meta):
 def run(args):
     if args.mode is not None:
         raise ToolError("--mode does not apply to dump: it shows every thread, running or not")
-    reply = remote.request(args.pid, "dump", args.control_dir, **remote.session_keys(args))
+    reply = outside.request(args.pid, "dump", args.control_dir, **remote.session_keys(args))
     data = reply.data or b""
     if not data.strip():
         write_output(None, ("Process %d: Python %s\n\nno thread is running Python code\n"

@@ -66,7 +66,8 @@ DESCRIPTION = ("Runs COMMAND with libpysample preloaded (LD_PRELOAD, or DYLD_INS
                "writes one profile per Python process and prints a summary to stderr. Exits with the exit "
                "status of COMMAND. Without COMMAND it profiles a small bundled demo program.  A COMMAND "
                "whose first word ends in .py is run with --python.  With --pid, records the running process PID "
-               "instead, for --duration seconds: it must have been %s (docs/kubernetes.md)." % remote.ARMED)
+               "instead, for --duration seconds: through the library inside it if it was %s (docs/kubernetes.md), "
+               "else from outside, which needs the right to trace it (docs/attach.md)." % remote.ARMED)
 EPILOG = ("The library is found through PYSAMPLE_LIB, else next to this script (source checkout: build/lib; "
           "build dir: <builddir>/lib; install: <prefix>/lib*). Other PYSAMPLE_* variables in the "
           "environment (e.g. PYSAMPLE_LINES=0, PYSAMPLE_MAX_DEPTH) reach the library unchanged.")
@@ -117,8 +118,8 @@ def add_options(parser):
                         help="interpreter for the demo and for a COMMAND that starts with a .py file "
                              "(default: %s)" % (sys.executable or "python3"))
     parser.add_argument("-q", "--quiet", action="store_true", help="print no summary")
-    remote.add_pid_option(parser, help="record this running process (started with PYSAMPLE_ARM=1) "
-                                       "instead of running COMMAND")
+    remote.add_pid_option(parser, help="record this running process (armed, or read from outside: "
+                                       "docs/attach.md) instead of running COMMAND")
     parser.add_argument("-d", "--duration", type=options.seconds, metavar="SECONDS", default=None,
                         help="how long to record: with --pid (default: 10); with COMMAND, the profiles "
                              "of its first SECONDS are written then and COMMAND runs on (default: "
@@ -665,8 +666,9 @@ def record_pid(args):
         # Said once the process has begun: a refusal is the only line.
         if not args.quiet:
             sys.stderr.write("%s: recording process %d for %d s...\n" % (PROG, args.pid, duration))
-    reply = remote.request(args.pid, "record", args.control_dir, on_started=started, duration=duration,
-                           rate=args.rate, **remote.session_keys(args))
+    from . import outside
+    reply = outside.request(args.pid, "record", args.control_dir, on_started=started, duration=duration,
+                            rate=args.rate, **remote.session_keys(args))
     destination = save_remote_profile(args.pid, reply, args.output, args.format, args.quiet,
                                       "recorded %d s of process %d" % (duration, args.pid))
     return 0 if destination else 1

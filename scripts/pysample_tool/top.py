@@ -40,7 +40,8 @@ def add_options(parser):
                         help="show N functions, 0 for all (default: 20; with --pid, what fits the terminal)")
     options.addresses(parser)
     filters.add_options(parser)
-    remote.add_pid_option(parser, help="show the live table of this running armed process")
+    remote.add_pid_option(parser, help="show the live table of this running process (armed, or read "
+                                       "from outside: docs/attach.md)")
     options.rate(parser, help="with --pid: samples per second (default: the process's PYSAMPLE_RATE)")
     parser.add_argument("-d", "--duration", type=options.seconds, metavar="S",
                         help="with --pid: stop after S seconds (default: until Ctrl-C)")
@@ -150,9 +151,12 @@ def live_header(pid, meta):
 
 
 def run_live(args):
+    from . import outside
     try:
         # A table is due every --delay: each read waits that long and the deadline beyond it.
-        conn = remote.Connection(args.pid, args.control_dir, timeout=deadline.ANSWER_S + args.delay)
+        conn = outside.connect(args.pid, "top", dict(rate=args.rate, interval=int(round(args.delay * 1000)),
+                                                     **remote.session_keys(args)), args.control_dir,
+                               timeout=deadline.ANSWER_S + args.delay)
     except KeyboardInterrupt:
         return 0
     tty = sys.stdout.isatty()
