@@ -60,7 +60,7 @@ class OutsideConnection(remote.Connection):
 
     def __init__(self, pid, verb, keys, binary):
         argv = [binary] + _argv(pid, verb, keys)
-        say_outside(pid)
+        self.said = False
         self.pid = pid
         self.on_started = None
         self.shown = "pysample-attach"
@@ -80,6 +80,15 @@ class OutsideConnection(remote.Connection):
                 return False
             self._buf += chunk
         return True
+
+    def frame(self):
+        """remote.Connection.frame, and the way used said once it is sure:
+        a refusal (err) is the only line then."""
+        f = remote.Connection.frame(self)
+        if not self.said and f is not None and f[0] != "err":
+            self.said = True
+            say_outside(self.pid)
+        return f
 
     def close(self):
         if self.proc.poll() is None:
@@ -111,6 +120,10 @@ def connect(pid, verb, keys, control_dir=None, timeout=None):
         raise ToolError("no process %d" % pid)
     outside = is_outside(pid)
     armed_error = None
+    # Maps we may not read: armed only answers its own uid (ctlsock.h),
+    # so only a process of ours (made undumpable) is worth the try.
+    if outside is None and remote._target_uid(pid) != os.geteuid():
+        outside = True
     if not outside:
         try:
             return remote.Connection(pid, control_dir, timeout=timeout)

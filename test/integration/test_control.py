@@ -1485,3 +1485,8 @@ def _thaw(group, home, armed):
             f.write("%d\n" % armed.pid)
     harness.wait_for(lambda: not open(os.path.join(group, "cgroup.procs")).read().strip(), 10)
     os.rmdir(group)
+
+
+# A process that was not started armed, read from outside (docs/attach.md).
+from outside_scenarios import (test_outside_dump, test_outside_record_proportions,  # noqa: E402,F401
+                               test_outside_other_user_refused)

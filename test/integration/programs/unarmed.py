@@ -3,9 +3,12 @@
     unarmed.py STOPFILE
 
 Thread "mixer" spends about 3/4 of its wall time in mix_long() and 1/4 in
-mix_short() (busy-waiting on the clock, so a busy machine keeps the
-ratio); thread "waiter" is blocked in waiter_wait(); the main thread
-counts its progress in count_progress() (into STOPFILE.progress).  Prints "ready <pid>", works until
+mix_short(), busy-waiting on the clock; on a busy machine the split moves
+(a function waiting for a CPU or the GIL overstays), so the program
+measures it: STOPFILE.progress holds "<n> <s in mix_long> <s in mix_short>",
+rewritten every 5 steps of the main thread's progress counter
+(count_progress(), a step every 10 ms); thread "waiter" is blocked in
+waiter_wait().  Prints "ready <pid>", works until
 STOPFILE exists, then prints "progress <n>" and exits with status 7.
 """
 import os
@@ -24,38 +27,47 @@ def waiter_wait():
 
 def mix_long():
     end = time.perf_counter() + 0.003
-    while time.perf_counter() < end:
-        pass  # long line
+    while time.perf_counter() < end:  # long line
+        pass
 
 
 def mix_short():
     end = time.perf_counter() + 0.001
-    while time.perf_counter() < end:
-        pass  # short line
+    while time.perf_counter() < end:  # short line
+        pass
+
+
+spent = [0.0, 0.0]  # wall seconds in mix_long, mix_short: the truth a profile is held to
 
 
 def mixer():
+    clock = time.perf_counter
     while not done.is_set():
+        t0 = clock()
         mix_long()
+        t1 = clock()
         mix_short()
+        t2 = clock()
+        spent[0] += t1 - t0
+        spent[1] += t2 - t1
 
 
 def count_progress():
     n = 0
     while not os.path.exists(stop):
         n += 1  # progress line
-        if n % 20 == 0:
+        if n % 5 == 0:
             with open(stop + ".progress.tmp", "w") as f:
-                f.write(str(n))
+                f.write("%d %.6f %.6f" % (n, spent[0], spent[1]))
             os.replace(stop + ".progress.tmp", stop + ".progress")
-        time.sleep(0.001)
+        time.sleep(0.01)
     return n
 
 
 threading.Thread(target=waiter_wait, name="waiter", daemon=True).start()
 threading.Thread(target=mixer, name="mixer", daemon=True).start()
 print("ready %d" % os.getpid(), flush=True)
-n = count_progress()
+n = count_progress()  # module line
 done.set()
 print("progress %d" % n, flush=True)
 sys.exit(7)
