@@ -135,7 +135,7 @@ static void open_target(pid_t pid, struct ps_target *t, struct ps_python *py)
 {
     char why[512] = "";
     if (kill(pid, 0) != 0 && errno == ESRCH)
-        refuse("no process %ld", (long)pid);
+        refuse("no such process");
     if (ps_target_open(t, pid, why, sizeof why) != 0) {
         if (errno == EACCES || errno == EPERM)
             refuse_access(pid, errno, "read its /proc/PID/maps");
@@ -153,8 +153,7 @@ static void open_target(pid_t pid, struct ps_target *t, struct ps_python *py)
     case PS_DETECT_OK:
         break;
     case PS_DETECT_NOT_PYTHON:
-        refuse("process %ld runs no CPython we can find (no _PyRuntime in its executable or a "
-               "libpython)", (long)pid);
+        refuse("no CPython found in it (no _PyRuntime in its executable or a libpython)");
     default:
         refuse("%s", why);
     }
