@@ -14,6 +14,12 @@ for 2.7 and 3.6, which have no _PyRuntime to be recognised by; those and
 3.8 are listed so the suite can check that they are refused cleanly.  Duplicates
 (same resolved executable) are listed once.
 
+The interpreters of one C library are listed: glibc's by default, musl's
+with --libc musl (test/meson.build in a musl build: the library built there
+cannot load into a glibc process, nor the other way round).  An
+interpreter is musl's when its ELF program interpreter is ld-musl, or, one
+still being built, when its label ends in -musl.
+
 --mark-primary appends " primary" to one line: the interpreter that also
 runs the scenarios whose outcome does not depend on the interpreter (the
 library's own settings, the control protocol, the CPU budget; run.py
@@ -24,6 +30,7 @@ interpreter of any kind.
 import glob
 import os
 import re
+import struct
 import subprocess
 import sys
 
@@ -51,6 +58,34 @@ def probe(path):
     if not shared:
         label += "-static"
     return label, (major, minor, micro)
+
+
+def elf_interp(path):
+    """The PT_INTERP of an ELF64 little-endian executable, b"" if none or
+    not such a file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+                return b""
+            phoff, = struct.unpack_from("<Q", head, 32)
+            phentsize, phnum = struct.unpack_from("<HH", head, 54)
+            for i in range(phnum):
+                f.seek(phoff + i * phentsize)
+                ptype, _, off, _, _, size = struct.unpack("<IIQQQQ", f.read(40))
+                if ptype == 3:          # PT_INTERP
+                    f.seek(off)
+                    return f.read(min(size, 4096)).rstrip(b"\0")
+    except (OSError, struct.error, IndexError):
+        pass
+    return b""
+
+
+def libc_of(path, label=None):
+    """"musl" or "glibc" (anything not musl)."""
+    if label is not None and label.endswith("-musl"):
+        return "musl"
+    return "musl" if b"ld-musl" in elf_interp(os.path.realpath(path)) else "glibc"
 
 
 def candidates(extra):
@@ -108,6 +143,11 @@ def primary(found):
 def main():
     args = sys.argv[1:]
     mark = "--mark-primary" in args
+    libc = "glibc"
+    if "--libc" in args:
+        i = args.index("--libc")
+        libc = args[i + 1]
+        del args[i:i + 2]
     found = []
     pending = []
     seen_exe = set()
@@ -115,6 +155,8 @@ def main():
     for path, prefix in candidates([a for a in args if a != "--mark-primary"]):
         if prefix and ":pending=" in prefix:
             label, marker = prefix.split(":", 1)
+            if libc_of(path, label) != libc:
+                continue
             pending.append((label, path, marker))
             seen_label.add(label)
             continue
@@ -124,6 +166,8 @@ def main():
         if real in seen_exe:
             continue
         seen_exe.add(real)
+        if libc_of(path, prefix[:-1] if prefix and prefix.endswith(":") else None) != libc:
+            continue
         got = probe(path)
         if got is None:
             continue

@@ -16,6 +16,9 @@
 #                   one build (what `all` builds; see ALL_VARIANTS)
 #   3.11-tracerefs  --with-trace-refs 3.11 (bookworm) at -O1, run from its
 #                   build tree (not installed); libpysample must refuse it
+#   3.13-musl       3.13 built with musl-gcc (Debian's musl-tools) against
+#                   musl, libpython static: an Alpine-like interpreter, run
+#                   with the musl build of libpysample (scripts/check-musl)
 #   3.13-static     default configure, libpython linked statically   } built
 #   3.13t-static    --disable-gil (free-threaded), bin/python3.13t   } only
 #   3.13d-static    --with-pydebug, bin/python3.13                   } when
@@ -46,7 +49,9 @@ RECIPE=3
 # build, the three things none of them has: a free-threaded interpreter, a
 # debug 3.13 (read through _Py_DebugOffsets), and libpython linked into the
 # executable. 3.11-tracerefs only has to start and be refused.
-ALL_VARIANTS=(3.13td-static 3.11-tracerefs)
+# 3.13-musl: the only musl interpreter (issue #37); last, since its tests
+# run last anyway (scripts/check-musl is run-tests' last step).
+ALL_VARIANTS=(3.13td-static 3.11-tracerefs 3.13-musl)
 # Built only when named: the single-purpose 3.13 builds (what ALL_VARIANTS
 # was before 3.13td-static), and 3.14, whose source the Debian archive
 # reachable here lists (forky, sid) but answers 404 for.
@@ -62,7 +67,8 @@ OLD_APT_SOURCE_FILE=/etc/apt/sources.list.d/pysample-trixie-src.sources
 # threading, ctypes, asyncio, multiprocessing and the usual stdlib modules.
 BUILD_DEPS=(build-essential pkg-config xz-utils binutils util-linux
     libssl-dev zlib1g-dev libffi-dev libbz2-dev liblzma-dev libsqlite3-dev
-    libreadline-dev libncurses-dev uuid-dev libgdbm-dev libgdbm-compat-dev)
+    libreadline-dev libncurses-dev uuid-dev libgdbm-dev libgdbm-compat-dev
+    musl-tools)
 APT_OPTS=(-o DPkg::Lock::Timeout=600)
 
 say() { printf '%s: %s\n' "$PROG" "$*"; }
@@ -84,6 +90,7 @@ variant_flags() {   # configure flags that define a variant (prefix excluded)
         3.1[34]d-static)  echo "$common --with-pydebug" ;;
         3.1[34]td-static) echo "$common --disable-gil --with-pydebug" ;;
         3.11-tracerefs)   echo "$common --with-trace-refs" ;;
+        3.13-musl)        echo "$common" ;;
         *) return 1 ;;
     esac
 }
@@ -115,6 +122,63 @@ variant_expect() {  # expected "Py_GIL_DISABLED Py_DEBUG Py_TRACE_REFS"
         *-tracerefs)    echo "0 0 1" ;;
         *)              echo "0 0 0" ;;
     esac
+}
+
+is_musl() { [[ $1 == *-musl ]]; }
+
+variant_modules() { # what the interpreter must import to count as built
+    # ctypes only if libffi built (build_musl_ffi).
+    if is_musl "$1"; then
+        echo "threading, _socket, select, asyncio, multiprocessing"
+    else
+        echo "threading, ctypes, asyncio, multiprocessing"
+    fi
+}
+
+# musl-gcc for CPython's configure, in <dir>/cc: it must not print Debian's
+# multiarch (configure compares it with musl's triplet, x86_64-linux-musl,
+# and stops), and it sees the machine's Linux kernel headers, which musl
+# does not ship (as scripts/check-musl does). pkg-config is pointed at
+# nothing (PKG_CONFIG_LIBDIR in build_variant) so that no library built
+# for glibc is linked in.
+write_musl_cc() {   # $1 dir
+    local d=$1 multiarch
+    command -v musl-gcc >/dev/null 2>&1 \
+        || die "FAILED: musl-gcc is not installed (Debian: musl-tools): no musl interpreter"
+    multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+    mkdir -p "$d/kh"
+    ln -sfn /usr/include/linux "$d/kh/linux"
+    ln -sfn /usr/include/asm-generic "$d/kh/asm-generic"
+    ln -sfn "/usr/include/$multiarch/asm" "$d/kh/asm"
+    printf '#!/bin/sh\ncase "$1" in --print-multiarch) exit 0 ;; esac\nexec musl-gcc -isystem %s "$@"\n' \
+        "$d/kh" >"$d/cc"
+    chmod +x "$d/cc"
+}
+
+# libffi for ctypes (the integration programs drive the library's C API
+# through it): Debian's is built for glibc, so bookworm's source is built
+# with the same wrapper, static and position-independent, into <dir>/ffi;
+# _ctypes links it in. Without it the interpreter is still built (no
+# ctypes: the scenarios that need it skip, saying so). Sets FFI_PC.
+FFI_PC=''
+build_musl_ffi() {  # $1 dir, $2 log
+    local d=$1 log=$2 dl=$CACHE/src orig top
+    orig=$(newest "$dl"/libffi_*.orig.tar.*)
+    if [[ -z $orig ]]; then
+        (download_source libffi bookworm) || { say "no libffi source: no ctypes"; return 0; }
+        orig=$(newest "$dl"/libffi_*.orig.tar.*)
+    fi
+    top=$(tar -tf "$orig" 2>/dev/null | head -n1 || true); top=${top%%/*}
+    rm -rf "${d:?}/ffi-src" "$d/ffi-build" && mkdir -p "$d/ffi-src" "$d/ffi-build"
+    if tar -C "$d/ffi-src" -xf "$orig" \
+        && (cd "$d/ffi-build" && CC="$d/cc" nice -n 19 "$d/ffi-src/$top/configure" --prefix="$d/ffi" \
+                --disable-shared --enable-static --with-pic --disable-docs \
+                --disable-multi-os-directory && nice -n 19 make -j2 && make install) >>"$log" 2>&1; then
+        FFI_PC=$d/ffi/lib/pkgconfig
+    else
+        say "libffi did not build for musl (see $log): no ctypes"
+    fi
+    rm -rf "${d:?}/ffi-src" "$d/ffi-build"
 }
 
 variant_package() { echo "python$(variant_minor "$1")"; }
@@ -361,7 +425,8 @@ verify_variant() {  # $1 variant, $2 log; prints the verification line
     local v=$1 log=$2 exe out got
     exe=$(variant_exe "$v")
     [[ -x $exe ]] || { echo "no interpreter at $exe" >>"$log"; return 1; }
-    local mods="threading, ctypes, asyncio, multiprocessing"
+    local mods
+    mods=$(variant_modules "$v")
     out=$("$exe" -c "import sys, sysconfig, $mods; print(sys.version, *[int(bool(sysconfig.get_config_var(v))) for v in ('Py_GIL_DISABLED', 'Py_DEBUG', 'Py_TRACE_REFS')])" 2>>"$log") \
         || { echo "import check failed" >>"$log"; return 1; }
     echo "verify: $out" >>"$log"
@@ -370,6 +435,11 @@ verify_variant() {  # $1 variant, $2 log; prints the verification line
         || { echo "Py_GIL_DISABLED/Py_DEBUG/Py_TRACE_REFS are '$got', want '$(variant_expect "$v")'" >>"$log"; return 1; }
     nm -D --defined-only "$exe" | awk '$3 == "_PyRuntime" {f = 1} END {exit !f}' \
         || { echo "_PyRuntime is not in the dynamic symbol table of $exe" >>"$log"; return 1; }
+    if is_musl "$v"; then
+        readelf -l "$exe" | grep -q 'interpreter: /lib/ld-musl-' \
+            || { echo "$exe is not linked against musl (no ld-musl program interpreter)" >>"$log"; return 1; }
+        out="$out musl"
+    fi
     printf '%s\n' "$out"
 }
 
@@ -394,6 +464,16 @@ build_variant() {
     rm -rf "$prefix" "$bdir"
     mkdir -p "$bdir"
     : >"$log"
+    if is_musl "$v"; then
+        write_musl_cc "$prefix/.musl-cc"
+        build_musl_ffi "$prefix/.musl-cc" "$log"
+        # -O1, as the trace-refs build: half the compile time of -O3 on a
+        # busy machine, and no layout changes. The compiler wrapper stays
+        # with the build (sysconfig names it); pkg-config sees our libffi
+        # alone, nothing built for glibc.
+        opt+=(CC="$prefix/.musl-cc/cc" PKG_CONFIG_LIBDIR="${FFI_PC:-/nonexistent}"
+              PKG_CONFIG_PATH= OPT="-g -O1")
+    fi
     local step
     # shellcheck disable=SC2086
     if ! { step=configure; (cd "$bdir" && env "${opt[@]}" "$SRC_DIR/configure" --prefix="$prefix" $flags) >>"$log" 2>&1; } \
