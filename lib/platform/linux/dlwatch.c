@@ -60,6 +60,7 @@
 
 #include "platform/dlwatch.h"
 #include "platform/linux/dlwatch_stub.h"
+#include "platform/linux/linux.h"
 #include "util/message.h"
 
 /* Read by the stubs (dlwatch_stub.h): keep the names and types. */
@@ -84,10 +85,10 @@ static struct {
 PS_HIDDEN void ps_dl_resolve(void)
 {
     if (ps_dl_real_dlopen == NULL)
-        ps_dl_real_dlopen = (dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
+        ps_dl_real_dlopen = (dlopen_fn)ps_libc_sym("dlopen");
 #if PS_DL_NAMESPACES
     if (ps_dl_real_dlmopen == NULL)
-        ps_dl_real_dlmopen = (dlmopen_fn)dlsym(RTLD_NEXT, "dlmopen");
+        ps_dl_real_dlmopen = (dlmopen_fn)ps_libc_sym("dlmopen");
 #endif
 }
 

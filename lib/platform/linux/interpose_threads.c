@@ -58,7 +58,7 @@ PS_EXPORT _Noreturn void pthread_exit(void *ret)
     static _Atomic(exit_fn) real;
     exit_fn f = atomic_load(&real);
     if (f == NULL) {
-        f = (exit_fn)dlsym(RTLD_NEXT, "pthread_exit");
+        f = (exit_fn)ps_libc_sym("pthread_exit");
         atomic_store(&real, f);
     }
     ps_orphan_thread_ending();
@@ -75,7 +75,7 @@ static create_fn real_create(void)
     static _Atomic(create_fn) fn;
     create_fn f = atomic_load(&fn);
     if (f == NULL) {
-        f = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+        f = (create_fn)ps_libc_sym("pthread_create");
         atomic_store(&fn, f);
     }
     return f;

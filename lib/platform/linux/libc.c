@@ -48,11 +48,31 @@ _Static_assert(sizeof real_names / sizeof real_names[0] == R_COUNT, "a name per 
 
 static void *reals[R_COUNT];
 
+/* The C library's definition of name, past ours.  RTLD_NEXT finds it
+ * when we are preloaded.  musl's RTLD_NEXT searches only the objects
+ * loaded after the caller, so in a library dlopen()ed later (ctypes, a
+ * program using the C API without LD_PRELOAD) it finds nothing and the
+ * stand-in would call address 0; the process's first definition is the C
+ * library's then (the program and its libraries come before us), as long
+ * as it is not our own. */
+void *ps_libc_sym(const char *name)
+{
+    void *p = dlsym(RTLD_NEXT, name);
+    if (p != NULL)
+        return p;
+    Dl_info self, found;
+    p = dlsym(RTLD_DEFAULT, name);
+    if (p == NULL || dladdr((void *)ps_libc_sym, &self) == 0 || dladdr(p, &found) == 0 ||
+        found.dli_fbase == self.dli_fbase)
+        return NULL;
+    return p;
+}
+
 void ps_interpose_init(void)
 {
     for (int i = 0; i < R_COUNT; i++)
         if (reals[i] == NULL)
-            reals[i] = dlsym(RTLD_NEXT, real_names[i]);
+            reals[i] = ps_libc_sym(real_names[i]);
 }
 
 /* The C library's function i (resolved now if the call comes before our

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+/* The C library's definition of name (not ours), or NULL. */
+void *ps_libc_sym(const char *name);
 sighandler_t ps_real_signal(int sig, sighandler_t handler);
 FILE *ps_real_fopen(const char *path, const char *mode, int large);
 int ps_real_fclose(FILE *f);
