@@ -210,6 +210,11 @@ class Context:
         self.tmp_root = tmp_root
         self.stress = int(os.environ.get("PYSAMPLE_STRESS_ITERATIONS", "1") or 1)
         self.forced_env = {}  # run.py --env: over every run's own settings
+        self.primary = False  # run.py --primary
+        # A musl interpreter (test/find_pythons.py: its ELF interpreter).
+        sys.path.insert(0, os.path.dirname(HERE))
+        import find_pythons
+        self.musl = find_pythons.libc_of(python) == "musl"
 
     def program(self, name):
         return os.path.join(PROGRAMS, name)
@@ -240,8 +245,15 @@ class Context:
             e["PYSAMPLE_OUTPUT"] = os.path.join(outdir, output)
         e.update(env or {})
         cmd = ([self.python] + list(args)) if python else list(args)
+        env = self.env(e, preload)
+        if self.musl and preload and not python and self.python in cmd:
+            # This machine's prlimit, unshare, setpriv and sh are glibc
+            # programs, into which the musl library cannot load: the
+            # interpreter they start gets it through env(1) instead.
+            i = cmd.index(self.python)
+            cmd[i:i] = ["env", "LD_PRELOAD=" + env.pop("LD_PRELOAD")]
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, env=self.env(e, preload), capture_output=True, text=True,
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
                               timeout=timeout, cwd=cwd, stdin=stdin)
         return Result(proc, outdir, time.monotonic() - t0)
 

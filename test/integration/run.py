@@ -164,6 +164,7 @@ def main():
     tmp_root = tempfile.mkdtemp(prefix="pysample-it-")
     ctx = harness.Context(a.python, os.path.abspath(a.lib), a.label or "", version, tmp_root)
     ctx.forced_env = dict(e.split("=", 1) for e in a.env)
+    ctx.primary = a.primary
     # A suite whose module sets TWO_AT_A_TIME (and has no teardown, which
     # would end the other scenario's processes too) runs its scenarios two
     # at a time, those marked `alone` (timing compared with a run without

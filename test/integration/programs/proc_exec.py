@@ -1,10 +1,10 @@
 """os.execv() into another Python, or into a program that is not Python.
 
-    proc_exec.py SECONDS python|true
+    proc_exec.py SECONDS python|true [TRUE]
 
 Prints its pid, runs before_exec, then execs: "python" runs this file
 again as "proc_exec.py SECONDS after", which runs after_exec and prints
-"after <pid>"; "true" becomes /bin/true.
+"after <pid>"; "true" becomes /bin/true, or TRUE when given.
 """
 import os
 import shutil
@@ -31,7 +31,7 @@ def main():
     before_exec(seconds)
     if what == "python":
         os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), sys.argv[1], "after"])
-    true = shutil.which("true") or "/bin/true"
+    true = sys.argv[3] if len(sys.argv) > 3 else shutil.which("true") or "/bin/true"
     os.execv(true, [true])
 
 
