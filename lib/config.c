@@ -163,6 +163,10 @@ static void get_output(struct ps_config *c, ps_env_get get, void *ctx, warn_fn w
     const char *s = get("PYSAMPLE_OUTPUT", ctx);
     if (s == NULL || *s == '\0')
         return;
+    /* The usual "off" idiom: off, as if unset.  Written as a profile it
+     * put temporary files and /dev/null.<pid> into /dev (issue #39). */
+    if (strcmp(s, "/dev/null") == 0)
+        return;
     if (strlen(s) >= sizeof c->output)
         warnf(warn, ctx, "%s is longer than %s bytes%s; profiling is off", "PYSAMPLE_OUTPUT",
               "4095", "");

@@ -179,7 +179,8 @@ static void take_write_signal(int sig)
 static int output_wanted(void)
 {
     const char *out = ps_env_initial("PYSAMPLE_OUTPUT", NULL);
-    return out != NULL && *out != '\0';
+    /* /dev/null is "off" (config.c get_output): no thread for it. */
+    return out != NULL && *out != '\0' && strcmp(out, "/dev/null") != 0;
 }
 
 /* 1 if PYSAMPLE_ARM may ask for armed mode (config.c has the last word). */

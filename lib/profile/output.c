@@ -359,6 +359,29 @@ static int in_directory(const char *tmpl, char *why, size_t whylen)
     return 0;
 }
 
+/* A profile is a regular file in a directory of files.  A name in /dev
+ * (/dev/stderr, /dev/fd/N lead to whatever the program has open there) or
+ * one that is a device, FIFO or socket would get our temporary file and the
+ * rename beside it, into /dev as root: refused, and said (issue #39). */
+static int not_a_file(const char *path, char *why, size_t whylen)
+{
+    char dir[4096], real[PATH_MAX];
+    struct stat st;
+    dir_of(path, dir, sizeof dir);
+    const char *d = realpath(dir, real) != NULL ? real : dir;
+    if (strcmp(d, "/dev") == 0 || strncmp(d, "/dev/", 5) == 0) {
+        snprintf(why, whylen, "PYSAMPLE_OUTPUT='%.300s' is in /dev, where profiles are not "
+                 "written (PYSAMPLE_OUTPUT=/dev/null or unset: off)", path);
+        return 1;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(why, whylen, "PYSAMPLE_OUTPUT='%.300s' is a device, FIFO or socket, not a "
+                 "file", path);
+        return 1;
+    }
+    return 0;
+}
+
 int ps_output_init(const char *tmpl, int file_mode, char *why, size_t whylen)
 {
     char path[4096], tmp[4200];
@@ -379,6 +402,8 @@ int ps_output_init(const char *tmpl, int file_mode, char *why, size_t whylen)
             return -1;
         expand(output.tmpl, path, sizeof path);
     }
+    if (not_a_file(path, why, whylen))
+        return -1;
     /* Prove now that the directory takes our files: a user should learn
      * at start-up, not after an hour of profiling, that nothing will be
      * written. */

@@ -479,6 +479,30 @@ def test_unwritable_output_reported_at_start(ctx):
               "unknown placeholder not reported: %r" % bad.stderr)
 
 
+@harness.once
+def test_dev_null_output_is_off(ctx):
+    """PYSAMPLE_OUTPUT=/dev/null, the usual "off", is off: not a word, no
+    sampler thread, and nothing created in /dev (as root it made
+    /dev/null.<pid> and temporary files there).  Another name in /dev, or a
+    FIFO, is refused in one line; /dev still gains nothing."""
+    prog = ctx.program("lines.py")
+    before = set(os.listdir("/dev"))
+    off = ctx.run([prog, "0.2"], output=None, env={"PYSAMPLE_OUTPUT": "/dev/null"})
+    ctx.check(off.rc == 0 and off.stdout == "done\n" and off.stderr == "",
+              "/dev/null: the program as it is", off.rc, off.stdout, off.stderr)
+    fifo = os.path.join(ctx.tmp_root, "out.fifo")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    for where in ("/dev/stderr", "/dev/shm/../prof.%p.txt", fifo):
+        res = ctx.run([prog, "0.2"], output=None, env={"PYSAMPLE_OUTPUT": where})
+        lines = [l for l in res.stderr.splitlines() if l]
+        ctx.check(res.rc == 0 and res.stdout == "done\n", "%s: program affected" % where, res.rc)
+        ctx.check(len(lines) == 1 and lines[0].startswith("pysample: ") and "profiling is off" in lines[0],
+                  "%s: expected one line, got %r" % (where, res.stderr))
+    made = sorted(set(os.listdir("/dev")) - before)
+    ctx.check(made == [], "files created in /dev: %r" % made)
+
+
 def test_unsupported_python_refused(ctx):
     """A CPython older than 3.9 (2.7 and 3.6 too, which have no _PyRuntime)
     runs on unprofiled, with one line naming its version; without
