@@ -702,8 +702,11 @@ def test_cpu_mode_counts_cpu_time(ctx):
                   "CPU time (%r; counts %r)" % (name, 100 * share, 100 * cpu_share, used, counts),
                   p.dump())
         # Not more than the CPU it used, and all of it but the period
-        # carried at the end (and what a loaded machine hides: 20 %).
-        ctx.check(used[name] * 0.8 - 3 * period <= counts[name] * period <= used[name] + period,
+        # carried at the end (and what a loaded machine hides: 20 %).  The
+        # thread also runs outside the span it measures (its start, the
+        # looked_at() calls around it): under qemu-user that is 1.1-1.2
+        # periods of CPU the library rightly counts, so two periods above.
+        ctx.check(used[name] * 0.8 - 3 * period <= counts[name] * period <= used[name] + 2 * period,
                   "%s: %d samples of %.0f ms for %.1f ms of CPU" % (name, counts[name],
                   1000 * period, 1000 * used[name]), p.dump())
 
