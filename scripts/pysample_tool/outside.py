@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 
-from . import remote
+from . import peercheck, remote
 from .common import PROG, ToolError
 
 ATTACH = "pysample-attach"
@@ -134,12 +134,26 @@ def connect(pid, verb, keys, control_dir=None, timeout=None):
             if outside is False:
                 raise
             armed_error = ToolError("process %d: %s" % (pid, e))
+    if armed_error is not None and outside is None and _listening(pid, control_dir):
+        # Its maps are closed to us, so reading it from outside would fail
+        # too (that needs more than reading maps), and something listens on
+        # its control name: the armed answer's reason is the one to give
+        # (a process armed as root that then changed its user).
+        raise armed_error
     binary = attach_binary()
     if binary is None:
         raise armed_error or ToolError("process %d was not started armed, and %s, which reads such a "
                                        "process from outside, is not installed beside the library"
                                        % (pid, ATTACH))
     return OutsideConnection(pid, verb, keys, binary)
+
+
+def _listening(pid, control_dir):
+    """True if a socket listens on one of pid's control names."""
+    try:
+        return any(peercheck.listeners(shown) for _addr, shown in remote.addresses(pid, control_dir))
+    except (OSError, ToolError):
+        return False
 
 
 def request(pid, verb, control_dir=None, on_started=None, **keys):
