@@ -132,6 +132,16 @@ class ServeCase(TempDirTestCase):
     def log_lines(self, needle):
         return [line for line in self.log if needle in line]
 
+    def logged(self, needle, wait=10.0):
+        """log_lines, waiting up to `wait` s for a first: serve logs a
+        request after its answer is sent, and the reader thread takes the
+        line a moment later (on a busy machine, after the test read the
+        answer)."""
+        give_up = time.monotonic() + wait
+        while not self.log_lines(needle) and time.monotonic() < give_up:
+            time.sleep(0.05)
+        return self.log_lines(needle)
+
 
 class ServeTests(ServeCase):
     def test_scrape_is_one_gzipped_pprof_with_labels_per_sample(self):
@@ -162,7 +172,7 @@ class ServeTests(ServeCase):
         self.assertEqual(pids, set(str(a.pid) for a in apps))
         # 1 s at 100 Hz in two processes: ~200 samples, most in hot_function.
         self.assertGreater(hot, 50, profile["samples"][:3])
-        self.assertEqual(len(self.log_lines("GET /debug/pprof/profile?seconds=1: 200")), 1, self.log)
+        self.assertEqual(len(self.logged("GET /debug/pprof/profile?seconds=1: 200")), 1, self.log)
         for app in apps:
             self.assertIsNone(app.poll(), "a scraped program ended")
 
@@ -179,12 +189,12 @@ class ServeTests(ServeCase):
             self.assertEqual(status, want, (query, body))
             wait_for("the log line of " + query, lambda: self.log_lines("GET /debug/pprof/profile?%s: %d"
                                                                         % (query, want)))
-            self.assertEqual(len(self.log_lines("?%s:" % query)), 1, self.log)
+            self.assertEqual(len(self.logged("?%s:" % query)), 1, self.log)
         status, _, body = self.get(base + "/nothing/here")
         self.assertEqual(status, 404, body)
         self.assertIn(b"/debug/pprof/profile", body)
-        self.assertIn("seconds must be a whole number from 1 to 30", self.log_lines("seconds=1e9")[0])
-        self.assertIn("PYSAMPLE_ARM=1", self.log_lines("pid=%d" % plain.pid)[0])
+        self.assertIn("seconds must be a whole number from 1 to 30", self.logged("seconds=1e9")[0])
+        self.assertIn("PYSAMPLE_ARM=1", self.logged("pid=%d" % plain.pid)[0])
         self.assertEqual(self.get(base + "/healthz")[0], 200)
         self.assertIsNone(app.poll())
         self.assertIsNone(plain.poll())
@@ -250,7 +260,7 @@ class ServeTests(ServeCase):
         status, _, body = answer[0]
         self.assertEqual(status, 410, body)
         self.assertLess(time.time() - started, 15, "the scrape waited for its whole duration")
-        self.assertEqual(len(self.log_lines("seconds=20: 410")), 1, self.log)
+        self.assertEqual(len(self.logged("seconds=20: 410")), 1, self.log)
         self.assertEqual(self.get(base + "/healthz")[0], 200)
 
 
