@@ -257,7 +257,51 @@ def check_musl(wheel):
     check("-py3-none-musllinux_1_2_x86_64.whl" in wheel, "musl wheel tagged %s" % os.path.basename(wheel))
     data = zipfile.ZipFile(wheel).read(".libpysample.mesonpy.libs/libpysample.so")
     check(b", musl, " in data and b"libc.musl-x86_64.so.1" in data, "musl wheel's library is built against musl")
-    print("note: the musllinux wheel is not run (no musl CPython here yet)")
+
+
+def musl_python():
+    """The first musl CPython test/find_pythons.py lists (test/pythons/build.sh
+    3.13-musl), or None."""
+    code, out, _err = run([sys.executable, os.path.join(SOURCE_ROOT, "test", "find_pythons.py"), "--libc", "musl"])
+    for line in out.splitlines() if code == 0 else ():
+        parts = line.split()
+        if len(parts) >= 2 and "pending=" not in line and os.access(parts[1], os.X_OK):
+            return parts[1]
+    return None
+
+
+def run_musl(wheel, work):
+    """The musllinux wheel, installed by pip for its platform into a
+    directory: its library profiles the demo under the musl CPython."""
+    python = musl_python()
+    if python is None:
+        print("SKIP musllinux wheel not run: no musl CPython built (test/pythons/build.sh 3.13-musl)")
+        return
+    target = os.path.join(work, "musl-site")
+    code, out, err = run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", target,
+                          "--platform", "musllinux_1_2_x86_64", "--only-binary=:all:", wheel],
+                         env=dict(os.environ, PIP_ROOT_USER_ACTION="ignore"))
+    if not check(code == 0, "musl wheel installs for musllinux_1_2_x86_64 (%s)" % err.strip()[-200:]):
+        return
+    env = dict((k, v) for k, v in os.environ.items() if not k.startswith(("PYSAMPLE_", "PYTHON")) and k != "LD_PRELOAD")
+    env["PYTHONPATH"] = target
+    # The wheel's library preloaded by hand: the command line tool and the
+    # demo need zlib, which the musl CPython is built without.
+    prof = os.path.join(work, "musl-demo.txt")
+    app = os.path.join(work, "musl_app.py")
+    with open(app, "w") as f:
+        f.write("import threading, time\n\ndef burn_in_musl(n):\n    end = time.time() + n\n"
+                "    while time.time() < end:\n        sum(range(500))\n\n"
+                "t = threading.Thread(target=burn_in_musl, args=(1.0,))\nt.start()\nburn_in_musl(1.0)\nt.join()\n")
+    env.update(LD_PRELOAD=os.path.join(target, ".libpysample.mesonpy.libs", "libpysample.so"), PYSAMPLE_OUTPUT=prof)
+    code, out, err = run([python, app], env=env, timeout=300)
+    found, threads = set(), set()
+    if code == 0 and os.path.isfile(prof):
+        with open(prof) as f:
+            text = f.read()
+        found = functions(text)
+        threads = set(l.split(";", 1)[0] for l in text.splitlines() if "burn_in_musl" in l)
+    check("burn_in_musl" in found and len(threads) == 2, "musl wheel's library profiles both threads of a program under %s (%s)" % (python, err.strip()[-300:]))
 
 
 def arm64_runner(work):
@@ -329,6 +373,7 @@ def main():
               % (len(libs), len(set(libs.values()))))
         if wheels["musl"]:
             check_musl(wheels["musl"])
+            run_musl(wheels["musl"], work)
         else:
             print("SKIP musl wheel: not built here (no musl-gcc)")
         if wheels["aarch64"]:
