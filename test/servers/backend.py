@@ -34,7 +34,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from pysample_tool.collapsed import parse_collapsed  # noqa: E402
+from run import free_port  # noqa: E402  (test/servers/run.py, beside this file)
 
 PYSAMPLE = os.path.join(ROOT, "scripts", "pysample")
 CACHE = os.path.join(os.environ.get("PYSAMPLE_BACKEND_CACHE") or
@@ -62,14 +62,6 @@ SLOW, HANDLER = "slow_function", "application"
 def skip(why):
     print("SKIP: " + why)
     sys.exit(77)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def _alive(pid):
