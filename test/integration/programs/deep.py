@@ -12,7 +12,7 @@ sys.setrecursionlimit(DEPTH + 1000)
 
 
 def bottom():
-    until = sampled.Until(DURATION, TICKS)
+    until = sampled.Until(DURATION, TICKS)  # @bottom-start
     while True:  # @bottom-loop
         while time.perf_counter() < until.deadline: pass  # @bottom
         if not until.extend():  # @bottom-extend
