@@ -19,7 +19,7 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlsplit
 from urllib.request import Request, urlopen
 
-from . import targets
+from . import remote, targets
 from .common import ToolError
 
 QUEUE_MAX = 4
@@ -154,8 +154,5 @@ def _push_once(service, pusher, every):
 def _rate(group):
     for r in group:
         if r.reply is not None:
-            try:
-                return int(r.reply.meta.get("requested_rate_hz") or 100)
-            except ValueError:
-                pass
+            return remote.meta_number(r.reply.meta, "requested_rate_hz", 100) or 100
     return 100

@@ -692,7 +692,7 @@ def save_remote_profile(pid, reply, output, fmt, quiet, what):
                          % (PROG, pid, remote.describe_quality(meta)))
         return None
     profile = parse_collapsed("process %d" % pid if to_stdout else destination, data=data)
-    rate = int(meta.get("requested_rate_hz") or DEFAULT_RATE)
+    rate = remote.meta_number(meta, "requested_rate_hz", DEFAULT_RATE) or DEFAULT_RATE
     mode = meta.get("mode") or "wall"
     if fmt == "collapsed":
         out = data

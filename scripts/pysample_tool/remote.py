@@ -480,6 +480,24 @@ def request(pid, verb, control_dir=None, timeout=None, **keys):
         time.sleep(0.05)
 
 
+def meta_number(meta, key, default=0, kind=int):
+    """A figure from a process's quality metadata, or default.  The values
+    come from the profiled process (its control socket or the sidecar file
+    beside its profile), which may send anything: text that is not a finite
+    number of that kind, or a negative one, reads as absent rather than
+    stopping the tool with a traceback."""
+    text = meta.get(key)
+    if not text:
+        return default
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        return default
+    if value != value or value in (float("inf"), float("-inf")) or value < 0:
+        return default
+    return value
+
+
 def describe_quality(meta):
     """One line: what the profile is worth."""
     if not meta:
@@ -489,34 +507,30 @@ def describe_quality(meta):
         parts.append("Python %s" % meta["python"])
     if meta.get("mode"):
         parts.append("%s-clock" % meta["mode"])
-    try:
-        req = int(meta.get("requested_rate_hz", "0"))
-        got = float(meta.get("achieved_rate_hz", "0"))
-        if req:
-            parts.append("%.1f of %d Hz" % (got, req))
-    except ValueError:
-        pass
-    dropped = sum(int(meta.get(k, "0") or 0) for k in
+    req = meta_number(meta, "requested_rate_hz")
+    if req:
+        parts.append("%.1f of %d Hz" % (meta_number(meta, "achieved_rate_hz", 0.0, float), req))
+    dropped = sum(meta_number(meta, k) for k in
                   ("dropped_unreadable", "dropped_inconsistent", "dropped_other"))
-    parts.append("%s samples" % meta.get("samples", "?"))
+    samples = meta_number(meta, "samples", None)
+    parts.append("%s samples" % ("?" if samples is None else samples))
     parts.append("%d dropped" % dropped)
-    if int(meta.get("truncated_stacks", "0") or 0):
-        parts.append("%s truncated" % meta["truncated_stacks"])
-    if float(meta.get("budget_pct", "0") or 0):
-        parts.append("budget %s%% (%s rate changes)" % (meta["budget_pct"], meta.get("budget_adjustments", "0")))
+    truncated = meta_number(meta, "truncated_stacks")
+    if truncated:
+        parts.append("%d truncated" % truncated)
+    budget = meta_number(meta, "budget_pct", 0.0, float)
+    if budget:
+        parts.append("budget %g%% (%d rate changes)" % (budget, meta_number(meta, "budget_adjustments")))
     return ", ".join(parts)
 
 
 def low_rate_warning(meta):
     """The line to print when the achieved rate fell below 90% of the
     requested one, or None."""
-    try:
-        req = int(meta.get("requested_rate_hz", "0"))
-        got = float(meta.get("achieved_rate_hz", "0"))
-    except ValueError:
-        return None
+    req = meta_number(meta, "requested_rate_hz")
+    got = meta_number(meta, "achieved_rate_hz", 0.0, float)
     if req and got < 0.9 * req:
-        why = " (the CPU budget lowered it)" if int(meta.get("budget_adjustments", "0") or 0) else ""
+        why = " (the CPU budget lowered it)" if meta_number(meta, "budget_adjustments") else ""
         return ("%s: the achieved rate %.1f Hz is below 90%% of the requested %d Hz%s: the profile "
                 "has fewer samples than asked" % (PROG, got, req, why))
     return None

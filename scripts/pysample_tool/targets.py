@@ -193,7 +193,7 @@ def merge(results, end_ns=None):
         except ToolError:
             r.error = "process %d sent a profile that does not parse" % r.target.pid
             continue
-        rate = rate or int(meta.get("requested_rate_hz") or 100)
+        rate = rate or remote.meta_number(meta, "requested_rate_hz", 100) or 100
         mode = mode or meta.get("mode") or "wall"
         samples += profile.total
         parts.append((profile, r.target.labels))
@@ -202,9 +202,7 @@ def merge(results, end_ns=None):
     duration = 0
     for r in results:
         if r.reply is not None:
-            try:
-                duration = max(duration, int(float(r.reply.meta.get("duration_s") or 0) * 1e9))
-            except ValueError:
-                pass
+            seconds = remote.meta_number(r.reply.meta, "duration_s", 0.0, float)
+            duration = max(duration, int(min(seconds, 1e7) * 1e9))
     comment = "pysample %s serve: %d processes" % (VERSION, len(parts))
     return to_pprof_parts(parts, rate or 100, mode or "wall", end_ns, comment, duration), samples

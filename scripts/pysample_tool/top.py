@@ -139,12 +139,12 @@ def live_header(pid, meta):
     """The first lines of the live table: what the samples are worth."""
     first = "pysample top: process %d, Python %s, %s-clock, %s s" % (
         pid, meta.get("python", "?"), meta.get("mode", "?"), meta.get("duration_s", "?"))
-    dropped = sum(int(meta.get(k, "0") or 0)
+    dropped = sum(remote.meta_number(meta, k)
                   for k in ("dropped_unreadable", "dropped_inconsistent", "dropped_other"))
     second = "rate %s of %s Hz requested, %s samples, %d dropped, %s truncated" % (
         meta.get("achieved_rate_hz", "?"), meta.get("requested_rate_hz", "?"), meta.get("samples", "?"),
         dropped, meta.get("truncated_stacks", "0"))
-    if float(meta.get("budget_pct", "0") or 0):
+    if remote.meta_number(meta, "budget_pct", 0.0, float):
         second += ", CPU budget %s%%: %s Hz now, %s changes" % (
             meta["budget_pct"], meta.get("rate_now_hz", "?"), meta.get("budget_adjustments", "0"))
     return [first, second]

@@ -40,6 +40,8 @@ PYTHON = sys.executable
 
 sys.path.insert(0, SCRIPTS)
 import pysample_tool  # noqa: E402  (the package under test)
+import pysample_tool.remote  # noqa: E402
+import pysample_tool.top  # noqa: E402
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 FG_NS = "{urn:x-pysample:flamegraph}"
@@ -1339,6 +1341,25 @@ class PprofTests(TempDirTestCase):
             self.assertEqual(code, 0, err)
             head = out.decode().split("\nType:")[0].splitlines()
             self.assertLessEqual(len(head), 2, "File: and the one comment above the report: %r" % head)
+
+    def test_hostile_quality_figures_are_read_as_absent(self):
+        """The figures come from the profiled process (its sidecar file or
+        its control socket), which may write anything: text, NaN, infinity
+        or a negative count used to stop convert, top and record with a
+        ValueError traceback."""
+        shutil.copy(fixture("basic.txt"), os.path.join(self.tmp, "basic.txt"))
+        with open(os.path.join(self.tmp, "basic.txt.quality.json"), "w") as f:
+            json.dump({"requested_rate_hz": "x", "achieved_rate_hz": "nan", "samples": "-5",
+                       "mode": "wall", "dropped_unreadable": "1e400", "dropped_other": "many",
+                       "truncated_stacks": "?", "budget_pct": "inf", "budget_adjustments": "-1"}, f)
+        path, prof = self.convert(os.path.join(self.tmp, "basic.txt"), "--rate", "100")
+        self.assertEqual(prof["comments"], ["converted by pysample %s from basic.txt: wall-clock, "
+                                            "? samples, 0 dropped" % pysample_tool.VERSION])
+        meta = {"requested_rate_hz": "100", "achieved_rate_hz": "-1", "budget_adjustments": "x",
+                "duration_s": "1e309", "dropped_inconsistent": "2"}
+        self.assertIn("2 dropped", pysample_tool.remote.describe_quality(meta))
+        self.assertIn("achieved rate 0.0 Hz", pysample_tool.remote.low_rate_warning(meta))
+        self.assertIn("0 dropped", pysample_tool.top.live_header(1, {"dropped_other": "x"})[1])
 
 
 # ---------------------------------------------------------------------------
