@@ -28,13 +28,18 @@ extern char **environ;
  * stays inert (docs/safety.md).  Decided at the first call, which is the
  * constructor's, so a program that later changes its ids changes nothing.
  */
-const char *ps_env_initial(const char *name, void *ctx)
+int ps_env_secure(void)
 {
     static _Atomic int secure = -1;
-    (void)ctx;
     if (atomic_load(&secure) < 0)
         atomic_store(&secure, ps_secure_execution());
-    if (atomic_load(&secure))
+    return atomic_load(&secure);
+}
+
+const char *ps_env_initial(const char *name, void *ctx)
+{
+    (void)ctx;
+    if (ps_env_secure())
         return NULL;
     size_t n = strlen(name);
     for (char **e = environ; e != NULL && *e != NULL; e++)

@@ -61,6 +61,26 @@ typedef const char *(*ps_env_get)(const char *name, void *ctx);
  */
 const char *ps_env_initial(const char *name, void *ctx);
 
+/* 1 in a setuid or setgid process (secure execution), where no PYSAMPLE_*
+ * variable is read: decided at the first call, the constructor's. */
+int ps_env_secure(void);
+
+/*
+ * entry ("NAME=value" or a bare name) begins PYSAMPLE_ (in any case) but is
+ * neither a setting nor a name the project's tool, builds or tests use
+ * (envnames.c): 1, with the line to say in msg ("unknown setting NAME",
+ * with "(did you mean PYSAMPLE_X?)" when a setting is close).  Else 0.
+ */
+int ps_config_name_check(const char *entry, char *msg, size_t msglen);
+
+/*
+ * Each unknown PYSAMPLE_ name in the environment the process received
+ * (none in secure execution): say(ctx, line) once for it, tail appended,
+ * unless say is NULL.  Returns how many there are.
+ */
+int ps_config_unknown_names(void (*say)(void *ctx, const char *msg), void *ctx,
+                            const char *tail);
+
 /*
  * Fills *c.  For each invalid value, warn(ctx, message) is called once with a
  * complete message (without the "pysample: " prefix and newline) and the

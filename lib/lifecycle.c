@@ -239,6 +239,7 @@ static int start_auto_locked(ps_sym_lookup lookup, void *ctx)
         return state() == PS_LIFE_FAILED ? -ENOTSUP : 0;
     ps_interpose_init();
     ps_config_parse(ps_settings_edit(), ps_env_initial, NULL, env_warn);
+    ps_config_unknown_names(env_warn, NULL, NULL);
     const struct ps_config *cfg = ps_settings_process();
     int output = cfg->output[0] != '\0';
     if (!output && !cfg->arm)
@@ -273,10 +274,31 @@ static void python_loaded(ps_sym_lookup lookup, void *ctx, const char *path)
     start_auto(lookup, ctx);
 }
 
+/*
+ * Neither PYSAMPLE_OUTPUT nor PYSAMPLE_ARM is in the environment, but
+ * another PYSAMPLE_ name is: most likely one of them misspelt
+ * (PYSAMPLE_OUPUT=/tmp/p), and the user expects a profile.  Said in a
+ * Python process only: in every other one (the shell, the compiler) the
+ * library stays silent (docs/configuration.md).  Not when either is set,
+ * even to "off" (PYSAMPLE_OUTPUT=/dev/null): the user chose.
+ */
+static void say_unknown_names_unprofiled(void)
+{
+    if (ps_env_initial("PYSAMPLE_OUTPUT", NULL) != NULL || ps_env_initial("PYSAMPLE_ARM", NULL) != NULL)
+        return;
+    if (ps_config_unknown_names(NULL, NULL, NULL) == 0 || !ps_python_present())
+        return;
+    ps_config_unknown_names(env_warn, NULL,
+                            "; neither PYSAMPLE_OUTPUT nor PYSAMPLE_ARM is set, so nothing "
+                            "is profiled");
+}
+
 __attribute__((constructor)) static void pysample_init(void)
 {
-    if (!output_wanted() && !arm_wanted())
+    if (!output_wanted() && !arm_wanted()) {
+        say_unknown_names_unprofiled();
         return;
+    }
     /* Not Python (yet): watch for a libpython being loaded (uWSGI,
      * embedders).  Nothing else happens unless one is. */
     if (!ps_python_present()) {
@@ -292,8 +314,10 @@ int ps_lifecycle_start_sampling(int rate_hz)
     ps_section_enter(&sec, &life.lock);
     if (state() == PS_LIFE_OFF) {
         ps_interpose_init();
-        if (ps_settings_process()->rate_hz == 0)
+        if (ps_settings_process()->rate_hz == 0) {
             ps_config_parse(ps_settings_edit(), ps_env_initial, NULL, env_warn);
+            ps_config_unknown_names(env_warn, NULL, NULL);
+        }
         ps_settings_edit()->arm = 0;  /* armed only from the start (start_auto) */
     }
     int rc = setup_locked(NULL, NULL);

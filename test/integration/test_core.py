@@ -396,6 +396,50 @@ def test_invalid_settings_are_reported(ctx):
         ctx.check(p.with_frame("leaf") > 0, "no profile after falling back to the default")
 
 
+MISSPELT = "pysample: unknown setting PYSAMPLE_OUPUT (did you mean PYSAMPLE_OUTPUT?)"
+
+
+@harness.once
+def test_misspelt_setting_is_named(ctx):
+    """An unknown PYSAMPLE_ name gets one line naming the setting it is
+    closest to, and the program runs on (issue #35: PYSAMPLE_OUPUT was
+    ignored without a word).  With only the misspelt name set, the line
+    also says that nothing is profiled.  The tool's names and the tests'
+    own switches are known: no line."""
+    prog = ctx.program("lines.py")
+    stray = ctx.tmpdir()
+    res = ctx.run([prog, "0.2"], env={"PYSAMPLE_OUPUT": os.path.join(stray, "p.txt")})
+    ctx.check(res.rc == 0 and res.stdout == "done\n", "program affected: rc %d" % res.rc)
+    ctx.check(harness.other_lines(res.stderr) == [MISSPELT],
+              "expected exactly %r, got %r" % (MISSPELT, res.stderr))
+    ctx.check(res.profile().with_frame("leaf") > 0, "no profile beside the misspelt name")
+    alone = ctx.run([prog, "0.2"], output=None,
+                    env={"PYSAMPLE_OUPUT": os.path.join(stray, "p.txt")})
+    lines = harness.other_lines(alone.stderr)
+    ctx.check(alone.rc == 0 and alone.stdout == "done\n", "program affected: rc %d" % alone.rc)
+    ctx.check(len(lines) == 1 and lines[0].startswith(MISSPELT) and "nothing is profiled" in lines[0],
+              "with only the misspelt name: expected one line saying so, got %r" % alone.stderr)
+    ctx.check(os.listdir(stray) == [], "files written: %r" % os.listdir(stray))
+    quiet = ctx.run([prog, "0.2"], env={"PYSAMPLE_TEST_ANYTHING": "1", "PYSAMPLE_SERVICE": "web"})
+    ctx.check(harness.other_lines(quiet.stderr) == [],
+              "known names reported: %r" % quiet.stderr)
+
+
+@harness.not_emulated("the commands are this machine's, the library is the emulated one's")
+def test_misspelt_setting_silent_in_other_programs(ctx):
+    """The same environment in a shell: not a Python process, so the
+    library says nothing (the shell that starts the profiled program must
+    not print our lines)."""
+    if ctx.musl:
+        ctx.skip("this machine's sh is a glibc program")
+    stray = ctx.tmpdir()
+    for out in (None, "prof.%p.txt"):
+        res = ctx.run(["sh", "-c", "echo hi"], output=out, python=False,
+                      env={"PYSAMPLE_OUPUT": os.path.join(stray, "p.txt")})
+        ctx.check(res.rc == 0 and res.stdout == "hi\n", "sh affected: rc %d" % res.rc)
+        ctx.check(res.stderr == "", "sh printed %r" % res.stderr)
+
+
 @harness.once
 def test_settings_cannot_forge_lines(ctx):
     """A newline, an escape sequence or a C1 control in a PYSAMPLE_* value

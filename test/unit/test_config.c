@@ -37,6 +37,44 @@ static void parse(struct env *e, struct ps_config *c)
     ps_config_parse(c, get, e, warn);
 }
 
+/* Unknown PYSAMPLE_ names (issue #35): one line each, the closest setting
+ * when it is close; the settings, the tool's names and the project's test
+ * and build switches are known. */
+static void check_names(void)
+{
+    char msg[256];
+    static const char *const known[] = {
+        "PYSAMPLE_OUTPUT=/tmp/p", "PYSAMPLE_RATE=5", "PYSAMPLE_TIMELINE_MAX=3",
+        "PYSAMPLE_READ_MODE=pipe", "PYSAMPLE_SERVICE=web", "PYSAMPLE_LIB=/x.so",
+        "PYSAMPLE_TEST_FAULTPROBE=1", "PYSAMPLE_ARM64_ROOT=/r", "PYSAMPLE_SKIP_CROSS=1",
+        "PYSAMPLE_BENCH_PEER=x", "OTHER=PYSAMPLE_OUPUT", "PATH=/bin", NULL,
+    };
+    for (int i = 0; known[i]; i++)
+        CHECK_EQ_INT(ps_config_name_check(known[i], msg, sizeof msg), 0);
+    static const char *const cases[][2] = {
+        { "PYSAMPLE_OUPUT=/tmp/x", "unknown setting PYSAMPLE_OUPUT (did you mean PYSAMPLE_OUTPUT?)" },
+        { "PYSAMPLE_RAET=5", "unknown setting PYSAMPLE_RAET (did you mean PYSAMPLE_RATE?)" },
+        { "PYSAMPLE_NATVE=1", "unknown setting PYSAMPLE_NATVE (did you mean PYSAMPLE_NATIVE?)" },
+        { "PYSAMPLE_AMR=1", "unknown setting PYSAMPLE_AMR (did you mean PYSAMPLE_ARM?)" },
+        { "PYSAMPLE_TIMELINE_MX=9",
+          "unknown setting PYSAMPLE_TIMELINE_MX (did you mean PYSAMPLE_TIMELINE_MAX?)" },
+        { "pysample_output=/p", "unknown setting pysample_output (did you mean PYSAMPLE_OUTPUT?)" },
+        { "PYSAMPLE_WOBBLE=1", "unknown setting PYSAMPLE_WOBBLE" },
+        { "PYSAMPLE_XY=1", "unknown setting PYSAMPLE_XY" },
+        { "PYSAMPLE_=1", "unknown setting PYSAMPLE_" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        msg[0] = '\0';
+        CHECK_EQ_INT(ps_config_name_check(cases[i][0], msg, sizeof msg), 1);
+        CHECK_EQ_STR(msg, cases[i][1]);
+    }
+    /* A name far longer than any setting: said, shortened, no suggestion. */
+    char longname[300];
+    snprintf(longname, sizeof longname, "PYSAMPLE_%0250d=1", 7);
+    CHECK_EQ_INT(ps_config_name_check(longname, msg, sizeof msg), 1);
+    CHECK(strlen(msg) < 130 && strstr(msg, "did you mean") == NULL);
+}
+
 /* The numeric settings the checks below look at. */
 struct settings {
     int rate_hz, mode, lines, max_depth, flush_interval_s, file_mode;
@@ -205,6 +243,7 @@ int main(void)
                               "using 1000000");
     CHECK_EQ_INT(c.timeline, 0);
     CHECK_EQ_INT(c.timeline_max, PS_DEFAULT_TIMELINE_MAX);
+    check_names();
 
     CHECK_DONE();
 }
