@@ -347,6 +347,15 @@ def test_small_thread_stack(ctx):
               "musl threads' stacks are %s bytes, expected about 128 KiB" % sizes)
     ctx.check(min(rounds) >= 1 and int(out["raised"]) == sum(rounds),
               "calls near the stack's end failed: %s" % res.stdout)
+    # The paint below the spinning frame (SMALL_STACK_MARGIN less 512
+    # bytes) must have its lowest KiB untouched: a path that went deeper
+    # may have written past musl's one guard page without a fault.  Seen
+    # here with native stacks on: 4.3 KiB under musl (3.8 without the
+    # library), 4.8 KiB under glibc (3.7 without).
+    deepest = int(out["deepest"])
+    ctx.check(0 < deepest < SMALL_STACK_MARGIN - 512 - 1024,
+              "the calls near the stack's end used %d of the %d bytes left" % (deepest, SMALL_STACK_MARGIN),
+              res.stdout)
     # Each fork child writes its own profile: the program's is its pid's.
     p = res.profile("prof.%s.txt" % out["pid"])
     spun = p.with_frame("ss_busy") if native else p.with_frame("worker")

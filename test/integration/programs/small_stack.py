@@ -5,7 +5,8 @@ library's in-thread paths with only MARGIN bytes of it left
     small_stack.py SMALLSTACK_SO MARGIN
 
 Prints "stack N" (each thread's stack size), "rounds N" (the rounds of
-calls each made), "raised N" and "pid N", one line each."""
+calls each made), "raised N", "deepest N" (the most bytes of the MARGIN
+any of it used, from the paint left) and "pid N", one line each."""
 import ctypes
 import os
 import sys
@@ -19,6 +20,7 @@ lib.ss_stack_size.restype = ctypes.c_size_t
 lib.ss_near_end.argtypes = [ctypes.c_size_t]
 lib.ss_near_end.restype = ctypes.c_long
 lib.ss_raised.restype = ctypes.c_long
+lib.ss_deepest.restype = ctypes.c_size_t
 sizes, rounds = [], []
 started = []
 
@@ -41,4 +43,5 @@ for t in threads:
 print("stack", *sizes)
 print("rounds", *rounds)
 print("raised", lib.ss_raised())
+print("deepest", lib.ss_deepest())
 print("pid", os.getpid())

@@ -13,6 +13,12 @@
  * run on this stack) with _exit in the child.  A path that needs more than
  * what is left runs into the guard page: the process dies of SIGSEGV.
  * Returns the rounds made, or -1 if the stack could not be found.
+ *
+ * A guard page is not enough of a witness: musl has one, and a path that
+ * needs more than a page past it lands in whatever is mapped below.  So
+ * what is left is painted before the spinning starts and read back after
+ * it: ss_deepest() is the most stack, in bytes below the spinning frame,
+ * that any of it used (the library's handlers and stand-ins included).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE   /* pthread_getattr_np */
@@ -31,9 +37,13 @@ void ss_stop(void);
 size_t ss_stack_size(void);
 long ss_near_end(size_t margin);
 long ss_raised(void);
+size_t ss_deepest(void);
+
+#define PAINT 0xa5
 
 static atomic_int stop;
 static atomic_long raised;
+static atomic_size_t deepest;
 /* The calls change process-wide dispositions: one thread at a time. */
 static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
 
@@ -118,15 +128,35 @@ static __attribute__((noinline)) long ss_busy(void)
     return rounds;
 }
 
+/* Records that the stack below spin, down to low, was used from its
+ * lowest unpainted byte up. */
+static void measure(uintptr_t low, uintptr_t spin)
+{
+    uintptr_t first = low;
+    while (first < spin && *(volatile unsigned char *)first == PAINT)
+        first++;
+    size_t used = spin - first, seen = atomic_load(&deepest);
+    while (used > seen && !atomic_compare_exchange_weak(&deepest, &seen, used))
+        ;
+}
+
 /* Takes n bytes of stack, touching each page from the top down (the
- * order the stack grows in), then runs ss_busy on what is left. */
-static __attribute__((noinline)) long at_depth(size_t n)
+ * order the stack grows in), paints the rest down to low, then runs
+ * ss_busy on it.  The paint stops a red zone's worth (128 bytes on
+ * x86-64) plus slack below this frame, and is a plain loop: a call's own
+ * frame would land in the paint. */
+static __attribute__((noinline)) long at_depth(size_t n, uintptr_t low)
 {
     volatile char *p = __builtin_alloca(n);
     for (size_t i = n; i >= 4096; i -= 4096)
         p[i - 1] = 0;
     p[0] = 0;
-    return ss_busy();
+    uintptr_t spin = (uintptr_t)p - 512;
+    for (volatile unsigned char *q = (volatile unsigned char *)low; (uintptr_t)q < spin; q++)
+        *q = PAINT;
+    long rounds = ss_busy();
+    measure(low, spin);
+    return rounds;
 }
 
 long ss_near_end(size_t margin)
@@ -136,7 +166,12 @@ long ss_near_end(size_t margin)
     char here;
     if (stack_of(&low, &size) != 0 || (uintptr_t)&here < low + margin + 4096)
         return -1;
-    return at_depth((uintptr_t)&here - low - margin);
+    return at_depth((uintptr_t)&here - low - margin, low);
+}
+
+size_t ss_deepest(void)
+{
+    return atomic_load(&deepest);
 }
 
 long ss_raised(void)
