@@ -5,10 +5,11 @@
 
 import json
 import os
+import sys
 
 from . import options
 from .collapsed import parse_collapsed
-from .common import ToolError, write_output
+from .common import ToolError, printable, write_output
 from .flamegraph import render_flamegraph
 from .pprof import to_pprof
 from .quality import read_sidecar
@@ -31,7 +32,7 @@ def add_options(parser):
                               "cpu or wall nanoseconds; speedscope: milliseconds)")
     parser.add_argument("--mode", choices=("cpu", "wall"), default=None,
                         help="what the time values measure, with --rate (default: the mode in the "
-                             "profile's .quality.json, else cpu)")
+                             "profile's .quality.json, else wall, the library's default mode)")
     options.addresses(parser)
 
 
@@ -44,7 +45,7 @@ def run(args):
     recorded = quality.get("requested_rate_hz", "")
     if rate is None and recorded.isdigit():
         rate = int(recorded) or None
-    mode = args.mode or quality.get("mode") or "cpu"
+    mode = profile_mode(args, quality, rate)
     data = convert_bytes(profile, args.to, rate=rate, mode=mode, quality=quality)
     write_output(args.output, data, binary=is_binary(args.to))
     return 0
@@ -61,10 +62,26 @@ def _run_timeline(args):
         data = (json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
     else:
         rate = args.rate or tl.header.get("rate_hz")
-        data = convert_bytes(tl.profile, args.to, rate=rate, mode=args.mode or quality.get("mode") or "cpu",
+        data = convert_bytes(tl.profile, args.to, rate=rate, mode=profile_mode(args, quality, rate),
                              quality=quality)
     write_output(args.output, data, binary=is_binary(args.to))
     return 0
+
+
+def profile_mode(args, quality, rate):
+    """wall or cpu: what the time values measure.  --mode, else the mode
+    the .quality.json recorded, else wall: the library's default
+    (PYSAMPLE_MODE), so a wall profile is never labelled cpu (issue #35).
+    A collapsed profile does not say its mode, so when time values are
+    added on a guess, one line says so."""
+    mode = args.mode or quality.get("mode")
+    if mode in ("wall", "cpu"):
+        return mode
+    if rate and args.to == "pprof":
+        sys.stderr.write("pysample: %s does not record its mode (no .quality.json beside it): its time "
+                         "values are labelled wall, PYSAMPLE_MODE's default; give --mode cpu for a "
+                         "profile taken with PYSAMPLE_MODE=cpu\n" % printable(args.file))
+    return "wall"
 
 
 def is_binary(fmt):

@@ -1293,15 +1293,39 @@ class PprofTests(TempDirTestCase):
         self.assertEqual(leaves["main"], 0)
 
     def test_rate_adds_cpu_nanoseconds(self):
-        _, prof = self.convert(fixture("basic.txt"), "--rate", "250")
+        _, prof = self.convert(fixture("basic.txt"), "--rate", "250", "--mode", "cpu")
         self.assertEqual(prof["sample_type"], [("samples", "count"), ("cpu", "nanoseconds")])
         self.assertEqual(prof["period_type"], ("cpu", "nanoseconds"))
         self.assertEqual(prof["period"], 4000000)
         self.assertEqual(prof["default_sample_type"], "cpu")
         for _, values, _ in prof["samples"]:
             self.assertEqual(values[1], values[0] * 4000000)
-        _, prof = self.convert(fixture("basic.txt"), "--rate", "250", "--mode", "wall")
-        self.assertEqual(prof["sample_type"][1], ("wall", "nanoseconds"))
+
+    def test_wall_profile_is_labelled_wall(self):
+        """Issue #35: a wall profile came out as `cpu`.  Labelled by the
+        profile's mode: its .quality.json's, else wall (the library's
+        default, said in one line); cpu only for a cpu profile."""
+        src = os.path.join(self.tmp, "prof.txt")
+        shutil.copy(fixture("basic.txt"), src)
+        out_path = os.path.join(self.tmp, "p.pb")
+        code, _, err = pysample("convert", src, "--to", "pprof", "--rate", "100", "-o", out_path)
+        self.assertEqual(code, 0, err)
+        with open(out_path, "rb") as f:
+            prof = decode_pprof(f.read())
+        self.assertEqual(prof["sample_type"], [("samples", "count"), ("wall", "nanoseconds")])
+        self.assertEqual(prof["period_type"], ("wall", "nanoseconds"))
+        self.assertEqual(prof["default_sample_type"], "wall")
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("--mode cpu", err)
+        for mode in ("wall", "cpu"):
+            with open(src + ".quality.json", "w") as f:
+                json.dump({"mode": mode, "requested_rate_hz": 100}, f)
+            code, _, err = pysample("convert", src, "--to", "pprof", "-o", out_path)
+            self.assertEqual((code, err), (0, ""))
+            with open(out_path, "rb") as f:
+                prof = decode_pprof(f.read())
+            self.assertEqual(prof["sample_type"][1], (mode, "nanoseconds"))
+            self.assertEqual(prof["default_sample_type"], mode)
 
     def test_lines_off(self):
         _, prof = self.convert(fixture("nolines.txt"))
