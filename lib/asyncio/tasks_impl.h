@@ -45,6 +45,8 @@ struct ps_aloop {
     uintptr_t loop;
     unsigned long thread;    /* 0: not running */
     uintptr_t running;       /* its current task, or 0 */
+    uintptr_t shown;         /* the task its thread's stack showed running
+                              * (tasks_stacks.c), or 0 */
 };
 
 /* A task's marker text, made once from its name and coroutine: later

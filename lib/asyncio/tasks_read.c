@@ -107,6 +107,7 @@ static void thread_tasks(struct ps_tasks *T, uintptr_t ts, uintptr_t node, unsig
                 T->loops[ix].loop = ts;
                 T->loops[ix].thread = pth;
                 T->loops[ix].running = running;
+                T->loops[ix].shown = 0;
             }
             T->t[T->n].loop_ix = ix;
             T->n++;

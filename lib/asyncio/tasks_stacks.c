@@ -77,6 +77,49 @@ static int awaiters(struct ps_tasks *T, struct ps_symtab *syms, int i,
     return d;
 }
 
+/* Where task i's coroutine frame is in the walk (its outermost
+ * appearance), or -1. */
+static int frame_in_walk(const struct ps_tasks *T, int i, const struct ps_tasks_walk *w)
+{
+    int k = -1;
+    if (i < 0 || T->t[i].coro_frame == 0)
+        return -1;
+    for (int j = 0; j < w->n; j++)
+        if (w->addrs[j] == T->t[i].coro_frame)
+            k = j;
+    return k;
+}
+
+/*
+ * The task of loop l that the walk shows running, and *k, where its
+ * coroutine's frame is in the walk; -1 if none.  The one the table says
+ * is running, else the task of that loop whose coroutine frame is
+ * innermost in the walk: the table was read earlier in the tick, and a
+ * loop that runs short steps (a server's handlers) has often moved on to
+ * another task, or was between two steps, by the time its thread is
+ * walked.  The stack is the truth about what runs now (issue #35: one
+ * running-task sample in five had no marker).
+ */
+static int running_in_walk(const struct ps_tasks *T, int l, const struct ps_tasks_walk *w, int *k)
+{
+    const struct ps_aloop *lp = &T->loops[l];
+    int i = lp->running != 0 ? ps_tasks_find(T, lp->running) : -1;
+    if ((*k = frame_in_walk(T, i, w)) >= 0)
+        return i;
+    int best = -1;
+    *k = -1;
+    for (int j = 0; j < T->n; j++) {
+        if (T->t[j].loop_ix != l)
+            continue;
+        int kj = frame_in_walk(T, j, w);
+        if (kj >= 0 && (best < 0 || kj < *k)) {
+            best = j;
+            *k = kj;
+        }
+    }
+    return best;
+}
+
 int ps_tasks_splice_running(struct ps_tasks *T, struct ps_symtab *syms,
                             unsigned long pthread_id, const struct ps_tasks_walk *w,
                             struct ps_stack_buf *out)
@@ -84,20 +127,15 @@ int ps_tasks_splice_running(struct ps_tasks *T, struct ps_symtab *syms,
     const int n = w->n, max = out->room;
     uint64_t *frames = out->frames;
     for (int l = 0; l < T->nloops; l++) {
-        const struct ps_aloop *lp = &T->loops[l];
-        if (lp->thread != pthread_id || lp->running == 0)
+        struct ps_aloop *lp = &T->loops[l];
+        if (lp->thread != pthread_id)
             continue;
-        int i = ps_tasks_find(T, lp->running);
-        if (i < 0 || T->t[i].coro_frame == 0)
-            continue;
-        int k = -1;
-        for (int j = 0; j < n; j++)
-            if (w->addrs[j] == T->t[i].coro_frame)
-                k = j;
+        int k;
+        int i = running_in_walk(T, l, w, &k);
         /* The loop's frames must be above the coroutine's: a walk that
          * ends at the coroutine was torn (3.11 clears a generator frame's
          * previous as it leaves it) and is not dressed as a task's. */
-        if (k < 0 || k == n - 1)
+        if (i < 0 || k == n - 1)
             continue;
         int d = out->depth;
         if (d + (n - k - 1) > max)
@@ -114,6 +152,7 @@ int ps_tasks_splice_running(struct ps_tasks *T, struct ps_symtab *syms,
         for (int j = k; j >= 0; j--)
             frames[d++] = w->frames[j];
         out->depth = d;
+        lp->shown = T->t[i].addr;
         return 0;
     }
     return -1;
@@ -129,7 +168,9 @@ static int waiting_stack(struct ps_tasks *T, struct ps_symtab *syms, unsigned lo
     if (t->loop_ix < 0 || t->has_child)
         return 0;
     const struct ps_aloop *lp = &T->loops[t->loop_ix];
-    if (lp->thread != pthread_id || lp->running == t->addr)
+    /* The task the thread's stack showed running is counted there; the
+     * one the table said was running, if another, waits by now. */
+    if (lp->thread != pthread_id || t->addr == (lp->shown != 0 ? lp->shown : lp->running))
         return 0;
     int d = awaiters(T, syms, i, out->frames, out->depth, out->room);
     if (d < 0 || d + 1 + (int)t->nfr > out->room)

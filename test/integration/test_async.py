@@ -106,6 +106,22 @@ def test_running_and_waiting_share(ctx):
     check_chains_possible(ctx, p)
 
 
+def test_short_steps_keep_their_marker(ctx):
+    """Forty tasks in steps of 0.05 ms (issue #35: 6 of 28 samples of a
+    running task had no marker).  The tick reads the tasks, and which one
+    runs, before it walks the thread: by then the loop has often gone on
+    to another task's step.  The thread's stack says which task runs:
+    nearly every sample inside a step is under a task's marker."""
+    res, p, _ = run(ctx, "steps", env={"PYSAMPLE_RATE": "500"})
+    inside = [s for s in p.stacks if any(f.name == "step_burn" for f in s.frames)]
+    marked = sum(s.count for s in inside if tasks_of(s))
+    total = sum(s.count for s in inside)
+    ctx.check(total >= 100, "too few samples inside a step: %d" % total, p.dump())
+    ctx.check(marked >= 0.97 * total, "%d of %d samples inside a step have no task marker"
+              % (total - marked, total), p.dump())
+    check_chains_possible(ctx, p)
+
+
 def test_gather_three_named(ctx):
     prog = ctx.program("async_tasks.py")
     res, p, _ = run(ctx, "gather3")

@@ -230,7 +230,25 @@ async def churn():
     return {"done": done}
 
 
-SCENARIOS = {"share": share, "gather3": gather3, "chain": chain, "taskgroup": taskgroup,
+# --- steps: forty tasks in short steps, as a server's handlers run ---
+
+def step_burn():
+    sampled.spin(0.00005)
+
+
+async def stepper(until):
+    while until.more():
+        step_burn()
+        await asyncio.sleep(0)
+
+
+async def steps():
+    until = sampled.Until(0.5, 250)
+    await asyncio.gather(*(asyncio.create_task(stepper(until)) for _ in range(40)))
+    return {}
+
+
+SCENARIOS = {"steps": steps, "share": share, "gather3": gather3, "chain": chain, "taskgroup": taskgroup,
              "agen_with": agen_with, "churn": churn, "shield": shield_scenario,
              "wait_for": wait_for_scenario}
 
