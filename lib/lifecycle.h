@@ -50,15 +50,4 @@ void ps_lifecycle_before_exec(void);
  */
 void ps_lifecycle_self_signal(void);
 
-/*
- * CPython 3.12+ counts the process's threads right after os.fork() by
- * reading /proc/self/stat; the sampler thread steps out for that moment
- * (lib/sampler/forkpause.c).  The fopen() stand-in calls begin before the real fopen
- * of path; if it returns 1, end with the stream (NULL if the open failed).
- * The fclose() stand-in calls closed after the real fclose of f.
- */
-int ps_lifecycle_fopen_begin(const char *path);
-void ps_lifecycle_fopen_end(FILE *f);
-void ps_lifecycle_fclosed(FILE *f);
-
 #endif

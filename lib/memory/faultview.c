@@ -569,7 +569,6 @@ void ps_mem_after_fork(void)
      * in flight at fork time will never finish. */
     ps_mem_read_after_fork();
     memset(chain_slots, 0, sizeof chain_slots);
-    ps_plat_read_after_fork();
 }
 
 void ps_mem_force_mode(enum ps_read_mode m)

@@ -76,7 +76,8 @@ int ps_mem_fault_sigaction(int sig, const struct sigaction *act, struct sigactio
 void ps_mem_yield_fault_handlers(void);
 
 /* In a forked child: forget a read that was in flight in another thread at
- * fork time and give the syscall path its own pipe/file and pid. */
+ * fork time (the syscall path's own pipe/file and pid are
+ * ps_plat_read_after_fork's, the next step of lifecycle.c's table). */
 void ps_mem_after_fork(void);
 
 /*

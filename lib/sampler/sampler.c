@@ -27,10 +27,7 @@
 #include "sampler/loop.h"
 #include "sampler/orphan.h"
 #include "sampler/sampler.h"
-#include "sampler/sessions.h"
 #include "sampler/state.h"
-#include "sampler/stats.h"
-#include "sampler/threadinfo.h"
 #include "sampler/threadsample.h"
 #include "sampler/tick.h"
 #include "settings.h"
@@ -204,22 +201,20 @@ void ps_sampler_resume(int restart)
         ps_sampler_move(PS_SAMPLER_PAUSED, PS_SAMPLER_OFF);
 }
 
-void ps_sampler_prepare_fork(void)
-{
-    ps_threadinfo_prepare_fork();
-}
-
-void ps_sampler_child_after_fork(int stop_sampling)
+int ps_sampler_child_forked(void)
 {
     /* Only the forking thread exists here; the sampler thread does not.
-     * The profile is already empty (ps_profile_child_after_fork). */
+     * Asked before state.c forgets the parent's state (the next steps of
+     * lifecycle.c's table). */
     int was_running = ps_sampler_may_read();
     pthread_mutex_init(&sampler.join_lock, NULL);
-    ps_sampler_state_child_after_fork(stop_sampling);
-    ps_stats_child_after_fork();
-    ps_sampler_loop_child_after_fork();
-    ps_threadsample_child_after_fork();
-    ps_sessions_child_after_fork();
+    return was_running;
+}
+
+void ps_sampler_child_restart(int was_running)
+{
+    /* The profile is already empty (ps_profile_child_after_fork), the
+     * state, counts and sessions the child's own. */
     if (sampler.setup_done && was_running)
         ps_sampler_start_thread();
 }

@@ -41,11 +41,10 @@ int ps_sampler_end_bounded(long ms);
 int ps_sampler_pause(void);
 void ps_sampler_resume(int restart);
 
-/* fork(): prepare notes the forking thread (see threadinfo.c); in the child,
- * a sampler thread that ran in the parent runs again, on counters of its
- * own, sampling unless stop_sampling (the parent sampled for a control
- * session, which was the parent's). */
-void ps_sampler_prepare_fork(void);
-void ps_sampler_child_after_fork(int stop_sampling);
+/* fork(), in the child (steps of lifecycle.c's table): forked() says
+ * whether a sampler thread ran in the parent, before the state is reset;
+ * restart() starts one again then, on counters of its own. */
+int ps_sampler_child_forked(void);
+void ps_sampler_child_restart(int was_running);
 
 #endif

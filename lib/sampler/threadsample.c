@@ -330,7 +330,6 @@ void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_
 
 void ps_threadsample_child_after_fork(void)
 {
-    ps_threadinfo_child_after_fork();
     if (sample.py != NULL && ps_settings()->native) {
         ps_native_after_fork();
         ps_native_stats_reset();

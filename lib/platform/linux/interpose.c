@@ -19,13 +19,15 @@
  *              CPython 3.12+ counts the process's threads right after
  *              os.fork() and warns (DeprecationWarning) if there is more
  *              than one; the sampler thread steps out for that moment
- *              (lifecycle.c says how).
+ *              (sampler/forkpause.c says how; only in the process our
+ *              state belongs to, util/owner.h).
  *
  * Each forwards to libc's definition (linux/libc.c).  In a vfork() child
  * (posix_spawn, subprocess), which runs in our memory until it execs or
  * _exits, kill and raise only forward (util/owner.h); the lifecycle
  * decides what the others do there.  Calls go one way: the stand-ins report to the
- * lifecycle (lifecycle.h) and ask fatal.c whether a signal kills us;
+ * lifecycle (lifecycle.h) and the fork pause (forkpause.h) and ask fatal.c
+ * whether a signal kills us;
  * nothing calls back into this file.
  */
 #include <errno.h>
@@ -36,6 +38,7 @@
 #include "lifecycle.h"
 #include "platform/platform.h"
 #include "platform/linux/linux.h"
+#include "sampler/forkpause.h"
 #include "util/owner.h"
 
 #define PS_EXPORT __attribute__((visibility("default")))
@@ -96,15 +99,15 @@ PS_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
     return ps_real_fexecve(fd, argv, envp);
 }
 
-/* ---- the thread count after os.fork() (CPython 3.12+, lifecycle.c) ------- */
+/* ---- the thread count after os.fork() (CPython 3.12+, forkpause.c) ------ */
 
 static FILE *fopen_common(const char *path, const char *mode, int large)
 {
-    if (!ps_lifecycle_fopen_begin(path))
+    if (!ps_owner_here() || !ps_forkpause_fopen_begin(path))
         return ps_real_fopen(path, mode, large);
     FILE *f = ps_real_fopen(path, mode, large);
     int e = errno;
-    ps_lifecycle_fopen_end(f);
+    ps_forkpause_fopen_end(f);
     errno = e;
     return f;
 }
@@ -128,7 +131,8 @@ PS_EXPORT int fclose(FILE *f)
 {
     int rc = ps_real_fclose(f);
     int e = errno;
-    ps_lifecycle_fclosed(f);
+    if (ps_owner_here())
+        ps_forkpause_fclosed(f);
     errno = e;
     return rc;
 }
