@@ -196,8 +196,7 @@ static int arm_wanted(void)
 }
 
 /* PYSAMPLE_OUTPUT: the name proved writable now (a user should learn at
- * start-up that nothing will be written), and the writer told of it.  0,
- * or -EINVAL, said. */
+ * start-up that nothing will be written).  0, or -EINVAL, said. */
 static int prepare_output(void)
 {
     const struct ps_config *cfg = ps_settings_process();
@@ -206,7 +205,6 @@ static int prepare_output(void)
         ps_say("%s; profiling is off", why);
         return -EINVAL;
     }
-    ps_writer_setup(cfg->output);
     return 0;
 }
 

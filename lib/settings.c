@@ -34,6 +34,11 @@ const struct ps_config *ps_settings(void)
 void ps_settings_freeze(void)
 {
     now = process;
+    /* The strings are read from the process's settings only (settings.h):
+     * no session changes them, and a second copy is one to fall behind. */
+    now.output[0] = '\0';
+    now.stats_path[0] = '\0';
+    now.control_dir[0] = '\0';
 }
 
 void ps_settings_no_native(void)

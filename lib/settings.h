@@ -20,7 +20,9 @@ struct ps_config *ps_settings_edit(void);
 /* As the process was configured (a session's overrides left out). */
 const struct ps_config *ps_settings_process(void);
 
-/* What ticks follow now: the process's, with a session's overrides. */
+/* What ticks follow now: the process's, with a session's overrides.  Its
+ * strings are empty: output, stats_path and control_dir are read from
+ * ps_settings_process(), their one copy. */
 const struct ps_config *ps_settings(void);
 
 /* The sampler is being set up: what ticks follow starts as the process's

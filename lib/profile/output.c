@@ -58,9 +58,13 @@
 #include "util/message.h"
 
 #define PS_MAX_CANDIDATES 100
+/* The profile's name in a directory the user named: the one `pysample
+ * record` gives a profile (docs/configuration.md). */
+#define PS_NAME_IN_DIRECTORY "pysample-%p.txt"
 
 static struct {
-    char tmpl[4096];
+    const char *tmpl;           /* the settings' template (settings.h): not a copy */
+    int in_directory;           /* it names a directory (see in_directory) */
     int mode;
     int has_pid;
     long start_time;            /* %t: seconds, when this image started */
@@ -287,11 +291,34 @@ static int insert_before_ext(const char *path, const char *ins, char *out, size_
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
+/* The template names come from, into out: the settings' own, or for a
+ * directory <it>/pysample-%p.txt, made on each use rather than kept. */
+static int resolved(char *out, size_t len)
+{
+    if (output.tmpl == NULL)
+        return -EINVAL;  /* no ps_output_init: nothing configured */
+    size_t n = strlen(output.tmpl);
+    const char *sep = n > 0 && output.tmpl[n - 1] == '/' ? "" : "/";
+    int w = output.in_directory
+                ? snprintf(out, len, "%s%s%s", output.tmpl, sep, PS_NAME_IN_DIRECTORY)
+                : snprintf(out, len, "%s", output.tmpl);
+    return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+/* Whether a parent profiles to the same template (the top of the file);
+ * its own frame, so that the name is off the stack before a write. */
+static void find_lineage(void)
+{
+    char tmpl[4096];
+    if (resolved(tmpl, sizeof tmpl) == 0)
+        output.lineage = ps_parent_profiles_to(tmpl);
+}
+
 /* Candidate k of this process (see the top of the file). */
 static int candidate(unsigned k, char *out, size_t len)
 {
-    char base[4096], ins[64];
-    if (expand(output.tmpl, base, sizeof base) != 0)
+    char tmpl[4096], base[4096], ins[64];
+    if (resolved(tmpl, sizeof tmpl) != 0 || expand(tmpl, base, sizeof base) != 0)
         return -EINVAL;
     if (!output.has_pid)
         k += output.lineage == 1 ? 1 : 0;
@@ -329,10 +356,6 @@ static void note_skipped(const char *path, const struct stat *st, const char *in
            instead);
 }
 
-/* The profile's name in a directory the user named: the one `pysample
- * record` gives a profile (docs/configuration.md). */
-#define PS_NAME_IN_DIRECTORY "pysample-%p.txt"
-
 /* 1 if PYSAMPLE_OUTPUT names a directory (path: its expansion): it ends in
  * '/', or something there is a directory (or a link to one). */
 static int names_directory(const char *tmpl, const char *path)
@@ -345,12 +368,11 @@ static int names_directory(const char *tmpl, const char *path)
 /* The template becomes <directory>/pysample-%p.txt: a file named like the
  * others, that ls shows (writing the directory's own name as a temporary
  * file's base made an invisible "<dir>/.<pid>"). */
-static int in_directory(const char *tmpl, char *why, size_t whylen)
+static int in_directory(const char *tmpl, char *resolved_tmpl, size_t len, char *why,
+                        size_t whylen)
 {
-    size_t n = strlen(tmpl);
-    const char *sep = n > 0 && tmpl[n - 1] == '/' ? "" : "/";
-    int w = snprintf(output.tmpl, sizeof output.tmpl, "%s%s%s", tmpl, sep, PS_NAME_IN_DIRECTORY);
-    if (w < 0 || (size_t)w >= sizeof output.tmpl) {
+    output.in_directory = 1;
+    if (resolved(resolved_tmpl, len) != 0) {
         snprintf(why, whylen, "PYSAMPLE_OUTPUT='%.200s' is a directory, and with the profile's "
                  "name it is too long", tmpl);
         return -1;
@@ -384,9 +406,10 @@ static int not_a_file(const char *path, char *why, size_t whylen)
 
 int ps_output_init(const char *tmpl, int file_mode, char *why, size_t whylen)
 {
-    char path[4096], tmp[4200];
+    char path[4096], tmp[4200], dir_tmpl[4096];
     struct timespec now;
-    snprintf(output.tmpl, sizeof output.tmpl, "%s", tmpl);
+    output.tmpl = tmpl;
+    output.in_directory = 0;
     output.mode = file_mode;
     output.has_pid = ps_template_has_pid(tmpl);
     clock_gettime(CLOCK_REALTIME, &now);
@@ -398,9 +421,9 @@ int ps_output_init(const char *tmpl, int file_mode, char *why, size_t whylen)
         return -1;
     }
     if (names_directory(tmpl, path)) {
-        if (in_directory(tmpl, why, whylen) != 0)
+        if (in_directory(tmpl, dir_tmpl, sizeof dir_tmpl, why, whylen) != 0)
             return -1;
-        expand(output.tmpl, path, sizeof path);
+        expand(dir_tmpl, path, sizeof path);
     }
     if (not_a_file(path, why, whylen))
         return -1;
@@ -479,7 +502,7 @@ static int write_own(ps_output_fill_fn fill, void *ctx, char *written, size_t wr
     int rc;
 
     if (!output.has_pid && output.lineage < 0)
-        output.lineage = ps_parent_profiles_to(output.tmpl);
+        find_lineage();
     if ((rc = candidate(0, path, sizeof path)) != 0)
         return rc;
     /* Every candidate is in the same directory as the first. */

@@ -8,7 +8,9 @@
 #include <stddef.h>
 
 /*
- * Remembers the template, notes when this process started, and checks,
+ * Remembers where the template is (the settings' PYSAMPLE_OUTPUT, which
+ * outlives every write: it is read there, not copied), notes when this
+ * process started, and checks,
  * now rather than at exit, that a file can be created next to the first
  * path it expands to.  A template naming a directory (a trailing '/', or
  * a directory there) means <directory>/pysample-%p.txt.  A name skipped

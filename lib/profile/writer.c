@@ -34,15 +34,9 @@ static struct {
     _Atomic int final_asked;     /* the writing thread is to write the final profile */
     _Atomic unsigned asked;      /* tickets of "now" requests handed out */
     _Atomic unsigned done;       /* the last ticket a finished write covers */
-    char output[4096];           /* the user's template, for messages */
     void (*after)(const char *path);
     struct ps_episode quality_failing;  /* PYSAMPLE_QUALITY's file not written */
 } writer = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-void ps_writer_setup(const char *output)
-{
-    snprintf(writer.output, sizeof writer.output, "%s", output);
-}
 
 unsigned ps_writer_ask(enum ps_write_kind kind)
 {
@@ -86,7 +80,8 @@ void ps_writer_write_now(int say_errors)
     char path[4096];
     if (ps_lock_bounded(&writer.lock, PS_WRITER_WAIT_MS) != 0) {
         if (say_errors)
-            ps_say("cannot write the profile for %s: another write never ended", writer.output);
+            ps_say("cannot write the profile for %s: another write never ended",
+                   ps_settings_process()->output);
         return;
     }
     unsigned covers = atomic_load(&writer.asked);
@@ -100,7 +95,7 @@ void ps_writer_write_now(int say_errors)
     if (rc == -ENOMEM)
         ps_say("out of memory while writing the profile");
     else if (rc != 0 && say_errors)
-        ps_say("cannot write the profile for %s: %s", writer.output, strerror(-rc));
+        ps_say("cannot write the profile for %s: %s", ps_settings_process()->output, strerror(-rc));
 }
 
 void ps_writer_after_write(void (*fn)(const char *path))

@@ -25,9 +25,6 @@ enum ps_write_kind {
     PS_WRITE_FINAL,  /* the last one of this process */
 };
 
-/* output is the user's template, for messages. */
-void ps_writer_setup(const char *output);
-
 /*
  * Records a request (async-signal-safe) and returns its ticket for
  * ps_writer_covered().  The writing thread serves it with ps_writer_serve().

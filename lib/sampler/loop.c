@@ -87,7 +87,7 @@ static void flush_if_due(uint64_t now)
 static void schedule_flushes(void)
 {
     const struct ps_config *cfg = ps_settings();
-    if (cfg->flush_interval_s > 0 && cfg->output[0] && loop.next_flush == 0)
+    if (cfg->flush_interval_s > 0 && ps_settings_process()->output[0] && loop.next_flush == 0)
         loop.next_flush = ps_now_ns() + (uint64_t)cfg->flush_interval_s * 1000000000ull;
 }
 
@@ -257,7 +257,7 @@ static void wait_for_interpreter(const struct ps_python *py)
 static void idle_a_while(void)
 {
     uint64_t now = ps_now_ns();
-    int forever = ps_sampler_armed() && ps_settings()->output[0] == '\0' &&
+    int forever = ps_sampler_armed() && ps_settings_process()->output[0] == '\0' &&
                   !ps_orphan_watching(now);
     uint64_t until = now + 100000000ull;
     if (ps_orphan_next_check() > now && ps_orphan_next_check() < until)

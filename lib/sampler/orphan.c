@@ -78,7 +78,7 @@ void ps_orphan_check(uint64_t now)
      * refused, the exit is not this thread's to make. */
     if (ps_sampler_move(ps_sampler_state(), PS_SAMPLER_EXITING) != 0)
         return;
-    if (ps_settings()->output[0]) {
+    if (ps_settings_process()->output[0]) {
         ps_writer_ask(PS_WRITE_FINAL);
         ps_writer_serve();
     }

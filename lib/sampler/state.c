@@ -271,14 +271,15 @@ void ps_sampler_stats(struct ps_stats *out)
 
 int ps_sampler_stats_wanted(void)
 {
-    return ps_settings()->stats_path[0] != '\0';
+    return ps_settings_process()->stats_path[0] != '\0';
 }
 
 void ps_sampler_write_stats(void)
 {
     const struct ps_config *cfg = ps_settings();
-    if (cfg->stats_path[0])
-        ps_stats_write(cfg->stats_path, atomic_load(&st.rate_hz), cfg->native, cfg->file_mode);
+    const char *path = ps_settings_process()->stats_path;
+    if (path[0])
+        ps_stats_write(path, atomic_load(&st.rate_hz), cfg->native, cfg->file_mode);
 }
 
 void ps_sampler_quality(struct ps_quality *q, const char *how, const struct ps_stats *base,

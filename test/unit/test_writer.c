@@ -69,7 +69,6 @@ int main(void)
     snprintf(tmpl, sizeof tmpl, "%s/out.txt", dir);
     CHECK_EQ_INT(ps_output_init(tmpl, 0600, why, sizeof why), 0);
     CHECK_EQ_INT(ps_profile_setup(100), 0);
-    ps_writer_setup(tmpl);
     add_sample("before_first");
 
     /* Tickets count up; none is covered before a write. */
