@@ -40,6 +40,7 @@
 
 #include "util/bsearch.h"
 #include "platform/stacks.h"
+#include "platform/linux/linux.h"
 
 #define PS_SYM_BUDGET (256u << 20)
 #define PS_OBJS_MAX 4096
@@ -422,7 +423,8 @@ static void parse_syms(struct ps_obj *o, const uint8_t *map, size_t size)
 static size_t vdso_image(const uint8_t **map)
 {
     uintptr_t eh = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
-    FILE *f = eh != 0 ? fopen("/proc/self/maps", "re") : NULL;
+    /* The C library's fopen, not our stand-in (find_mapping in image.c). */
+    FILE *f = eh != 0 ? ps_real_fopen("/proc/self/maps", "re", 0) : NULL;
     if (f == NULL)
         return 0;
     char line[512];
@@ -433,7 +435,7 @@ static size_t vdso_image(const uint8_t **map)
             lo == eh && hi > lo)
             size = hi - lo;
     }
-    fclose(f);
+    ps_real_fclose(f);
     *map = (const uint8_t *)eh;
     return size;
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "platform/platform.h"
+#include "platform/linux/linux.h"
 
 #define MAX_SECTIONS 512
 
@@ -80,7 +81,9 @@ static int start_of(FILE *f, const char *path, uintptr_t *start)
 static int find_mapping(const char *path, uintptr_t inside, char *file, size_t filelen,
                         uintptr_t *start)
 {
-    FILE *f = fopen("/proc/self/maps", "re");
+    /* The C library's fopen, not our stand-in (interpose.c): the stand-in
+     * is the program's way into the fork pause, which our reads are not. */
+    FILE *f = ps_real_fopen("/proc/self/maps", "re", 0);
     int found = -1;
     if (f == NULL)
         return -1;
@@ -94,7 +97,7 @@ static int find_mapping(const char *path, uintptr_t inside, char *file, size_t f
         strcpy(file, path);
         found = start_of(f, path, start);
     }
-    fclose(f);
+    ps_real_fclose(f);
     return found;
 }
 
