@@ -53,7 +53,7 @@
 #include "sampler/sampler.h"
 #include "sampler/state.h"
 #include "python/threadstates.h"
-#include "profile/writer.h"
+#include "sampler/writer.h"
 
 /* How long a thread that asked for a write waits for it: enough for a very
  * large profile on a slow disk, short next to the 30 s a Kubernetes pod

@@ -12,7 +12,7 @@
  * a symbol (ps_profile_reset below).
  *
  * The data path runs one way: the sampler's tick (tick.c) locks the
- * profile for a tick and adds stacks to it; the writer (writer.c) and the
+ * profile for a tick and adds stacks to it; the writer (sampler/writer.c) and the
  * API (api.c) render it.  Nothing here calls back up.
  */
 #ifndef PS_PROFILE_H

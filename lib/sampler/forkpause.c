@@ -39,7 +39,7 @@
 #include <string.h>
 
 #include "platform/platform.h"
-#include "profile/writer.h"
+#include "sampler/writer.h"
 #include "sampler/forkpause.h"
 #include "sampler/sampler.h"
 #include "sampler/state.h"

@@ -16,7 +16,7 @@
 #include "control/control.h"
 #include "memory/memread.h"
 #include "platform/platform.h"
-#include "profile/writer.h"
+#include "sampler/writer.h"
 #include "sampler/budget.h"
 #include "sampler/loop.h"
 #include "sampler/orphan.h"

@@ -21,7 +21,7 @@
 
 #include "control/control.h"
 #include "platform/platform.h"
-#include "profile/writer.h"
+#include "sampler/writer.h"
 #include "sampler/orphan.h"
 #include "sampler/state.h"
 #include "settings.h"

@@ -1,5 +1,5 @@
 /*
- * Unit test: the writer's tickets (lib/profile/writer.c).  A "now" request
+ * Unit test: the writer's tickets (lib/sampler/writer.c).  A "now" request
  * takes the next ticket; a write covers the tickets asked before it began
  * rendering.  So a request made while a write is in flight (here: from
  * the after-write hook, which runs before that write is done) is not
@@ -14,7 +14,7 @@
 #include "check.h"
 #include "profile/output.h"
 #include "profile/profile.h"
-#include "profile/writer.h"
+#include "sampler/writer.h"
 
 static unsigned in_flight_ticket;
 static int in_flight_covered = -1;

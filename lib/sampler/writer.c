@@ -14,14 +14,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util/message.h"
 #include "profile/output.h"
 #include "profile/profile.h"
-#include "profile/writer.h"
 #include "sampler/quality.h"
 #include "sampler/state.h"
+#include "sampler/writer.h"
 #include "settings.h"
 #include "util/lock.h"
+#include "util/message.h"
 
 /* One write waits for another this long at most (a very large profile on
  * a slow disk); longer, and the writer holding the lock is a thread that a
