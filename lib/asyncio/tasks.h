@@ -23,7 +23,7 @@
 #include "python/codecache.h"
 #include "python/runtime.h"
 #include "profile/stacktab.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 
 /* Tasks looked at per tick; the rest are counted on one marker stack and
  * the next tick starts where this one stopped. */

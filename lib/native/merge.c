@@ -39,7 +39,7 @@
 
 #include "util/counters.h"
 #include "native/native.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 
 #define PS_PCCACHE 8192   /* power of two */
 

@@ -23,7 +23,7 @@
 
 #include "python/codecache.h"
 #include "profile/stacktab.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 #include "profile/timeline.h"
 
 struct ps_profile {

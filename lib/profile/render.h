@@ -10,7 +10,7 @@
 
 #include "profile/escape.h"
 #include "profile/stacktab.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 
 /*
  * Renders the stacks of t, whose ids are symbols of syms, as collapsed

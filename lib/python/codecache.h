@@ -9,7 +9,7 @@
 
 #include "python/linetable.h"
 #include "python/runtime.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 
 /*
  * A code object's roles: what a feature needs to recognise in a walk (the

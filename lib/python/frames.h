@@ -8,7 +8,7 @@
 
 #include "python/codecache.h"
 #include "python/runtime.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 
 /* Errors a walk reports (the sampler counts them). */
 enum { PS_WALK_UNREADABLE = -1, PS_WALK_INCONSISTENT = -2 };

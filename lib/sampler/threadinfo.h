@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "python/runtime.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 
 struct ps_thread_info;
 

@@ -34,7 +34,7 @@
 #include "profile/output.h"
 #include "profile/render.h"
 #include "profile/stacktab.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 #include "profile/timeline.h"
 #include "util/arena.h"
 

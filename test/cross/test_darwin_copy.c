@@ -54,7 +54,7 @@
 #include "memory/memread.h"
 #include "native/native.h"
 #include "platform/platform.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 
 /* Which thread state the fake Mach layer serves: scripts/cross-macos builds
  * this file twice, with -DPS_DARWIN_ARM64=1 and 0, each with the matching

@@ -19,7 +19,7 @@
 #include "memory/memread.h"
 #include "profile/render.h"
 #include "profile/stacktab.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 
 /* The fake objects.  Offsets in the layout below are offsetof these. */
 struct fake_str {

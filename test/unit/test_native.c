@@ -32,7 +32,7 @@
 #include "check.h"
 #include "memory/memread.h"
 #include "native/native.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 
 #include "fake_memory.h"
 

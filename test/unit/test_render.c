@@ -7,7 +7,7 @@
 #include "check.h"
 #include "profile/render.h"
 #include "profile/stacktab.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 
 #define FULL ps_frame(PS_SYM_STACKS_FULL, PS_LINE_NONE)
 

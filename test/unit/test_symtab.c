@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 
 static void check_sym(const struct ps_symtab *s, uint32_t id, enum ps_sym_kind kind,
                       const char *name, const char *file)

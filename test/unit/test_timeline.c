@@ -9,7 +9,7 @@
 #include "check.h"
 #include "profile/render.h"
 #include "profile/stacktab.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 #include "profile/timeline.h"
 #include "util/arena.h"
 

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "util/grow.h"
-#include "profile/symtab.h"
+#include "util/symtab.h"
 
 struct strkey {
     uint32_t off, len;
