@@ -321,6 +321,46 @@ def group_native_addresses(profile, resolve=None):
     return profile
 
 
+_TASK_MARKER_RE = re.compile(r'^\[task (.*) "([^"]*)"\]$')
+_AUTO_TASK_NAME_RE = re.compile(r"^Task-\d+$")
+
+
+def merge_task_names(profile, keep="auto"):
+    """The asyncio task markers as the commands show them (docs/format.md,
+    asyncio tasks).  The library writes each task's name and coroutine,
+    `[task Task-135 "handle"]`; a server's tasks are each named anew by
+    asyncio (Task-1, Task-2 ...), so a flame graph split into one sliver
+    per request (issue #35: ~80).  keep "auto": asyncio's own Task-N names
+    are dropped, `[task "handle"]`, one box per coroutine; names the
+    program gave are kept.  "none": every task by its coroutine only.
+    "all": every name kept, as in the file.  Identical stacks are added
+    up.  Returns the profile."""
+    if keep == "all":
+        return profile
+    merged = collections.OrderedDict()
+    renamed = {}
+    for thread, frames, count in profile.stacks:
+        out = []
+        for frame in frames:
+            if frame.kind == KIND_MARKER and frame.name.startswith("[task "):
+                new = renamed.get(frame.name)
+                if new is None:
+                    new = renamed[frame.name] = _task_by_coroutine(frame, keep)
+                frame = new
+            out.append(frame)
+        key = (thread, tuple(out))
+        merged[key] = merged.get(key, 0) + count
+    profile.stacks = [(thread, frames, count) for (thread, frames), count in merged.items()]
+    return profile
+
+
+def _task_by_coroutine(frame, keep):
+    m = _TASK_MARKER_RE.match(frame.name)
+    if m is None or (keep == "auto" and not _AUTO_TASK_NAME_RE.match(m.group(1))):
+        return frame
+    return Frame(KIND_MARKER, '[task "%s"]' % m.group(2), None, None)
+
+
 def _native_group(frame, resolve):
     m = _NATIVE_ADDR_RE.match(frame.name)
     if resolve is not None and m and not frame.file.startswith("["):

@@ -94,20 +94,30 @@ def choose_format(fmt, output):
 
 
 def addresses(parser):
-    """--addresses: args.addresses; without it the commands merge native
-    frames without a symbol per object (collapsed.group_native_addresses)."""
+    """How the commands that show stacks (all that call grouped) merge
+    frames.  --addresses: args.addresses; without it the commands merge
+    native frames without a symbol per object
+    (collapsed.group_native_addresses).  --task-names: args.task_names,
+    which asyncio task names stay in the task markers
+    (collapsed.merge_task_names)."""
     parser.add_argument("--addresses", action="store_true",
                         help="keep native frames without a symbol apart by address (lib.so+0x1234) "
                              "instead of one [lib.so] per object")
+    parser.add_argument("--task-names", choices=("auto", "all", "none"), default="auto",
+                        help="asyncio task markers: auto merges the tasks asyncio named itself "
+                             "(Task-135) by coroutine, [task \"handle\"], and keeps the names the "
+                             "program gave (default); all keeps every name; none merges every task "
+                             "by its coroutine")
 
 
 def grouped(profile, args, resolve=None):
     """The profile as the commands show it: the samples --thread and
-    --active keep (filters.py), then native addresses merged (by symbol with
-    resolve, else per object) unless --addresses."""
-    from .collapsed import group_native_addresses
+    --active keep (filters.py), asyncio tasks merged as --task-names says,
+    then native addresses merged (by symbol with resolve, else per object)
+    unless --addresses."""
+    from .collapsed import group_native_addresses, merge_task_names
     from .filters import apply
-    profile = apply(profile, args)
+    profile = merge_task_names(apply(profile, args), getattr(args, "task_names", "auto"))
     return profile if getattr(args, "addresses", False) else group_native_addresses(profile, resolve)
 
 

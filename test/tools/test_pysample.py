@@ -621,6 +621,37 @@ class FlamegraphTests(TempDirTestCase):
                            g.find(SVG_NS + "text").text or "", g))
         return result
 
+    def test_asyncio_tasks_merge_by_coroutine(self):
+        """Issue #35: a server's tasks, each named Task-N by asyncio, split
+        the graph into one sliver per request.  By default they are one box
+        per coroutine; a name the program gave stays; --task-names all
+        keeps every name, none merges by coroutine only."""
+        path = os.path.join(self.tmp, "tasks.txt")
+        loop = "thread 7 (MainThread);run_forever (/a/base_events.py:607);Handle._run (/a/events.py:80)"
+        with open(path, "w") as f:
+            for i in range(2, 42):
+                f.write('%s;[task Task-%d "handle"];handle (/srv/app.py:9);query (/srv/db.py:3) %d\n'
+                        % (loop, i, i))
+            f.write('%s;[task ticker "tick"];tick (/srv/app.py:20) 5\n' % loop)
+            f.write('%s;[task Task-7 "Server.serve"];Server.serve (/srv/app.py:30) 3\n' % loop)
+
+        def task_boxes(*args):
+            out, root = self.render(path, *args)
+            found = collections.Counter()
+            for _, label, samples, _, _, _, _, _, _, _ in self.boxes(root, None):
+                if label.startswith("[task "):
+                    found[label] += samples
+            return found
+
+        want = sum(range(2, 42))
+        self.assertEqual(task_boxes(), {'[task "handle"]': want, "[task ticker \"tick\"]": 5,
+                                        '[task "Server.serve"]': 3})
+        self.assertEqual(task_boxes("--task-names", "none"),
+                         {'[task "handle"]': want, '[task "tick"]': 5, '[task "Server.serve"]': 3})
+        every = task_boxes("--task-names", "all")
+        self.assertEqual(len(every), 42)
+        self.assertEqual(every['[task Task-41 "handle"]'], 41)
+
     def test_titles_name_file_line_samples_and_percent(self):
         _, root = self.render(fixture("basic.txt"))
         expected, total = expected_nodes(read_stacks(fixture("basic.txt")))
