@@ -276,9 +276,27 @@ static int blocked_file_ok(void)
     return end != line && *end == ' ' && nr == SYS_read;
 }
 
+/* NULL if the C library's blocking calls can be restarted after our
+ * signal, else why not.  musl (the Linux C library that is not glibc; it
+ * defines no macro of its own) issues them through __syscall_cp_asm, which
+ * moves the call's number into rax from a register the call's arguments
+ * then reuse: fix_eintr could not say which call to issue again, and the
+ * program would see EINTR where it never did (docs/support.md). */
+static const char *libc_native_refused(void)
+{
+#if defined(__GLIBC__)
+    return NULL;
+#else
+    return "native stacks need glibc: musl's blocking calls cannot be restarted "
+           "after the sampler's signal, which the program would see as EINTR";
+#endif
+}
+
 int ps_native_platform_init(char *why, size_t whylen)
 {
     const char *refused = ps_arch_native_refused();
+    if (refused == NULL)
+        refused = libc_native_refused();
     if (refused != NULL) {
         snprintf(why, whylen, "%s", refused);
         return -1;
