@@ -25,6 +25,7 @@ import os
 import socket
 import sys
 import threading
+import time
 
 from . import push, remote, targets
 from .common import PROG, VERSION, ToolError
@@ -55,7 +56,7 @@ EPILOG = ("Who reaches the port sees stacks: only --allow peers (default loopbac
 DEFAULT_LISTEN = "127.0.0.1:7071"
 DEFAULT_SECONDS = 10
 MAX_CONNECTIONS = 64       # connections handled at once; more get 503
-REQUEST_TIMEOUT = 10       # seconds a client may take to send its request or read the answer
+REQUEST_TIMEOUT = 10       # seconds a client may take to send its request, or to read the answer
 
 
 def _listen(text):
@@ -120,6 +121,9 @@ def add_options(parser):
     parser.add_argument("--control-dir", metavar="DIR", action="append", default=[],
                         help="also look for control sockets here (processes started with "
                              "PYSAMPLE_CONTROL_DIR; default: $PYSAMPLE_CONTROL_DIR)")
+    parser.add_argument("--client-timeout", type=float, default=REQUEST_TIMEOUT, metavar="SECONDS",
+                        help="a client must send its whole request within this, and take the answer "
+                             "within this, or be dropped (default: %d)" % REQUEST_TIMEOUT)
     parser.add_argument("--push", metavar="URL",
                         help="send a profile every --every seconds to this Pyroscope server's /ingest")
     parser.add_argument("--every", metavar="SECONDS", default="15",
@@ -149,6 +153,9 @@ class Service(object):
             raise ToolError("--max-seconds takes 1..3600, not %d" % args.max_seconds)
         if args.rate is not None and not 1 <= args.rate <= 100000:
             raise ToolError("--rate takes 1..100000 samples per second, not %d" % args.rate)
+        if not 0.1 <= args.client_timeout <= 300:
+            raise ToolError("--client-timeout takes 0.1..300 seconds, not %g" % args.client_timeout)
+        self.client_timeout = args.client_timeout
         self.max_seconds = args.max_seconds
         self.rate = args.rate
         self.mode = args.mode
@@ -192,6 +199,7 @@ class Service(object):
         finally:
             for t in taken:
                 t.lock.release()
+        over = targets.note_costs(results)
         body, samples = targets.merge(results)
         failed = [r.error for r in results if r.error]
         skipped = len(chosen) - len(taken)
@@ -200,6 +208,8 @@ class Service(object):
             len(results) - len(failed), len(chosen), samples, len(body), len(packed))
         if skipped:
             what += ", %d busy" % skipped
+        if over:
+            what += ", over their CPU budget: pid %s" % ", ".join(str(p) for p in over)
         if failed:
             what += "; failed: " + "; ".join(failed)
         if len(failed) == len(results):
@@ -240,14 +250,85 @@ class Service(object):
         return 409, {}, why, why
 
     def listing(self):
-        """Each target's labels, and whether a scrape holds it now."""
-        return [dict(t.labels, busy=t.lock.locked()) for t in self.registry.discover()]
+        """Each target's labels, whether a scrape holds it now, and what
+        its last scrape cost it (the library's figures: sampler CPU against
+        PYSAMPLE_CPU_BUDGET)."""
+        return [dict(t.labels, busy=t.lock.locked(), **({"last_scrape": t.last} if t.last else {}))
+                for t in self.registry.discover()]
+
+
+class _Late(Exception):
+    """The client did not send its whole request in time (args: bytes got)."""
+
+
+class _DeadlineReader(object):
+    """The request's reader: the request line and the headers must all have
+    come by one deadline, however slowly they trickle in.  http.server's
+    socket timeout is per recv(): a client sending a byte every few seconds
+    (slowloris) held its connection, one of MAX_CONNECTIONS, for ever, and
+    64 such clients got every scraper a 503.  Buffered: at most the line
+    limit http.server asks for (64 kB) plus one recv."""
+
+    def __init__(self, sock, seconds):
+        self.sock = sock
+        self.deadline = time.monotonic() + seconds
+        self.buffer = b""
+        self.got = 0
+
+    def readline(self, limit=-1):
+        while True:
+            end = self.buffer.find(b"\n")
+            if end >= 0 or 0 <= limit <= len(self.buffer):
+                n = end + 1 if end >= 0 else limit
+                n = min(n, limit) if limit >= 0 else n
+                line, self.buffer = self.buffer[:n], self.buffer[n:]
+                return line
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise _Late(self.got)
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(4096)
+            except socket.timeout:
+                raise _Late(self.got)
+            if not data:   # the client closed: what came is the last line
+                line, self.buffer = self.buffer, b""
+                return line
+            self.got += len(data)
+            self.buffer += data
+
+    def close(self):
+        self.buffer = b""
 
 
 class Handler(BaseHTTPRequestHandler):
     server_version = "pysample/" + VERSION
     protocol_version = "HTTP/1.0"
     timeout = REQUEST_TIMEOUT
+
+    def setup(self):
+        self.timeout = self.server.service.client_timeout
+        BaseHTTPRequestHandler.setup(self)
+        self.rfile.close()
+        self.rfile = _DeadlineReader(self.connection, self.timeout)
+
+    def handle_one_request(self):
+        try:
+            BaseHTTPRequestHandler.handle_one_request(self)
+        except _Late as e:
+            self.close_connection = True
+            self._late(e.args[0])
+
+    def _late(self, got):
+        """408 to a client whose request did not come in time, and one line."""
+        why = "request timeout: the request line and headers must come within %g s" % self.timeout
+        try:
+            self.connection.settimeout(1.0)
+            self.connection.sendall(("HTTP/1.0 408 Request Timeout\r\nContent-Type: text/plain\r\n"
+                                     "Connection: close\r\n\r\n%s\n" % why).encode("ascii"))
+        except OSError:
+            pass
+        self.server.service.log("%s: 408 %s (got %d bytes)" % (self.client_address[0], why, got))
 
     def log_message(self, fmt, *args):
         pass  # every request is logged once, by _answer
@@ -258,6 +339,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         service = self.server.service
+        self.connection.settimeout(self.timeout)   # the reader's deadline is over: the answer's own
         peer = self.client_address[0]
         if not service.allowed(peer):
             return self._answer(403, {}, "forbidden: %s is not in --allow" % peer)
@@ -303,7 +385,8 @@ def _index(listing):
     if not listing:
         lines.append("no armed process is visible")
     for labels in listing:
-        lines.append(" ".join("%s=%s" % (k, v) for k, v in sorted(labels.items()) if k != "busy")
+        lines.append(" ".join("%s=%s" % (k, v) for k, v in sorted(labels.items())
+                              if k not in ("busy", "last_scrape"))
                      + (" (being scraped)" if labels.get("busy") else ""))
     return "\n".join(lines)
 

@@ -41,6 +41,7 @@ class Target(object):
         self.pid = pid
         self.labels = labels          # [(key, value)], pid first
         self.lock = threading.Lock()  # one scrape at a time
+        self.last = None              # what its last scrape cost it (note_costs)
 
 
 def _listening(control_dirs):
@@ -178,6 +179,37 @@ def record(targets, seconds, rate=None, mode=None, control_dir=None):
     for t in threads:
         t.join()
     return results
+
+
+def _cost(meta):
+    """What a session cost the process, from the library's own figures
+    (docs/format.md, quality figures): its sampler's CPU as a share of one
+    core over the session, against PYSAMPLE_CPU_BUDGET (0: none)."""
+    duration = remote.meta_number(meta, "duration_s", 0.0, float)
+    cpu = remote.meta_number(meta, "sampler_cpu_s", 0.0, float)
+    budget = remote.meta_number(meta, "budget_pct", 0.0, float)
+    share = 100.0 * cpu / duration if duration > 0 else 0.0
+    return {"duration_s": duration, "sampler_cpu_s": cpu, "sampler_cpu_pct": round(share, 3),
+            "budget_pct": budget, "over_budget": bool(budget) and share > budget * 1.2,
+            "requested_rate_hz": remote.meta_number(meta, "requested_rate_hz", 0),
+            "achieved_rate_hz": remote.meta_number(meta, "achieved_rate_hz", 0.0, float),
+            "rate_now_hz": remote.meta_number(meta, "rate_now_hz", 0),
+            "budget_adjustments": remote.meta_number(meta, "budget_adjustments", 0),
+            "samples": remote.meta_number(meta, "samples", 0)}
+
+
+def note_costs(results):
+    """Keeps each answered target's cost for /targets: the pids whose
+    sampler went over its budget (20 % slack: the budget is kept per window
+    of 200 ms, a session's first window costs more)."""
+    over = []
+    for r in results:
+        if r.reply is None:
+            continue
+        r.target.last = _cost(r.reply.meta)
+        if r.target.last["over_budget"]:
+            over.append(r.target.pid)
+    return over
 
 
 def merge(results, end_ns=None):

@@ -47,6 +47,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from pysample_tool.collapsed import parse_collapsed  # noqa: E402
 from run import free_port  # noqa: E402  (test/servers/run.py, beside this file)
+sys.path.insert(0, os.path.join(ROOT, "test", "tools"))
+import waiting  # noqa: E402  (test/tools/waiting.py: wait_for, shared with test_serve.py)
 
 PYSAMPLE = os.path.join(ROOT, "scripts", "pysample")
 CACHE = os.path.join(os.environ.get("PYSAMPLE_BACKEND_CACHE") or
@@ -105,13 +107,7 @@ def get(url, timeout=30):
 
 
 def wait_for(what, predicate, timeout=GIVE_UP):
-    end = time.time() + timeout
-    while time.time() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError("gave up after %d s waiting for %s" % (timeout, what))
+    return waiting.wait_for(what, predicate, timeout, 0.25)
 
 
 class Run(object):

@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from test_pysample import (BUILD_ROOT, FRONT_END, PYTHON, TempDirTestCase, clean_env,  # noqa: E402
                            decode_pprof, real_library)
+import waiting  # noqa: E402
 
 GIVE_UP = 60   # seconds any wait of these tests may take on a loaded machine
 
@@ -47,13 +48,7 @@ main()
 
 
 def wait_for(what, predicate, timeout=GIVE_UP):
-    end = time.time() + timeout
-    while time.time() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("gave up waiting for " + what)
+    return waiting.wait_for(what, predicate, timeout)
 
 
 class ServeCase(TempDirTestCase):
@@ -264,6 +259,199 @@ class ServeTests(ServeCase):
         self.assertEqual(self.get(base + "/healthz")[0], 200)
 
 
+# A small armed program for the fleet test: mostly asleep (32 of them share
+# 2 loaded cores), a few frames when awake.
+SMALL_APP = """\
+import time
+def hot_function():
+    return sum(range(500))
+end = time.time() + %d
+while time.time() < end:
+    hot_function()
+    time.sleep(0.005)
+""" % (GIVE_UP * 3)
+
+
+class FleetTests(ServeCase):
+    """One serve for many armed processes (issue #38 item 4): every scrape
+    has every pid as its own label, every sampler held its CPU budget (the
+    library's own figures, in /targets), and serve's memory does not grow
+    from one scrape to the next.  PYSAMPLE_TEST_SERVE_FLEET processes
+    (default 32), SECONDS per scrape (default 2; test/bench/bench_fleet.py: 10)."""
+
+    PROCESSES = int(os.environ.get("PYSAMPLE_TEST_SERVE_FLEET") or 32)
+    SECONDS = int(os.environ.get("PYSAMPLE_TEST_SERVE_SECONDS") or 2)
+    SCRAPES = int(os.environ.get("PYSAMPLE_TEST_SERVE_SCRAPES") or 3)
+    BUDGET = 1.0    # PYSAMPLE_CPU_BUDGET, % of one core
+    RATE = 1000     # per scrape: dear enough that the budget, not the rate, bounds the sampler
+
+    def test_one_serve_many_processes_within_budget(self):
+        path = self.write("small.py", SMALL_APP)
+        env = clean_env(PYSAMPLE_SERVICE=self.service, LD_PRELOAD=self.library, PYSAMPLE_ARM="1",
+                        PYSAMPLE_CPU_BUDGET="%g%%" % self.BUDGET)
+        apps = []
+        for _ in range(self.PROCESSES):
+            apps.append(subprocess.Popen([PYTHON, path], cwd=self.tmp, env=env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+            self.procs.append(apps[-1])
+        proc, base = self.start_serve("--rate", str(self.RATE), "--max-seconds", str(max(60, self.SECONDS)))
+        self.wait_armed(base, [a.pid for a in apps])
+        want = set(str(a.pid) for a in apps)
+        rss, cpu, sizes = [], [], []
+        for n in range(self.SCRAPES):
+            ticks = _cpu_ticks(proc.pid)
+            status, headers, body = self.get(base + "/debug/pprof/profile?seconds=%d" % self.SECONDS,
+                                             GIVE_UP + self.SECONDS)
+            self.assertEqual(status, 200, body[:300])
+            cpu.append(_cpu_ticks(proc.pid) - ticks)
+            rss.append(_rss_kb(proc.pid))
+            pprof = gzip.decompress(body)
+            sizes.append((len(body), len(pprof)))
+            profile = decode_pprof(pprof)
+            pids = set(labels["pid"] for _, _, labels in profile["samples"])
+            self.assertEqual(pids, want, "scrape %d: the pids labelled are not the processes" % n)
+        costs = [(t["pid"], t.get("last_scrape")) for t in self.targets(base)]
+        self.assertEqual(sorted(pid for pid, _ in costs), sorted(want))
+        for pid, cost in costs:
+            self.assertTrue(cost, "no cost reported for pid %s" % pid)
+            self.assertEqual(cost["budget_pct"], self.BUDGET, cost)
+            self.assertGreater(cost["samples"], 0, cost)
+            # The library keeps the budget per 200 ms window: 20 % slack
+            # for a session's first, as test_control.py allows.
+            self.assertLessEqual(cost["sampler_cpu_pct"], 1.2 * self.BUDGET, (pid, cost))
+            self.assertFalse(cost["over_budget"], cost)
+        self.assertEqual(self.log_lines("over their CPU budget"), [])
+        # serve holds one scrape's profiles at a time: after the first
+        # scrape (imports, threads' stacks, allocator arenas) it must not
+        # grow by more than one scrape's text again.
+        growth = rss[-1] - rss[0]
+        self.assertLess(growth, 4096, "serve's RSS grew %d kB over %d scrapes: %r" % (growth, self.SCRAPES, rss))
+        for app in apps:
+            self.assertIsNone(app.poll(), "a scraped program ended")
+        shares = sorted(c["sampler_cpu_pct"] for _, c in costs)
+        rates = sorted(c["achieved_rate_hz"] for _, c in costs)
+        tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
+        sys.stderr.write(
+            "\n    fleet: %d processes, %d scrapes of %d s at %d Hz, budget %g%%: sampler CPU %.2f-%.2f%% of one "
+            "core (median %.2f%%), achieved %.0f-%.0f Hz; profile %.1f-%.1f kB gzipped (%.1f-%.1f kB pprof); "
+            "serve CPU %s ms per scrape, RSS %s kB\n" % (
+                self.PROCESSES, self.SCRAPES, self.SECONDS, self.RATE, self.BUDGET, shares[0], shares[-1],
+                shares[len(shares) // 2], rates[0], rates[-1], min(s[0] for s in sizes) / 1e3,
+                max(s[0] for s in sizes) / 1e3, min(s[1] for s in sizes) / 1e3, max(s[1] for s in sizes) / 1e3,
+                "/".join("%.0f" % (c * tick_ms) for c in cpu), "/".join(str(r) for r in rss)))
+
+
+def _read_all(sock, timeout):
+    """What the server sends until it closes, or None if it has not closed
+    within timeout s."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                return data
+            data += chunk
+    except socket.timeout:
+        return None
+    except OSError:
+        return data
+
+
+class ClientTests(ServeCase):
+    """Clients that stall: serve drops them at a deadline with one status
+    and one log line, and answers the others meanwhile."""
+
+    def connect(self, base, first=b""):
+        sock = socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), GIVE_UP)
+        self.addCleanup(sock.close)
+        if first:
+            sock.sendall(first)
+        return sock
+
+    def test_slow_clients_get_408_at_the_deadline(self):
+        _, base = self.start_serve("--client-timeout", "2")
+        silent = self.connect(base)                       # connects, sends nothing
+        half = self.connect(base, b"GET /debug/pprof/pro")  # half a request line, then stalls
+        trickle = self.connect(base, b"G")                # slowloris: a byte every 0.3 s
+        stop = threading.Event()
+
+        def dribble():
+            for byte in b"ET /healthz HTTP/1.0\r\nX-A: " + b"a" * 1000:
+                if stop.wait(0.3):
+                    return
+                try:
+                    trickle.send(bytes([byte]))
+                except OSError:
+                    return
+        thread = threading.Thread(target=dribble)
+        thread.daemon = True
+        thread.start()
+        self.addCleanup(stop.set)
+        # Others are answered while the three hold their connections.
+        self.assertEqual(self.get(base + "/healthz")[:3:2], (200, b"ok\n"))
+        for name, sock in (("silent", silent), ("half", half), ("trickle", trickle)):
+            answer = _read_all(sock, 20)
+            self.assertIsNotNone(answer, "serve kept the %s client's connection open" % name)
+            self.assertTrue(answer.startswith(b"HTTP/1.0 408 "), (name, answer[:100]))
+        stop.set()
+        wait_for("three 408 log lines", lambda: len(self.log_lines(": 408 request timeout")) >= 3)
+        time.sleep(0.2)
+        self.assertEqual(len(self.log_lines(": 408 request timeout")), 3, self.log)
+        self.assertEqual(len([line for line in self.log if "timed out" in line]), 0, self.log)
+
+    def test_a_crowd_of_slow_clients_does_not_lock_scrapers_out(self):
+        """100 slowloris clients: those past serve's 64 connections get 503
+        at once, the others 408 at the deadline; then /healthz is answered
+        again, and serve has not grown."""
+        proc, base = self.start_serve("--client-timeout", "2")
+        self.get(base + "/healthz")
+        before = _rss_kb(proc.pid)
+        crowd = [self.connect(base, b"G") for _ in range(100)]
+        stop = threading.Event()
+
+        def dribble():
+            while not stop.wait(0.3):
+                for sock in crowd:
+                    try:
+                        sock.send(b"E")
+                    except OSError:
+                        pass
+        thread = threading.Thread(target=dribble)
+        thread.daemon = True
+        thread.start()
+        self.addCleanup(stop.set)
+        statuses = []
+        for sock in crowd:
+            answer = _read_all(sock, 20)
+            self.assertIsNotNone(answer, "serve kept a slow client's connection open")
+            statuses.append(answer[:12].decode("ascii", "replace"))
+        stop.set()
+        self.assertEqual(set(statuses), {"HTTP/1.0 408", "HTTP/1.0 503"}, statuses)
+        wait_for("/healthz answered again", lambda: self.get(base + "/healthz")[0] == 200)
+        self.assertLess(_rss_kb(proc.pid) - before, 4096, "serve grew with the slow clients")
+        wait_for("100 log lines", lambda: len(self.log_lines(": 408 request timeout"))
+                 + len(self.log_lines(": 503 too many connections")) == 100)
+
+    def test_a_client_that_never_reads_the_answer(self):
+        app = self.start_app()
+        _, base = self.start_serve("--client-timeout", "2")
+        self.wait_armed(base, [app.pid])
+        stalled = socket.socket()
+        self.addCleanup(stalled.close)
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+        stalled.connect(("127.0.0.1", int(base.rsplit(":", 1)[1])))
+        stalled.sendall(b"GET /debug/pprof/profile?seconds=1&stalled=1 HTTP/1.0\r\n\r\n")
+        wait_for("the stalled client's scrape to hold the target", lambda: self.targets(base)[0]["busy"])
+        wait_for("the target to be free again", lambda: not self.targets(base)[0]["busy"])
+        # The stalled client has not read a byte: the next scrape goes on.
+        status, _, body = self.get(base + "/debug/pprof/profile?seconds=1")
+        self.assertEqual(status, 200, body[:200])
+        wait_for("the stalled scrape's log line", lambda: self.log_lines("stalled=1: "))
+        self.assertEqual(len(self.log_lines("stalled=1: ")), 1, self.log)
+        self.assertIsNone(app.poll())
+
+
 class _Ingest(http.server.BaseHTTPRequestHandler):
     """A stand-in for Pyroscope's /ingest: keeps what it gets, or (stall)
     reads the request and never answers."""
@@ -349,6 +537,13 @@ class PushTests(ServeCase):
         wait_for("more dropped profiles", lambda: len(self.log_lines("dropped the oldest profile")) >= dropped + 4)
         self.assertLess(_rss_kb(proc.pid) - before, 2048)
         self.assertLessEqual(len(server.got), len(self.log_lines("this profile is lost")) + 1)
+
+
+def _cpu_ticks(pid):
+    """utime + stime of a process, in clock ticks."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
 
 
 def _rss_kb(pid):
