@@ -20,7 +20,6 @@
 #include "sampler/state.h"
 #include "sampler/stats.h"
 #include "sampler/threadinfo.h"
-#include "sampler/threadsample.h"
 #include "sampler/writer.h"
 #include "util/owner.h"
 
@@ -89,7 +88,7 @@ static const struct {
     { ps_stats_child_after_fork, NULL },
     { ps_sampler_loop_child_after_fork, NULL },
     { ps_threadinfo_child_after_fork, NULL },
-    { ps_threadsample_child_after_fork, NULL },
+    { ps_sampler_child_native, NULL },
     { ps_sessions_child_after_fork, NULL },
     { NULL, child_restart },
 };

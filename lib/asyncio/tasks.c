@@ -45,7 +45,7 @@ struct ps_tasks *ps_tasks_new(const struct ps_python *py)
     struct ps_tasks *T = calloc(1, sizeof *T);
     if (T == NULL)
         return NULL;
-    T->py = *py;
+    T->py = py;
     T->A = A;
     T->t = calloc(PS_TASKS_MAX, sizeof *T->t);
     T->refs = calloc(PS_TASKS_MAX, sizeof *T->refs);
@@ -108,14 +108,14 @@ static int collect_sets(struct ps_tasks *T)
     int nk;
     if (T->eager_set != 0) {
         uint64_t c = 0;
-        nk = ps_set_keys(&T->py, T->eager_set, T->keys, T->limit, &c, &used);
+        nk = ps_set_keys(T->py, T->eager_set, T->keys, T->limit, &c, &used);
         if (nk > 0) {
             ps_tasks_add(T, T->keys, nk, 0);
             total += used;
             seen += nk;
         }
     }
-    nk = ps_set_keys(&T->py, T->all_set, T->keys, T->limit - T->n, &T->cursor, &used);
+    nk = ps_set_keys(T->py, T->all_set, T->keys, T->limit - T->n, &T->cursor, &used);
     if (nk < 0)
         return -1;
     total += used;

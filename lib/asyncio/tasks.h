@@ -38,8 +38,9 @@ struct ps_tasks;
 /* 1 if a code object named name in file is asyncio's TaskGroup.__aexit__. */
 int ps_is_taskgroup_exit(const char *name, const char *file);
 
-/* Allocates the state.  NULL (with a note on stderr) if tasks cannot be
- * attributed on this interpreter; profiling goes on without them. */
+/* Allocates the state for py, which must outlive it (the sampler's
+ * context.h).  NULL (with a note on stderr) if tasks cannot be attributed
+ * on this interpreter; profiling goes on without them. */
 struct ps_tasks *ps_tasks_new(const struct ps_python *py);
 
 /* Forgets the last snapshot (a tick that takes none sees no tasks). */

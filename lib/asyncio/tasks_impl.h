@@ -59,7 +59,7 @@ struct mark {
 enum ps_asyncio_state { PS_ASYNCIO_LOOKING = 0, PS_ASYNCIO_FOUND, PS_ASYNCIO_GAVE_UP };
 
 struct ps_tasks {
-    struct ps_python py;
+    const struct ps_python *py;  /* the sampler's (context.h): it outlives this */
     struct ps_async_layout A;
     enum ps_asyncio_state state;
     uint64_t next_search, search_every;

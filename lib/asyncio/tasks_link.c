@@ -75,7 +75,7 @@ static void link_child(struct ps_tasks *T, int parent, uintptr_t child)
  * the children of a gather (nested gathers followed depth levels down). */
 static void link_future(struct ps_tasks *T, int i, uintptr_t fut, int depth)
 {
-    const struct ps_python *py = &T->py;
+    const struct ps_python *py = T->py;
     uintptr_t items[64], v;
     if (!ps_obj_ok(fut))
         return;
@@ -94,7 +94,7 @@ static void link_future(struct ps_tasks *T, int i, uintptr_t fut, int depth)
 
 static void link_children(struct ps_tasks *T, int i)
 {
-    const struct ps_python *py = &T->py;
+    const struct ps_python *py = T->py;
     struct ps_task *t = &T->t[i];
     uintptr_t items[64], v;
 
@@ -132,7 +132,7 @@ static void link_children(struct ps_tasks *T, int i)
 static int tuple_items(const struct ps_tasks *T, uintptr_t tup, uintptr_t *items, int max)
 {
     int64_t size;
-    if (T->py.tuple_type == 0 || ps_obj_type(&T->py, tup) != T->py.tuple_type ||
+    if (T->py->tuple_type == 0 || ps_obj_type(T->py, tup) != T->py->tuple_type ||
         ps_read(&size, tup + T->A.tuple_items - 8, sizeof size) != 0 || size < 0)
         return -1;
     int n = size < max ? (int)size : max;
@@ -145,7 +145,7 @@ static int tuple_items(const struct ps_tasks *T, uintptr_t tup, uintptr_t *items
  * function's closure cell contents, or a functools.partial's args. */
 static int callback_refs(const struct ps_tasks *T, uintptr_t cb, uintptr_t *refs, int max)
 {
-    const struct ps_python *py = &T->py;
+    const struct ps_python *py = T->py;
     uintptr_t type = ps_obj_type(py, cb), tup;
     if (type == 0)
         return 0;
@@ -176,7 +176,7 @@ static int index_waiters(struct ps_tasks *T)
     for (int i = 0; i < T->n; i++) {
         const struct ps_task *t = &T->t[i];
         if (ps_task_on_running_loop(T, t) && ps_obj_ok(t->waiter) &&
-            ps_obj_type(&T->py, t->waiter) == T->future_type) {
+            ps_obj_type(T->py, t->waiter) == T->future_type) {
             T->wrefs[T->nw].addr = t->waiter;
             T->wrefs[T->nw].ix = i;
             T->nw++;
@@ -195,7 +195,7 @@ static int callbacks_of(const struct ps_tasks *T, const struct ps_task *t, uintp
     if (ps_obj_ok(t->cb0))
         cbs[nc++] = t->cb0;
     if (ps_obj_ok(t->cbs)) {
-        int n = ps_list_items(&T->py, t->cbs, items, CB_MAX - nc);
+        int n = ps_list_items(T->py, t->cbs, items, CB_MAX - nc);
         for (int k = 0; k < n; k++) {
             uintptr_t pair[2];
             if (tuple_items(T, items[k], pair, 2) == 2 && ps_obj_ok(pair[0]))
@@ -258,7 +258,7 @@ static void link_awaited_by(struct ps_tasks *T, int i)
     if (t->awaited_by_is_set) {
         uint64_t cursor = 0;
         int64_t used;
-        n = ps_set_keys(&T->py, t->awaited_by, items, 8, &cursor, &used);
+        n = ps_set_keys(T->py, t->awaited_by, items, 8, &cursor, &used);
     } else {
         items[0] = t->awaited_by;
         n = 1;

@@ -34,7 +34,7 @@ enum akind { K_OTHER = 0, K_CORO, K_GEN, K_AGEN, K_ASEND, K_WRAPPER };
 
 int ps_tasks_is_task_type(const struct ps_tasks *T, uintptr_t type)
 {
-    return type != 0 && (type == T->task_type || ps_type_derives(&T->py, type, T->task_type));
+    return type != 0 && (type == T->task_type || ps_type_derives(T->py, type, T->task_type));
 }
 
 /* Reads the task at addr into *t; 0, or -1 if it is not a pending task. */
@@ -43,7 +43,7 @@ static int read_task(struct ps_tasks *T, uintptr_t addr, struct ps_task *t)
     const struct ps_async_layout *A = &T->A;
     uint8_t snap[256];
     int32_t state;
-    if (A->task_read > sizeof snap || !ps_tasks_is_task_type(T, ps_obj_type(&T->py, addr)) ||
+    if (A->task_read > sizeof snap || !ps_tasks_is_task_type(T, ps_obj_type(T->py, addr)) ||
         ps_read(snap, addr, A->task_read) != 0)
         return -1;
     memcpy(&state, snap + A->fut_state, sizeof state);
@@ -77,8 +77,8 @@ void ps_tasks_add(struct ps_tasks *T, const uintptr_t *keys, int nk, int weak)
     for (int i = 0; i < nk && T->n < T->limit; i++) {
         uintptr_t addr = keys[i];
         if (weak) {
-            if (ps_obj_type(&T->py, addr) != T->py.weakref_type ||
-                ps_read_ptr(addr + T->A.wr_object, &addr) != 0 || addr == T->py.none)
+            if (ps_obj_type(T->py, addr) != T->py->weakref_type ||
+                ps_read_ptr(addr + T->A.wr_object, &addr) != 0 || addr == T->py->none)
                 continue;
         }
         if (read_task(T, addr, &T->t[T->n]) == 0)
@@ -121,7 +121,7 @@ static void thread_tasks(struct ps_tasks *T, uintptr_t ts, uintptr_t node, unsig
  * interpreter's list) are not running anywhere and are left out. */
 void ps_tasks_collect_lists(struct ps_tasks *T, uintptr_t interp)
 {
-    const struct ps_python *py = &T->py;
+    const struct ps_python *py = T->py;
     const struct ps_async_layout *A = &T->A;
     uintptr_t ts;
     int budget = LIST_LINKS_PER_TASK * T->limit;   /* links followed, torn lists included */
@@ -160,7 +160,7 @@ static int loop_index(struct ps_tasks *T, uintptr_t loop)
     l->loop = loop;
     /* _thread_id is None while the loop is not running: its tasks wait
      * for nothing we could attribute, and are left out. */
-    if (ps_attr_get(&T->py, loop, "_thread_id", &v) == 0 && ps_long_value(&T->py, v, &id) == 0)
+    if (ps_attr_get(T->py, loop, "_thread_id", &v) == 0 && ps_long_value(T->py, v, &id) == 0)
         l->thread = (unsigned long)id;
     return T->nloops++;
 }
@@ -178,14 +178,14 @@ void ps_tasks_find_loops(struct ps_tasks *T)
 {
     for (int i = 0; i < T->n; i++)
         T->t[i].loop_ix = loop_index(T, T->t[i].loop);
-    ps_dict_each(&T->py, T->current, 64, current_each, T);
+    ps_dict_each(T->py, T->current, 64, current_each, T);
 }
 
 /* --- coroutine chains ------------------------------------------------------ */
 
 static int kind_of(struct ps_tasks *T, uintptr_t type)
 {
-    const struct ps_python *py = &T->py;
+    const struct ps_python *py = T->py;
     if (type == 0)
         return K_OTHER;
     if (type == py->coro_type)
@@ -225,7 +225,7 @@ static int yf_below_stackptr(struct ps_tasks *T, uintptr_t frame, uintptr_t *yf)
     if (sp <= frame || sp - frame > (1u << 20) || (sp & 7) ||
         ps_read_ptr(sp - 8 * (uintptr_t)A->yf_depth, &ref) != 0)
         return 0;
-    *yf = ref & ~T->py.L.code_tag_mask;  /* tag bits off */
+    *yf = ref & ~T->py->L.code_tag_mask;  /* tag bits off */
     return 0;
 }
 
@@ -319,7 +319,7 @@ static int coro_chain(struct ps_tasks *T, struct ps_codecache *cc, struct ps_sym
                       int lines, uintptr_t coro, uint64_t *out, int max, uintptr_t *first,
                       uintptr_t *tg)
 {
-    const struct ps_python *py = &T->py;
+    const struct ps_python *py = T->py;
     uintptr_t obj = coro;
     int n = 0;
 

@@ -46,9 +46,9 @@
 static int64_t modules_entries(const struct ps_tasks *T, uintptr_t interp)
 {
     uintptr_t modules;
-    if (ps_read_ptr(interp + T->py.L.is_modules, &modules) != 0)
+    if (ps_read_ptr(interp + T->py->L.is_modules, &modules) != 0)
         return -1;
-    return ps_dict_entries(&T->py, modules);
+    return ps_dict_entries(T->py, modules);
 }
 
 int ps_tasks_modules_grew(struct ps_tasks *T, uintptr_t interp, uint64_t now)
@@ -65,7 +65,7 @@ int ps_tasks_modules_grew(struct ps_tasks *T, uintptr_t interp, uint64_t now)
 
 static int module_dict(const struct ps_tasks *T, uintptr_t mod, uintptr_t *dict)
 {
-    const struct ps_python *py = &T->py;
+    const struct ps_python *py = T->py;
     return ps_type_named(py, ps_obj_type(py, mod), "module") &&
                    ps_read_ptr(mod + T->A.md_dict, dict) == 0 && ps_obj_type(py, *dict) == py->dict_type
                ? 0
@@ -85,7 +85,7 @@ static uintptr_t weakset_data(const struct ps_python *py, uintptr_t ws)
  * is.  0, or -1. */
 static int read_debug_table(const struct ps_tasks *T, uintptr_t mod_dict, uint64_t v[13])
 {
-    const struct ps_python *py = &T->py;
+    const struct ps_python *py = T->py;
     char file[4096];
     const char *path = NULL;
     uintptr_t f, addr;
@@ -124,7 +124,7 @@ static int debug_table(struct ps_tasks *T, uintptr_t mod_dict)
     struct ps_async_layout *A = &T->A;
     uint64_t tsize = v[0], name = v[1], awaited = v[2], is_task = v[3], is_set = v[4],
              coro = v[5], node = v[6], ts_size = v[9], running = v[11], head = v[12];
-    uint32_t h = ps_ob_head(&T->py.L);   /* FutureObj_HEAD: 10 pointers, then awaited_by */
+    uint32_t h = ps_ob_head(&T->py->L);   /* FutureObj_HEAD: 10 pointers, then awaited_by */
     if (tsize < 64 || tsize > 1024 || name + 8 > tsize || node + 16 > tsize ||
         awaited != h + 10 * 8 || is_task != awaited + 12 || is_set != is_task + 1 ||
         coro != name - 8 || node != name + 16 || ts_size < 256 || ts_size > (1u << 20) ||
@@ -165,7 +165,7 @@ static void schedule_search(struct ps_tasks *T, uint64_t now)
  * or asyncio without its accelerator: then said, once for good). */
 static int asyncio_dict(struct ps_tasks *T, uintptr_t interp, uintptr_t *d)
 {
-    const struct ps_python *py = &T->py;
+    const struct ps_python *py = T->py;
     uintptr_t modules, mod;
     T->modules_seen = -1;
     if (ps_read_ptr(interp + py->L.is_modules, &modules) != 0 ||
@@ -187,7 +187,7 @@ static int asyncio_dict(struct ps_tasks *T, uintptr_t interp, uintptr_t *d)
  * be of.  0, or -1. */
 static int task_types(struct ps_tasks *T, uintptr_t d)
 {
-    const struct ps_python *py = &T->py;
+    const struct ps_python *py = T->py;
     uintptr_t v;
     if (ps_dict_get(py, d, "Task", &v) != 0 || !ps_type_named(py, v, "_asyncio.Task"))
         return -1;
@@ -202,7 +202,7 @@ static int task_types(struct ps_tasks *T, uintptr_t d)
  * or -1. */
 static int task_registries(struct ps_tasks *T, uintptr_t d)
 {
-    const struct ps_python *py = &T->py;
+    const struct ps_python *py = T->py;
     uintptr_t v;
     if (ps_dict_get(py, d, "_current_tasks", &v) != 0 || ps_obj_type(py, v) != py->dict_type)
         return -1;

@@ -33,15 +33,16 @@ static uint32_t task_marker(struct ps_tasks *T, struct ps_symtab *syms, const st
     /* A name or coroutine that does not read as one is a task changing
      * under us (being set up, or freed): no marker, and the task is left
      * out of this sample rather than shown under a made-up name. */
-    if (ps_obj_type(&T->py, t->name) == T->py.str_type &&
-        ps_str_read(&T->py.L, t->name, name, sizeof name) >= 0)
+    if (ps_obj_type(T->py, t->name) == T->py->str_type &&
+        ps_str_read(&T->py->L, t->name, name, sizeof name) >= 0)
         ;
-    else if (ps_long_value(&T->py, t->name, &num) == 0)
+    else if (ps_long_value(T->py, t->name, &num) == 0)
         snprintf(name, sizeof name, "Task-%llu", (unsigned long long)num);  /* 3.12+: lazy */
     else
         return PS_ID_NONE;
     if (ps_read_ptr(t->coro + T->A.gi_qualname, &q) != 0 ||
-        ps_obj_type(&T->py, q) != T->py.str_type || ps_str_read(&T->py.L, q, coro, sizeof coro) < 0)
+        ps_obj_type(T->py, q) != T->py->str_type ||
+        ps_str_read(&T->py->L, q, coro, sizeof coro) < 0)
         return PS_ID_NONE;
     snprintf(m->text, sizeof m->text, "[task %s \"%s\"]", name, coro);
     m->task = t->addr;

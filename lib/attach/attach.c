@@ -211,14 +211,14 @@ static void find_tid_offset(pid_t pid, const struct ps_python *py)
         }
 }
 
-static void setup_walk(pid_t pid, const struct ps_python *py, int rate_hz)
+static void setup_walk(pid_t pid, struct ps_sampler_ctx *ctx, int rate_hz)
 {
     settings(rate_hz);
     if (ps_profile_setup((size_t)ps_settings()->max_stacks) != 0 ||
-        ps_threadsample_setup(py) != 0 || ps_tick_setup(py) != 0)
+        ps_threadsample_setup(ctx) != 0 || ps_tick_setup(ctx) != 0)
         refuse("out of memory");
     ps_threadinfo_target(pid);
-    find_tid_offset(pid, py);
+    find_tid_offset(pid, &ctx->py);
 }
 
 /* The meta frame: the quality figures over the ticks so far. */
@@ -248,12 +248,12 @@ static void send_data(void)
     free(data);
 }
 
-static void do_dump(pid_t pid, const struct ps_python *py)
+static void do_dump(pid_t pid, struct ps_sampler_ctx *ctx)
 {
     uint64_t start = ps_now_ns();
-    if (ps_python_ready(py))
-        ps_tick(1, 0, 1);
-    send_meta(py, "outside dump (process_vm_readv)", 0, start);
+    if (ps_python_ready(&ctx->py))
+        ps_tick(ctx, 1, 0, 1);
+    send_meta(&ctx->py, "outside dump (process_vm_readv)", 0, start);
     send_data();
     frame("ok", "", 0);
     (void)pid;
@@ -270,9 +270,10 @@ static void sleep_until(uint64_t deadline)
  * target is gone), a meta and data frame every interval_ms (0: at the
  * end only).  Ticks the machine was too busy for are skipped, never
  * caught up in a burst, as the sampler's schedule does. */
-static void do_record(pid_t pid, const struct ps_python *py, int rate_hz, long duration_ms,
+static void do_record(pid_t pid, struct ps_sampler_ctx *ctx, int rate_hz, long duration_ms,
                       long interval_ms)
 {
+    const struct ps_python *py = &ctx->py;
     const char *how = "outside record (process_vm_readv)";
     uint64_t period = 1000000000u / (unsigned)rate_hz, start = ps_now_ns();
     uint64_t end = start + (uint64_t)duration_ms * 1000000u, next = start;
@@ -283,7 +284,7 @@ static void do_record(pid_t pid, const struct ps_python *py, int rate_hz, long d
         uint64_t now = ps_now_ns();
         if (now >= end || (kill(pid, 0) != 0 && errno == ESRCH))
             break;
-        if (ps_python_ready(py) && ps_tick(0, period, 1) != 0)
+        if (ps_python_ready(py) && ps_tick(ctx, 0, period, 1) != 0)
             break;  /* the runtime is finalizing: nothing more to read */
         if (now >= show) {
             send_meta(py, how, rate_hz, start);
@@ -324,7 +325,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     struct ps_target t;
-    struct ps_python py;
+    struct ps_sampler_ctx ctx = { 0 };  /* the walk's context (sampler/context.h) */
     if (argc < 3 || (strcmp(argv[1], "dump") != 0 && strcmp(argv[1], "record") != 0))
         usage();
     int record = strcmp(argv[1], "record") == 0;
@@ -337,12 +338,12 @@ int main(int argc, char **argv)
     int rate = record ? (int)number(argv[3], 1, MAX_RATE_HZ, "RATE_HZ") : 0;
     long duration = record ? number(argv[4], 1, MAX_DURATION_MS, "DURATION_MS") : 0;
     long interval = argc == 6 ? number(argv[5], 0, MAX_DURATION_MS, "INTERVAL_MS") : 0;
-    open_target(pid, &t, &py);
-    setup_walk(pid, &py, record ? rate : 1);
+    open_target(pid, &t, &ctx.py);
+    setup_walk(pid, &ctx, record ? rate : 1);
     if (record)
-        do_record(pid, &py, rate, duration, interval);
+        do_record(pid, &ctx, rate, duration, interval);
     else
-        do_dump(pid, &py);
+        do_dump(pid, &ctx);
     ps_target_close(&t);
     return 0;
 }

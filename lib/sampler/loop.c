@@ -41,7 +41,7 @@ static struct {
  * waited out the rest of a 100 ms wait before it looked (orphan.c).  A
  * tick's wait does not: a tick before its time would be an extra sample.
  */
-static void wait_armed(uint64_t deadline)
+static void wait_armed(struct ps_sampler_ctx *ctx, uint64_t deadline)
 {
     int was = ps_sampler_active();
     while (!ps_sampler_stop_asked() && !ps_sampler_write_requested() &&
@@ -49,16 +49,16 @@ static void wait_armed(uint64_t deadline)
            !((deadline == UINT64_MAX || !was) && ps_orphan_news())) {
         uint64_t moment = ps_sessions_deadline();
         ps_control_wait(moment < deadline ? moment : deadline);
-        ps_sessions_serve();
+        ps_sessions_serve(ctx);
     }
 }
 
 /* Sleeps until deadline (monotonic ns; UINT64_MAX: none) or until asked
  * to stop or to write, or (armed) until sampling is switched on or off. */
-static void wait_until(uint64_t deadline)
+static void wait_until(struct ps_sampler_ctx *ctx, uint64_t deadline)
 {
     if (ps_sampler_armed())
-        wait_armed(deadline);
+        wait_armed(ctx, deadline);
     else
         ps_sampler_nap(deadline);
 }
@@ -152,7 +152,7 @@ static void schedule_next(struct schedule *sc, uint64_t woke, uint64_t now)
 /* One tick for the latest deadline that has passed, timed for
  * PYSAMPLE_STATS: how late it is for that deadline, how long its work
  * took.  Sets *woke; returns when it ended. */
-static uint64_t timed_tick(struct schedule *sc, uint64_t *woke)
+static uint64_t timed_tick(struct ps_sampler_ctx *ctx, struct schedule *sc, uint64_t *woke)
 {
     int timed = ps_sampler_stats_wanted();
     uint64_t skipped = sc->grid.skipped;
@@ -161,7 +161,7 @@ static uint64_t timed_tick(struct schedule *sc, uint64_t *woke)
     count_skipped(sc, skipped);
     if (timed)
         ps_stats_late(late);
-    ps_sampler_tick(0);
+    ps_sampler_tick(ctx, 0);
     uint64_t now = ps_now_ns();
     if (timed)
         ps_stats_tick_took(now - *woke);
@@ -194,7 +194,7 @@ static int keep_sampling(void)
  * finalizes or the thread is asked to stop.  The rate is read each tick,
  * so a change (a control session, the CPU budget) takes effect at once.
  */
-static void sample_for_a_while(void)
+static void sample_for_a_while(struct ps_sampler_ctx *ctx)
 {
     uint64_t began = ps_now_ns();
     double share = run_begin(began);
@@ -203,11 +203,11 @@ static void sample_for_a_while(void)
     uint64_t cpu_at = began;
 
     while (keep_sampling()) {
-        wait_until(sc.grid.next);
+        wait_until(ctx, sc.grid.next);
         if (ps_sampler_stop_asked() || !ps_sampler_active())
             break;
         uint64_t woke;
-        uint64_t now = timed_tick(&sc, &woke);
+        uint64_t now = timed_tick(ctx, &sc, &woke);
         if (share > 0)
             apply_budget(now);
         schedule_next(&sc, woke, now);
@@ -233,11 +233,12 @@ static void sample_for_a_while(void)
  * them), then less and less often, up to 10 times a second, for a
  * libpython that was loaded long before its Py_Initialize (uWSGI) or is
  * never initialised at all.  Writes are served meanwhile. */
-static void wait_for_interpreter(const struct ps_python *py)
+static void wait_for_interpreter(struct ps_sampler_ctx *ctx)
 {
     uint64_t nap = 1000000, waiting_since = ps_now_ns();
-    while (!ps_sampler_stop_asked() && !ps_python_ready(py) && !ps_python_finalizing(py)) {
-        wait_until(ps_now_ns() + nap);
+    while (!ps_sampler_stop_asked() && !ps_python_ready(&ctx->py) &&
+           !ps_python_finalizing(&ctx->py)) {
+        wait_until(ctx, ps_now_ns() + nap);
         if (ps_now_ns() - waiting_since > 200000000ull && nap < 100000000ull)
             nap *= 2;
         serve_writes();
@@ -254,7 +255,7 @@ static void wait_for_interpreter(const struct ps_python *py)
  * waking us: no timeout here (control.c's wait checks its descriptors
  * every 2 s, and that is all an idle armed process wakes for).
  */
-static void idle_a_while(void)
+static void idle_a_while(struct ps_sampler_ctx *ctx)
 {
     uint64_t now = ps_now_ns();
     int forever = ps_sampler_armed() && ps_settings_process()->output[0] == '\0' &&
@@ -262,7 +263,7 @@ static void idle_a_while(void)
     uint64_t until = now + 100000000ull;
     if (ps_orphan_next_check() > now && ps_orphan_next_check() < until)
         until = ps_orphan_next_check();
-    wait_until(forever ? UINT64_MAX : until);
+    wait_until(ctx, forever ? UINT64_MAX : until);
     serve_writes();
     ps_orphan_check(ps_now_ns());
 }
@@ -277,23 +278,23 @@ static int become(enum ps_sampler_state to)
     return s == to ? 0 : ps_sampler_move(s, to);
 }
 
-void ps_sampler_loop(const struct ps_python *py)
+void ps_sampler_loop(struct ps_sampler_ctx *ctx)
 {
-    wait_for_interpreter(py);
+    wait_for_interpreter(ctx);
     ps_mem_enable_direct();
     ps_sampler_move(PS_SAMPLER_WAITING, PS_SAMPLER_IDLE);
     schedule_flushes();
     while (!ps_sampler_stop_asked()) {
         int finished = ps_sampler_state() == PS_SAMPLER_FINISHED;
         if (!finished && ps_sampler_active() && become(PS_SAMPLER_SAMPLING) == 0) {
-            sample_for_a_while();
+            sample_for_a_while(ctx);
             continue;
         }
         /* Not asked to sample, finished, or (none is expected) a refused
          * move: idles rather than spins. */
         if (!finished)
             become(PS_SAMPLER_IDLE);
-        idle_a_while();
+        idle_a_while(ctx);
     }
     ps_sampler_write_stats();
 }

@@ -6,11 +6,12 @@
 #ifndef PS_SAMPLER_LOOP_H
 #define PS_SAMPLER_LOOP_H
 
-#include "python/runtime.h"
+#include "sampler/context.h"
 
 /* The thread's work, on the sampler thread, until it is asked to stop:
- * py is the interpreter whose initialisation it waits for. */
-void ps_sampler_loop(const struct ps_python *py);
+ * ctx (context.h) is its context, ctx->py the interpreter whose
+ * initialisation it waits for. */
+void ps_sampler_loop(struct ps_sampler_ctx *ctx);
 
 /* A fork child: the periodic flush is scheduled anew at its start. */
 void ps_sampler_loop_child_after_fork(void);

@@ -34,9 +34,9 @@
 #include "util/message.h"
 
 static struct {
-    /* The interpreter, for the sampler's life: tick.c and threadsample.c
-     * read it through the pointer given at set-up. */
-    struct ps_python py;
+    /* The thread's context (context.h): the interpreter and what the
+     * tick keeps between ticks, passed down its calls. */
+    struct ps_sampler_ctx ctx;
     int setup_done;
 
     pthread_mutex_t join_lock;  /* one thread joins the sampler thread */
@@ -58,11 +58,11 @@ int ps_sampler_setup(const struct ps_python *py)
 {
     ps_settings_freeze();
     const struct ps_config *cfg = ps_settings();
-    sampler.py = *py;
-    ps_sampler_state_setup(&sampler.py, cfg->rate_hz);
+    sampler.ctx.py = *py;
+    ps_sampler_state_setup(py, cfg->rate_hz);
     if (ps_profile_setup((size_t)cfg->max_stacks) != 0 ||
-        ps_threadsample_setup(&sampler.py) != 0 ||
-        ps_tick_setup(&sampler.py) != 0)
+        ps_threadsample_setup(&sampler.ctx) != 0 ||
+        ps_tick_setup(&sampler.ctx) != 0)
         return -1;
     if (cfg->timeline)
         ps_profile_setup_timeline((size_t)cfg->timeline_max, cfg->rate_hz);
@@ -91,7 +91,7 @@ static void *sampler_main(void *arg)
     (void)arg;
     block_signals();
     ps_thread_precise_timers();
-    ps_sampler_loop(&sampler.py);
+    ps_sampler_loop(&sampler.ctx);
     /* From WAITING, SAMPLING, IDLE or FINISHED: the loop's last state. */
     ps_sampler_move(ps_sampler_state(), PS_SAMPLER_ENDED);
     return NULL;
@@ -209,6 +209,16 @@ int ps_sampler_child_forked(void)
     int was_running = ps_sampler_may_read();
     pthread_mutex_init(&sampler.join_lock, NULL);
     return was_running;
+}
+
+void ps_sampler_child_native(void)
+{
+    /* Native capture starts afresh: only the forking thread exists, and
+     * it was not held. */
+    if (sampler.setup_done && ps_settings()->native) {
+        ps_native_after_fork();
+        ps_native_stats_reset();
+    }
 }
 
 void ps_sampler_child_restart(int was_running)

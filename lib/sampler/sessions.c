@@ -213,7 +213,7 @@ static int added(const char *before, size_t blen, const char *after, size_t alen
 }
 
 /* dump beside a session: the stacks one tick of every thread adds to it. */
-static void dump_beside(int conn, const struct ps_ctl_request *r)
+static void dump_beside(struct ps_sampler_ctx *ctx, int conn, const struct ps_ctl_request *r)
 {
     if ((r->cpu >= 0 && r->cpu != s.cpu) || (r->native >= 0 && r->native != s.native) ||
         (r->async_tasks >= 0 && r->async_tasks != s.async_tasks)) {
@@ -230,7 +230,7 @@ static void dump_beside(int conn, const struct ps_ctl_request *r)
         ps_control_finish(conn, "err", "out of memory");
         return;
     }
-    ps_sampler_tick_all();
+    ps_sampler_tick_all(ctx);
     int rc = ps_profile_render(&after, &alen);
     if (rc == 0) {
         rc = added(before, blen, after, alen, &diff, &dlen);
@@ -248,11 +248,11 @@ static void dump_beside(int conn, const struct ps_ctl_request *r)
     free(diff);
 }
 
-static void dump(int conn, const struct ps_ctl_request *r)
+static void dump(struct ps_sampler_ctx *ctx, int conn, const struct ps_ctl_request *r)
 {
     const char *why = cannot_tick();
     if (why == NULL && s.ses != SES_NONE) {
-        dump_beside(conn, r);
+        dump_beside(ctx, conn, r);
         return;
     }
     if (why == NULL && ps_sampler_sampling())
@@ -269,7 +269,7 @@ static void dump(int conn, const struct ps_ctl_request *r)
         struct ps_stats base;
         ps_sampler_stats(&base);
         uint64_t t0 = ps_now_ns();
-        ps_sampler_tick_all();
+        ps_sampler_tick_all(ctx);
         struct ps_quality q;
         quality_now(&q, "armed dump", &base, t0, 0);
         q.mode = "wall";
@@ -311,7 +311,7 @@ static void stop(int conn)
     ps_control_finish(conn, "err", why);
 }
 
-static void request(int conn, const struct ps_ctl_request *r)
+static void request(struct ps_sampler_ctx *ctx, int conn, const struct ps_ctl_request *r)
 {
     const char *no;
     char why[200];
@@ -320,7 +320,7 @@ static void request(int conn, const struct ps_ctl_request *r)
         status(conn);
         return;
     case PS_CTL_DUMP:
-        dump(conn, r);
+        dump(ctx, conn, r);
         return;
     case PS_CTL_RECORD:
     case PS_CTL_TOP:
@@ -374,12 +374,12 @@ uint64_t ps_sessions_deadline(void)
     return s.ses == SES_RECORD ? s.end : s.ses == SES_TOP ? s.next : UINT64_MAX;
 }
 
-void ps_sessions_serve(void)
+void ps_sessions_serve(struct ps_sampler_ctx *ctx)
 {
     struct ps_ctl_cmd cmd;
     while (ps_control_next(&cmd)) {
         if (cmd.kind == PS_CTL_CMD_REQUEST)
-            request(cmd.conn, &cmd.req);
+            request(ctx, cmd.conn, &cmd.req);
         else if (s.ses != SES_NONE && cmd.conn == s.conn)
             end_session(-1);  /* its client went away */
     }

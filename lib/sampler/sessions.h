@@ -9,8 +9,11 @@
 
 #include <stdint.h>
 
-/* Answers the queued commands and the session's moments that are due. */
-void ps_sessions_serve(void);
+struct ps_sampler_ctx;  /* context.h */
+
+/* Answers the queued commands and the session's moments that are due, on
+ * the sampler thread of ctx (a dump ticks it). */
+void ps_sessions_serve(struct ps_sampler_ctx *ctx);
 
 /* The session's next moment (monotonic ns; UINT64_MAX: none). */
 uint64_t ps_sessions_deadline(void);

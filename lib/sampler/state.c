@@ -31,7 +31,8 @@
 #include "util/statem.h"
 
 static struct {
-    const struct ps_python *py; /* sampler.c's */
+    unsigned hexversion;        /* the interpreter's, for the quality figures */
+    int free_threaded;          /* (the interpreter itself: context.h) */
     _Atomic int state;          /* enum ps_sampler_state, moved by ps_sampler_move */
 
     _Atomic int active;         /* asked to sample (armed: only in a session) */
@@ -53,7 +54,8 @@ static void wake_init(void)
 
 void ps_sampler_state_setup(const struct ps_python *py, int rate_hz)
 {
-    st.py = py;
+    st.hexversion = py->L.hexversion;
+    st.free_threaded = py->L.free_threaded;
     atomic_store(&st.rate_hz, rate_hz);
     atomic_store(&st.requested_hz, rate_hz);
     wake_init();
@@ -241,17 +243,17 @@ void ps_sampler_set_rate_now(int rate_hz)
  * whatever the rate ticks are at now (the CPU budget's), so that counts
  * are CPU time / the period the profile's readers assume
  * (docs/format.md). */
-void ps_sampler_tick(int all)
+void ps_sampler_tick(struct ps_sampler_ctx *ctx, int all)
 {
     int hz = atomic_load(&st.requested_hz);
     uint64_t period = 1000000000ull / (uint64_t)(hz > 0 ? hz : PS_DEFAULT_RATE);
-    if (ps_tick(all, period, st.run) != 0)
+    if (ps_tick(ctx, all, period, st.run) != 0)
         ps_sampler_move(ps_sampler_state(), PS_SAMPLER_FINISHED);  /* from SAMPLING or IDLE */
 }
 
-void ps_sampler_tick_all(void)
+void ps_sampler_tick_all(struct ps_sampler_ctx *ctx)
 {
-    ps_sampler_tick(1);
+    ps_sampler_tick(ctx, 1);
 }
 
 void ps_sampler_run_begins(void)
@@ -288,10 +290,8 @@ void ps_sampler_quality(struct ps_quality *q, const char *how, const struct ps_s
     memset(q, 0, sizeof *q);
     q->how = how;
     q->mode = ps_settings()->mode == PS_MODE_CPU ? "cpu" : "wall";
-    if (st.py != NULL) {
-        q->hexversion = st.py->L.hexversion;
-        q->free_threaded = st.py->L.free_threaded;
-    }
+    q->hexversion = st.hexversion;
+    q->free_threaded = st.free_threaded;
     q->requested_hz = rate;
     ps_quality_between(q, base, now, duration_ns);
 }

@@ -64,8 +64,8 @@ enum ps_sampler_state {
 };
 #define PS_SAMPLER_STATES (PS_SAMPLER_EXITING + 1)
 
-/* Set-up (sampler.c): the interpreter (sampler.c's: it outlives the
- * sampler) and the rate asked for at start. */
+/* Set-up (sampler.c): what the quality figures name of the interpreter
+ * (its version, whether free-threaded) and the rate asked for at start. */
 void ps_sampler_state_setup(const struct ps_python *py, int rate_hz);
 /* Armed mode is on (PYSAMPLE_ARM, set up and kept: control.c holds it):
  * waits are control.c's poll. */
@@ -130,15 +130,17 @@ void ps_sampler_set_rate_now(int rate_hz);
 void ps_sampler_wake(void);
 void ps_sampler_nap(uint64_t deadline);
 
-/* One tick (tick.c) of the sampled threads, or all of them: the runtime
+struct ps_sampler_ctx;  /* context.h */
+
+/* One tick (tick.c) of ctx's sampled threads, or all of them: the runtime
  * finalizing makes the thread FINISHED.  A run is one stretch of
  * SAMPLING: ps_sampler_run_begins() counts them (weight.h needs to know
  * when a new one begins). */
-void ps_sampler_tick(int all);
+void ps_sampler_tick(struct ps_sampler_ctx *ctx, int all);
 void ps_sampler_run_begins(void);
 /* One tick of every thread whatever PYSAMPLE_MODE says (`pysample dump`):
  * on the sampler thread only. */
-void ps_sampler_tick_all(void);
+void ps_sampler_tick_all(struct ps_sampler_ctx *ctx);
 
 /* The sampler's counts (stats.c) with its rates and budget. */
 void ps_sampler_stats(struct ps_stats *st);

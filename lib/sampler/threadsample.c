@@ -28,18 +28,6 @@
 
 #define PS_WALK_TRIES 3
 
-static struct {
-    const struct ps_python *py;   /* sampler.c's */
-    uint64_t *scratch;          /* the walk's frames, innermost first */
-    uint64_t *rooted;           /* the stack counted: room frames, and [gc] */
-    int room;                   /* how deep a stack in rooted may be (stack_room) */
-    uintptr_t *addrs;           /* the frames' addresses (asyncio tasks) */
-    /* native stacks (PYSAMPLE_NATIVE, native.h) */
-    uint8_t *entry;             /* per scratch frame: first of its eval call */
-    struct ps_pyframe *pyframes;
-    uintptr_t pcs[PS_NATIVE_MAX];
-} sample;
-
 /*
  * How deep a stack may be in rooted, [gc] aside: the root frames (the
  * interpreter, the truncation marker) and the walk's max_depth frames;
@@ -59,28 +47,28 @@ static int stack_room(const struct ps_config *cfg)
     return room;
 }
 
-int ps_threadsample_setup(const struct ps_python *py)
+int ps_threadsample_setup(struct ps_sampler_ctx *ctx)
 {
     const struct ps_config *cfg = ps_settings();
+    struct ps_sample_bufs *b = &ctx->buf;
     /* The walk reports max_depth frames at most; two more spare. */
     size_t frames = (size_t)cfg->max_depth + 2;
-    sample.py = py;
     ps_threadinfo_setup();
-    sample.room = stack_room(cfg);
-    sample.scratch = malloc(frames * sizeof *sample.scratch);
+    b->room = stack_room(cfg);
+    b->scratch = malloc(frames * sizeof *b->scratch);
     /* one more: the [gc] frame on top of a full stack */
-    sample.rooted = malloc(((size_t)sample.room + 1) * sizeof *sample.rooted);
-    if (sample.scratch == NULL || sample.rooted == NULL)
+    b->rooted = malloc(((size_t)b->room + 1) * sizeof *b->rooted);
+    if (b->scratch == NULL || b->rooted == NULL)
         return -1;
     if (cfg->async_tasks) {
-        sample.addrs = malloc(frames * sizeof *sample.addrs);
-        if (sample.addrs == NULL)
+        b->addrs = malloc(frames * sizeof *b->addrs);
+        if (b->addrs == NULL)
             return -1;
     }
     if (cfg->native) {
-        sample.entry = calloc(frames, 1);
-        sample.pyframes = malloc(frames * sizeof *sample.pyframes);
-        if (sample.entry == NULL || sample.pyframes == NULL)
+        b->entry = calloc(frames, 1);
+        b->pyframes = malloc(frames * sizeof *b->pyframes);
+        if (b->entry == NULL || b->pyframes == NULL)
             return -1;
     }
     return 0;
@@ -96,7 +84,7 @@ struct walk {
 
 /* Native stacks: the registers first (a running thread is held in our
  * handler from here to hold_end), unwound at once. */
-static void native_take(long tid, struct walk *w)
+static void native_take(struct ps_sample_bufs *b, long tid, struct walk *w)
 {
     struct ps_regs regs;
     w->npcs = 0;
@@ -108,7 +96,7 @@ static void native_take(long tid, struct walk *w)
      * frames, the rest is [native: truncated]. */
     int most = ps_mem_mode() == PS_READ_DIRECT ? PS_NATIVE_MAX : PS_NATIVE_MAX_SLOW;
     if (w->cap >= 0)
-        w->npcs = ps_unwind(&regs, sample.pcs, most, &w->stop);
+        w->npcs = ps_unwind(&regs, b->pcs, most, &w->stop);
 }
 
 /* Lets a thread native_take held go: 1 if what was read meanwhile is
@@ -120,12 +108,13 @@ static int hold_end(const struct walk *w)
 
 /* The Python walk from frame into scratch, with the frames' addresses
  * (asyncio) and entry marks (native) where those are kept. */
-static void python_walk(struct ps_profile *p, uintptr_t frame, struct ps_walk_res *res)
+static void python_walk(struct ps_tick_ctx *t, uintptr_t frame, struct ps_walk_res *res)
 {
-    ps_walk(&(struct ps_walk_req){ .py = sample.py, .cc = &p->cc, .syms = &p->syms,
+    const struct ps_sample_bufs *b = &t->sampler->buf;
+    ps_walk(&(struct ps_walk_req){ .py = &t->sampler->py, .cc = &t->p->cc, .syms = &t->p->syms,
                                    .lines = ps_settings()->lines, .frame = frame,
-                                   .max = ps_settings()->max_depth, .out = sample.scratch,
-                                   .addrs = sample.addrs, .entry = sample.entry },
+                                   .max = ps_settings()->max_depth, .out = b->scratch,
+                                   .addrs = b->addrs, .entry = b->entry },
             res);
 }
 
@@ -134,34 +123,35 @@ static void python_walk(struct ps_profile *p, uintptr_t frame, struct ps_walk_re
  * (walked, or nothing more to try), 0 to try again.  w keeps the last
  * walk that worked when a later try cannot read the thread any more.
  */
-static int walk_try(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, long tid, int tries,
+static int walk_try(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, long tid, int tries,
                     struct walk *w)
 {
+    const struct ps_python *py = &t->sampler->py;
     uintptr_t frame;
     ps_framecopy_end();
     /* Native stacks: the thread state is read again after the registers,
      * so that the Python walk describes the same moment. */
     if (ps_settings()->native)
-        native_take(tid, w);
+        native_take(&t->sampler->buf, tid, w);
     /* A failed walk means the thread moved on under us: start again
      * from a fresh copy of its thread state. */
-    if ((tries > 0 || w->cap >= 0) && ps_read(ts, tsp, sample.py->L.ts_read) != 0) {
+    if ((tries > 0 || w->cap >= 0) && ps_read(ts, tsp, py->L.ts_read) != 0) {
         hold_end(w);
         return 1;
     }
     /* macOS: suspend the thread, copy its state and frame chain,
      * resume it; the walk below reads that copy (framecopy.h).  Linux
      * walks the running thread: nothing happens here. */
-    if (ps_framecopy_begin(sample.py, tid, tsp, ts, ps_settings()->max_depth) != 0) {
+    if (ps_framecopy_begin(py, tid, tsp, ts, ps_settings()->max_depth) != 0) {
         hold_end(w);
         return 1;
     }
-    if (ps_thread_top_frame(sample.py, ts, &frame) != 0) {
+    if (ps_thread_top_frame(py, ts, &frame) != 0) {
         hold_end(w);
         w->py = (struct ps_walk_res){ .error = PS_WALK_UNREADABLE };
         return 0;
     }
-    python_walk(p, frame, &w->py);
+    python_walk(t, frame, &w->py);
     w->native_ok = hold_end(w);
     if (w->py.error != 0)
         return 0;
@@ -176,12 +166,12 @@ static int walk_try(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, long tid, 
  * tries again from a fresh copy of the thread state when the walk is
  * torn, and (native) takes and unwinds its registers around each try.
  */
-static void walk_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, long tid,
+static void walk_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, long tid,
                         struct walk *w)
 {
     *w = (struct walk){ .cap = PS_CAPTURE_FAILED };
     for (int tries = 0; tries < PS_WALK_TRIES; tries++)
-        if (walk_try(p, tsp, ts, tid, tries, w))
+        if (walk_try(t, tsp, ts, tid, tries, w))
             break;
     ps_framecopy_end();
 }
@@ -190,30 +180,32 @@ static void walk_thread(struct ps_profile *p, uintptr_t tsp, uint8_t *ts, long t
  * marker for a cut stack, so that it is never silent.  Returns the depth. */
 static int root_frames(const struct ps_tick_ctx *t, const struct walk *w)
 {
+    uint64_t *rooted = t->sampler->buf.rooted;
     int d = 0;
     if (t->interp_func != PS_ID_NONE)
-        sample.rooted[d++] = ps_frame(t->interp_func, PS_LINE_NONE);
+        rooted[d++] = ps_frame(t->interp_func, PS_LINE_NONE);
     if (w->py.truncated) {
         ps_count(PS_COUNT_TRUNCATED, 1);
-        sample.rooted[d++] = ps_frame(PS_SYM_TRUNCATED, PS_LINE_NONE);
+        rooted[d++] = ps_frame(PS_SYM_TRUNCATED, PS_LINE_NONE);
     }
     return d;
 }
 
 /* The native frames, with the Python ones in place of the evaluation
  * loop's (merge.c), after rooted[0..d).  Returns the new depth. */
-static int native_frames(struct ps_symtab *syms, const struct walk *w, int d)
+static int native_frames(struct ps_tick_ctx *t, const struct walk *w, int d)
 {
+    struct ps_sample_bufs *b = &t->sampler->buf;
     for (int i = 0; i < w->py.n; i++) {
-        sample.pyframes[i].frame = sample.scratch[i];
-        sample.pyframes[i].entry = sample.entry[i];
+        b->pyframes[i].frame = b->scratch[i];
+        b->pyframes[i].entry = b->entry[i];
     }
     return d + ps_native_merge(&(struct ps_native_merge_req){
-                   .syms = syms, .mode = (enum ps_native_mode)ps_settings()->native,
-                   .py = sample.pyframes, .npy = w->py.n,
-                   .pcs = sample.pcs, .npcs = w->native_ok ? w->npcs : 0, .stop = w->stop,
+                   .syms = &t->p->syms, .mode = (enum ps_native_mode)ps_settings()->native,
+                   .py = b->pyframes, .npy = w->py.n,
+                   .pcs = b->pcs, .npcs = w->native_ok ? w->npcs : 0, .stop = w->stop,
                    .no_native_why = w->cap >= 0 && !w->native_ok ? "[native: unavailable]" : NULL,
-                   .out = sample.rooted + d, .cap = sample.room - d });
+                   .out = b->rooted + d, .cap = b->room - d });
 }
 
 /* The walked frames after rooted[0..d), root first: with the running
@@ -222,16 +214,17 @@ static int native_frames(struct ps_symtab *syms, const struct walk *w, int d)
 static int stack_frames(struct ps_tick_ctx *t, unsigned long pth, int tasks_here,
                         const struct walk *w, int d)
 {
-    struct ps_stack_buf out = { sample.rooted, d, sample.room };
+    struct ps_sample_bufs *b = &t->sampler->buf;
+    struct ps_stack_buf out = { b->rooted, d, b->room };
     if (tasks_here &&
         ps_tasks_splice_running(t->tasks, &t->p->syms, pth,
-                                &(struct ps_tasks_walk){ sample.scratch, sample.addrs, w->py.n },
+                                &(struct ps_tasks_walk){ b->scratch, b->addrs, w->py.n },
                                 &out) == 0)
         return out.depth;
     if (ps_settings()->native)
-        return native_frames(&t->p->syms, w, d);
+        return native_frames(t, w, d);
     for (int i = w->py.n - 1; i >= 0; i--)
-        sample.rooted[d++] = sample.scratch[i];
+        b->rooted[d++] = b->scratch[i];
     return d;
 }
 
@@ -252,7 +245,7 @@ static uint64_t thread_weight(const struct ps_tick_ctx *t, struct ps_thread_info
  * times.  0, or -1 if the stack could not be counted. */
 static int count_stack(struct ps_tick_ctx *t, uint32_t label, int d, uint64_t weight)
 {
-    if (ps_stacktab_add(&t->p->tab, label, sample.rooted, (uint32_t)d, weight) != 0)
+    if (ps_stacktab_add(&t->p->tab, label, t->sampler->buf.rooted, (uint32_t)d, weight) != 0)
         return -1;
     ps_count(PS_COUNT_SAMPLES, weight);
     return 0;
@@ -265,7 +258,7 @@ static int count_stack(struct ps_tick_ctx *t, uint32_t label, int d, uint64_t we
 static void count_waiting(struct ps_tick_ctx *t, unsigned long pth, uint32_t label, int root,
                           uint64_t weight)
 {
-    struct ps_stack_buf out = { sample.rooted, root, sample.room };
+    struct ps_stack_buf out = { t->sampler->buf.rooted, root, t->sampler->buf.room };
     int at = 0;
     while (ps_tasks_next_waiting(t->tasks, &t->p->syms, pth, &at, &out)) {
         (void)count_stack(t, label, out.depth, weight);
@@ -282,14 +275,15 @@ static void count_waiting(struct ps_tick_ctx *t, unsigned long pth, uint32_t lab
 static void count_walk(struct ps_tick_ctx *t, uintptr_t tsp, uintptr_t pth,
                        struct ps_thread_info *ti, const struct walk *w, uint64_t weight)
 {
+    const struct ps_python *py = &t->sampler->py;
     int d_root = root_frames(t, w);
     int tasks_here = t->tasks != NULL && ps_tasks_on_thread(t->tasks, pth);
     int d = stack_frames(t, pth, tasks_here, w, d_root);
     /* The collector's stack, if it is collecting still now that it was
      * walked: [gc] on top (interpstate.c says why twice). */
-    if (tsp == t->gc_collector && ps_gc_still_collecting(sample.py, t->interp, tsp))
-        sample.rooted[d++] = ps_frame(PS_SYM_GC, PS_LINE_NONE);
-    uint32_t label = ps_threadinfo_label(sample.py, &t->p->syms, ti, t->now, w->py.boot);
+    if (tsp == t->gc_collector && ps_gc_still_collecting(py, t->interp, tsp))
+        t->sampler->buf.rooted[d++] = ps_frame(PS_SYM_GC, PS_LINE_NONE);
+    uint32_t label = ps_threadinfo_label(py, &t->p->syms, ti, t->now, w->py.boot);
     if (label == PS_ID_NONE || count_stack(t, label, d, weight) != 0) {
         ps_count(PS_COUNT_ERRORS, 1);
         return;
@@ -304,7 +298,7 @@ void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_
 {
     long tid;
     uintptr_t pth;
-    if (ps_threadinfo_ids(&sample.py->L, ts, &tid, &pth) != 0)
+    if (ps_threadinfo_ids(&t->sampler->py.L, ts, &tid, &pth) != 0)
         return;  /* not yet bound to an OS thread */
     struct ps_thread_info *ti = ps_threadinfo_find(tid);
     weight = thread_weight(t, ti, weight);
@@ -317,7 +311,7 @@ void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_
     }
 
     struct walk w;
-    walk_thread(t->p, tsp, ts, tid, &w);
+    walk_thread(t, tsp, ts, tid, &w);
     if (w.py.error != 0) {
         ps_count_dropped(w.py.error == PS_WALK_UNREADABLE ? PS_COUNT_ERRORS_UNREADABLE
                                                           : PS_COUNT_ERRORS_INCONSISTENT, 1);
@@ -326,12 +320,4 @@ void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_
     if (w.py.n == 0)
         return;  /* no Python code on this thread right now */
     count_walk(t, tsp, pth, ti, &w, weight);
-}
-
-void ps_threadsample_child_after_fork(void)
-{
-    if (sample.py != NULL && ps_settings()->native) {
-        ps_native_after_fork();
-        ps_native_stats_reset();
-    }
 }

@@ -12,6 +12,7 @@
 #include "profile/profile.h"
 #include "python/runtime.h"
 #include "asyncio/tasks.h"
+#include "sampler/context.h"
 
 /* When the tick's asyncio task snapshot is read (tick.c decides when it is
  * due; the first thread that is sampled takes it, so a CPU-mode tick where
@@ -20,6 +21,7 @@ enum ps_tasks_snapshot { PS_TASKS_NOT_TAKEN, PS_TASKS_DUE, PS_TASKS_TAKEN };
 
 /* What a tick (tick.c) shares with each thread it samples. */
 struct ps_tick_ctx {
+    struct ps_sampler_ctx *sampler;  /* the sampler's context (context.h) */
     struct ps_profile *p;       /* held for the whole tick */
     uint64_t now;
     int all;                    /* every thread, whatever PYSAMPLE_MODE (dump) */
@@ -35,16 +37,12 @@ struct ps_tick_ctx {
     uintptr_t tasks_interp;     /* the main interpreter: whose tasks are read */
 };
 
-/* Buffers for walks of py as the settings say (settings.h).  py must
- * outlive the sampler: it is sampler.c's.  0, or -1 (out of memory). */
-int ps_threadsample_setup(const struct ps_python *py);
+/* ctx's buffers (context.h) for walks as the settings say (settings.h).
+ * 0, or -1 (out of memory). */
+int ps_threadsample_setup(struct ps_sampler_ctx *ctx);
 
 /* Samples the thread state at tsp, whose snapshot is ts (PS_TS_MAX bytes,
  * read again as the walk needs), counting its stack weight times. */
 void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_t weight);
-
-/* fork() child: the native capture starts afresh (only the forking thread
- * exists, and it was not held). */
-void ps_threadsample_child_after_fork(void);
 
 #endif

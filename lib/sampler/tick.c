@@ -32,15 +32,6 @@
 #include "asyncio/tasks.h"
 #include "settings.h"
 
-/* What lasts from one tick to the next: the interpreter, and the state of
- * PYSAMPLE_MAX_THREADS_PER_TICK's window. */
-static struct {
-    const struct ps_python *py;   /* sampler.c's */
-    struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
-    int gil_only;               /* PYSAMPLE_GIL, where this build has a GIL to read */
-    struct ps_subset subset;    /* PYSAMPLE_MAX_THREADS_PER_TICK (weight.h) */
-} ticks;
-
 /* PYSAMPLE_GIL: 1 if this build's GIL holder can be read, else 0 after one
  * line saying why and that every thread is sampled. */
 static int gil_supported(const struct ps_layout *L)
@@ -57,10 +48,9 @@ static int gil_supported(const struct ps_layout *L)
     return 0;
 }
 
-int ps_tick_setup(const struct ps_python *py)
+int ps_tick_setup(struct ps_sampler_ctx *ctx)
 {
     const struct ps_config *cfg = ps_settings();
-    ticks.py = py;
     /* Before the first code object is resolved, and whatever the
      * settings, so that no cached entry ever lacks a role: thread names
      * need the bootstrap frame in every walk (threadnames.h), asyncio the
@@ -68,18 +58,17 @@ int ps_tick_setup(const struct ps_python *py)
     ps_code_classify_with(PS_ROLE_THREAD_BOOT, ps_is_thread_bootstrap);
     ps_code_classify_with(PS_ROLE_TASKGROUP_EXIT, ps_is_taskgroup_exit);
     if (cfg->async_tasks)
-        ticks.tasks = ps_tasks_new(py);  /* NULL: a note said why */
+        ctx->tasks = ps_tasks_new(&ctx->py);  /* NULL: a note said why */
     if (cfg->gil_only)
-        ticks.gil_only = gil_supported(&py->L);
+        ctx->gil_only = gil_supported(&ctx->py.L);
     return 0;
 }
 
 /* The interpreter's id, or -1 where this layout has none or it cannot be
  * read. */
-static int64_t interp_id(uintptr_t interp)
+static int64_t interp_id(const struct ps_layout *L, uintptr_t interp)
 {
     int64_t id;
-    const struct ps_layout *L = &ticks.py->L;
     if (L->is_id == PS_NOFIELD || L->is_id == 0 || ps_read(&id, interp + L->is_id, sizeof id) != 0)
         return -1;
     return id;
@@ -107,11 +96,12 @@ static uint32_t interp_frame(struct ps_profile *p, int64_t id)
  * interpreter per tick. */
 static void enter_interp(struct ps_tick_ctx *t, uintptr_t interp)
 {
-    int64_t id = interp_id(interp);
+    const struct ps_python *py = &t->sampler->py;
+    int64_t id = interp_id(&py->L, interp);
     t->interp = interp;
     t->interp_func = interp_frame(t->p, id);
-    t->gil_holder = ticks.gil_only && !t->all ? ps_gil_holder(ticks.py, interp) : 0;
-    t->gc_collector = ps_gc_collector(ticks.py, interp);
+    t->gil_holder = t->sampler->gil_only && !t->all ? ps_gil_holder(py, interp) : 0;
+    t->gc_collector = ps_gc_collector(py, interp);
     if (t->tasks_state == PS_TASKS_DUE)
         t->tasks_state = PS_TASKS_NOT_TAKEN;
     if (t->tasks != NULL && t->tasks_state == PS_TASKS_NOT_TAKEN && id == 0) {
@@ -134,24 +124,26 @@ static void sample_threads(struct ps_tick_ctx *t, struct ps_tstate_iter *it)
         /* PYSAMPLE_GIL: one thread per interpreter at most, so the
          * PYSAMPLE_MAX_THREADS_PER_TICK subset has nothing to spare. */
         uint64_t weight;
-        if (ticks.gil_only && !t->all)
+        if (t->sampler->gil_only && !t->all)
             weight = tsp == t->gil_holder;
         else
-            weight = ps_subset_weight(&ticks.subset, (unsigned)ps_settings()->max_threads_per_tick,
-                                      idx, t->all);
+            weight = ps_subset_weight(&t->sampler->subset,
+                                      (unsigned)ps_settings()->max_threads_per_tick, idx, t->all);
         idx++;
         if (weight != 0)
             ps_sample_thread(t, tsp, ts, weight);
     }
-    ps_subset_next(&ticks.subset, (unsigned)ps_settings()->max_threads_per_tick, idx, t->all);
+    ps_subset_next(&t->sampler->subset, (unsigned)ps_settings()->max_threads_per_tick, idx,
+                   t->all);
 }
 
-int ps_tick(int all, uint64_t cpu_period_ns, unsigned run)
+int ps_tick(struct ps_sampler_ctx *ctx, int all, uint64_t cpu_period_ns, unsigned run)
 {
     struct ps_tstate_iter it;
-    struct ps_tick_ctx t = { .now = ps_now_ns(), .all = all, .cpu_period_ns = cpu_period_ns,
-                         .run = run, .interp_func = PS_ID_NONE,
-                         .tasks = ticks.tasks, .tasks_state = PS_TASKS_NOT_TAKEN };
+    struct ps_tick_ctx t = { .sampler = ctx, .now = ps_now_ns(), .all = all,
+                             .cpu_period_ns = cpu_period_ns, .run = run,
+                             .interp_func = PS_ID_NONE, .tasks = ctx->tasks,
+                             .tasks_state = PS_TASKS_NOT_TAKEN };
 
     ps_mem_tick();
     /* Loaded objects for native stacks: here, before the profile's lock,
@@ -159,7 +151,7 @@ int ps_tick(int all, uint64_t cpu_period_ns, unsigned run)
      * takes the loader's lock, which a held thread could own, and a thread
      * that holds it may be waiting in sigaction() for our batch to end). */
     if (ps_settings()->native)
-        ps_objs_refresh(ticks.py->runtime);
+        ps_objs_refresh(ctx->py.runtime);
 
     /* The runtime's fixed reads too go inside the batch: outside it each
      * took and released the read guard (a compare-and-swap and a
@@ -167,11 +159,11 @@ int ps_tick(int all, uint64_t cpu_period_ns, unsigned run)
     t.p = ps_profile_lock();
     ps_timeline_tick(&t.p->tl, t.now);
     int batch = ps_mem_batch_begin();
-    int finalizing = ps_python_finalizing(ticks.py);
-    int listed = !finalizing && ps_tstates_begin(&it, ticks.py) == 0;
+    int finalizing = ps_python_finalizing(&ctx->py);
+    int listed = !finalizing && ps_tstates_begin(&it, &ctx->py) == 0;
     if (listed) {
-        if (ticks.tasks != NULL)
-            ps_tasks_clear(ticks.tasks);
+        if (ctx->tasks != NULL)
+            ps_tasks_clear(ctx->tasks);
         sample_threads(&t, &it);
     }
     ps_mem_batch_end(batch);

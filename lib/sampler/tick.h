@@ -7,20 +7,20 @@
 #define PS_TICK_H
 
 #include "config.h"
-#include "python/runtime.h"
+#include "sampler/context.h"
 
-/* Keeps py (sampler.c's, which outlives the sampler) and, with
- * PYSAMPLE_ASYNC, sets up the asyncio tasks' state (a note says why when
- * this interpreter's tasks cannot be attributed).  0, or -1. */
-int ps_tick_setup(const struct ps_python *py);
+/* The tick's part of ctx (context.h), for the interpreter ctx->py: with
+ * PYSAMPLE_ASYNC, the asyncio tasks' state (a note says why when this
+ * interpreter's tasks cannot be attributed); PYSAMPLE_GIL.  0, or -1. */
+int ps_tick_setup(struct ps_sampler_ctx *ctx);
 
-/* One tick, on the calling thread (the sampler thread).  all: every
+/* One tick of ctx, on the calling thread (the sampler thread).  all: every
  * thread, whatever PYSAMPLE_MODE and PYSAMPLE_MAX_THREADS_PER_TICK say
  * (`pysample dump`).  cpu_period_ns: in cpu mode, the CPU time one sample
  * stands for (the requested rate's period); run: changes whenever sampling
  * starts again, so that CPU used meanwhile is not counted.  Returns 1 if
  * the runtime is finalizing (nothing was read, and nothing more will be),
  * else 0. */
-int ps_tick(int all, uint64_t cpu_period_ns, unsigned run);
+int ps_tick(struct ps_sampler_ctx *ctx, int all, uint64_t cpu_period_ns, unsigned run);
 
 #endif

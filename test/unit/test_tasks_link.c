@@ -129,7 +129,7 @@ enum { A, B, C, D, E, F, G, H, J, K, L_, M, N, O, P, Q, R, S, U, NT };
 static struct ps_tasks *new_tasks(int n)
 {
     struct ps_tasks *T = calloc(1, sizeof *T);
-    T->py = *PY;
+    T->py = PY;
     T->A.tuple_items = 24;
     T->A.func_closure = 48;
     T->A.cell_ref = 16;

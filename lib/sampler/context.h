@@ -1,0 +1,48 @@
+/*
+ * context.h - the sampler's context: what the sampler thread's functions
+ * share from one tick to the next, in one struct passed down as their
+ * first argument (the way CPython's Modules/_remote_debugging passes its
+ * unwinder object), rather than a pointer to the interpreter and a state
+ * of its own kept in each file.
+ *
+ * sampler.c holds the one instance of the process (pysample-attach makes
+ * its own).  It is filled before the thread starts (ps_tick_setup,
+ * ps_threadsample_setup) and used by that thread only from then on:
+ * nothing in it is atomic or locked.  Down the sampler thread's calls:
+ * loop.c and sessions.c pass it to state.c's tick, which passes it to
+ * tick.c, whose tick context (threadsample.h) carries it to each thread's
+ * sample.
+ */
+#ifndef PS_SAMPLER_CONTEXT_H
+#define PS_SAMPLER_CONTEXT_H
+
+#include <stdint.h>
+
+#include "asyncio/tasks.h"
+#include "native/native.h"
+#include "python/runtime.h"
+#include "sampler/weight.h"
+
+/* One thread's sample: the buffers threadsample.c walks and counts in,
+ * sized at set-up by the settings. */
+struct ps_sample_bufs {
+    uint64_t *scratch;          /* the walk's frames, innermost first */
+    uint64_t *rooted;           /* the stack counted: root frames, and [gc] */
+    int room;                   /* how deep a stack in rooted may be (stack_room) */
+    uintptr_t *addrs;           /* the frames' addresses (asyncio tasks) */
+    /* native stacks (PYSAMPLE_NATIVE, native.h) */
+    uint8_t *entry;             /* per scratch frame: first of its eval call */
+    struct ps_pyframe *pyframes;
+    uintptr_t pcs[PS_NATIVE_MAX];
+};
+
+struct ps_sampler_ctx {
+    struct ps_python py;        /* the interpreter read: the sampler's one copy */
+    /* tick.c's, from one tick to the next */
+    struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
+    int gil_only;               /* PYSAMPLE_GIL, where this build has a GIL to read */
+    struct ps_subset subset;    /* PYSAMPLE_MAX_THREADS_PER_TICK's window (weight.h) */
+    struct ps_sample_bufs buf;  /* threadsample.c's */
+};
+
+#endif
