@@ -37,7 +37,9 @@
  * exec) and is never replaced.  Anything else at a candidate (a symbolic
  * link, a directory, another user's file) is left alone and reported once.
  * "Started" is the process's start time (platform.h; on Linux from
- * /proc/self/stat), which an exec keeps, with 10 ms to spare for the clock tick it is rounded to.
+ * /proc/self/stat and the leader's /proc/self/task/<pid>/stat, as qemu-user
+ * fakes the first), which an exec keeps, with 10 ms to spare for the clock
+ * tick it is rounded to; not known (no /proc), no file is left over.
  *
  * A name, once taken, stays this process's for its later writes as long as
  * the file there is the one it wrote (device and inode).

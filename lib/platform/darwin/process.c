@@ -1,8 +1,9 @@
 /*
  * darwin/process.c - this process and its parent, on macOS (platform.h).
  * Not yet what Linux reads from /proc (docs/macos.md): the start time is
- * this image's (so an exec'ed image treats its predecessor's file as
- * another process's), and a parent is never recognised (a child of a
+ * this image's (so an exec'ed image takes its predecessor's file for one
+ * left over and replaces it; proc_pidinfo's pbi_start_tvsec, which exec
+ * keeps, would be the process's), and a parent is never recognised (a child of a
  * profiled Python with a template without %p takes the name only if free),
  * and the fatal signals are not taken over.
  */

@@ -24,33 +24,60 @@ int ps_secure_execution(void)
     return getauxval(AT_SECURE) != 0 || getuid() != geteuid() || getgid() != getegid();
 }
 
-void ps_process_start_time(struct timespec *out)
+/* Field 22 of a /proc stat file, the start in clock ticks since boot on
+ * the boot-time clock; 0 if it cannot be read. */
+static unsigned long long stat_start_ticks(const char *path)
 {
-    clock_gettime(CLOCK_REALTIME, out);   /* fallback: now (this image) */
     char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return;
+        return 0;
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
     if (n <= 0)
-        return;
+        return 0;
     buf[n] = '\0';
     /* Field 2 is the command name in parentheses and may hold spaces:
-     * count from the last ')'.  Field 22 is the start time in clock ticks
-     * since boot, on the boot-time clock. */
+     * count from the last ')'. */
     char *p = strrchr(buf, ')');
-    if (p == NULL)
-        return;
     for (int field = 2; field < 22 && p != NULL; field++)
         p = strchr(p + 1, ' ');
     if (p == NULL)
-        return;
+        return 0;
     char *end;
     unsigned long long ticks = strtoull(p + 1, &end, 10);
+    return end == p + 1 ? 0 : ticks;
+}
+
+/*
+ * The process's start in ticks since boot: the earlier of what
+ * /proc/self/stat says and what the thread group leader's own entry
+ * /proc/self/task/<pid>/stat says.  The kernel gives both the same value,
+ * kept across exec.  qemu-user answers /proc/self/stat (and /proc/<pid>/
+ * stat) itself, with the time its own instance started, and a new one
+ * starts at every exec: the exec'd image would see a start after its
+ * predecessor wrote its profile and replace that file as left over.  The
+ * task entry it passes through.  The earlier reading is the safe one.
+ */
+static unsigned long long start_ticks(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", (long)getpid());
+    unsigned long long a = stat_start_ticks("/proc/self/stat"), b = stat_start_ticks(path);
+    return a == 0 ? b : b == 0 || a < b ? a : b;
+}
+
+void ps_process_start_time(struct timespec *out)
+{
+    /* Not known: the epoch, before every file, so that none is taken for
+     * one left over (output.c).  "Now" would let an exec'd image replace
+     * the profile its predecessor wrote. */
+    out->tv_sec = 0;
+    out->tv_nsec = 0;
+    unsigned long long ticks = start_ticks();
     long hz = sysconf(_SC_CLK_TCK);
     struct timespec boot, real;
-    if (end == p + 1 || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0 ||
+    if (ticks == 0 || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0 ||
         clock_gettime(CLOCK_REALTIME, &real) != 0)
         return;
     int64_t started_boot = (int64_t)(ticks / (unsigned long long)hz) * 1000000000 +
