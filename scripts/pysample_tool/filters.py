@@ -12,9 +12,10 @@
 #
 # SPDX-License-Identifier: MIT
 
+import collections
 import fnmatch
 
-from .collapsed import KIND_MARKER, KIND_NATIVE, KIND_PY
+from .collapsed import KIND_MARKER, KIND_NATIVE, KIND_PY, Frame
 from .common import ToolError
 
 # The GIL: a thread in one of these waits to run Python, so it counts as
@@ -96,7 +97,7 @@ def is_waiting(frames):
     natives = []
     for frame in reversed(frames):
         if frame.kind == KIND_MARKER:
-            if frame.name == "[gc]":
+            if frame.name in ("[gc]", GIL_WAIT):
                 return False
             continue
         name = _native_name(frame)
@@ -126,6 +127,55 @@ def _natives_wait(innermost_first):
     if names[-1].startswith("pthread_cond_") or "futex" in names[-1]:
         return False
     return _is_native_wait(names[0])
+
+
+# The frame that stands for the GIL wait's native frames (name_gil_waits).
+GIL_WAIT = "[waiting for the GIL]"
+
+
+def _gil_wait_at(frames, first):
+    """Where the GIL wait begins among frames[first:] (the native frames
+    below the innermost Python frame, root first), or None.  A function of
+    GIL_WAITS (named through .dynsym even in a stripped interpreter:
+    PyEval_RestoreThread): the wait is what it called.  Else, as
+    _natives_wait says, a condition wait as the first named frame under
+    the Python frame, only the interpreter's unnamed frames before it: the
+    eval loop dropped the GIL on request and waits to take it back
+    (take_gil, static, has no name there)."""
+    for i in range(first, len(frames)):
+        name = _native_name(frames[i])
+        if name in GIL_WAITS:
+            return i + 1
+    for i in range(first, len(frames)):
+        name = _native_name(frames[i])
+        if name is None and frames[i].kind == KIND_NATIVE:
+            if "python" not in (frames[i].file or ""):
+                return None     # an extension's code: its own wait
+            continue
+        if name is not None and name.startswith("pthread_cond_"):
+            return first
+        return None
+    return None
+
+
+def name_gil_waits(profile):
+    """With native frames, a thread waiting for the GIL ends in the
+    interpreter's and the C library's frames, which a stripped interpreter
+    leaves unnamed: `top` headlined [libc.so.6] and [python3.11] (issue
+    #35).  The frames of that wait become one GIL_WAIT frame (the function
+    that asked for the GIL, when named, stays above it).  Identical stacks
+    are added up.  Returns the profile."""
+    merged = collections.OrderedDict()
+    for thread, frames, count in profile.stacks:
+        py = [i for i, f in enumerate(frames) if f.kind == KIND_PY and _native_name(f) is None]
+        first = py[-1] + 1 if py else 0
+        at = _gil_wait_at(frames, first) if first < len(frames) else None
+        if at is not None:
+            frames = tuple(frames[:at]) + (Frame(KIND_MARKER, GIL_WAIT, None, None),)
+        key = (thread, tuple(frames))
+        merged[key] = merged.get(key, 0) + count
+    profile.stacks = [(thread, frames, count) for (thread, frames), count in merged.items()]
+    return profile
 
 
 def _thread_matches(thread, wanted):

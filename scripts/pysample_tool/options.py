@@ -113,12 +113,15 @@ def addresses(parser):
 def grouped(profile, args, resolve=None):
     """The profile as the commands show it: the samples --thread and
     --active keep (filters.py), asyncio tasks merged as --task-names says,
-    then native addresses merged (by symbol with resolve, else per object)
-    unless --addresses."""
+    then, unless --addresses, a GIL wait's native frames named as one
+    (filters.name_gil_waits) and native addresses merged (by symbol with
+    resolve, else per object)."""
     from .collapsed import group_native_addresses, merge_task_names
-    from .filters import apply
+    from .filters import apply, name_gil_waits
     profile = merge_task_names(apply(profile, args), getattr(args, "task_names", "auto"))
-    return profile if getattr(args, "addresses", False) else group_native_addresses(profile, resolve)
+    if getattr(args, "addresses", False):
+        return profile
+    return group_native_addresses(name_gil_waits(profile), resolve)
 
 
 def trailing_command(parser):

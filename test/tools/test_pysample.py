@@ -525,6 +525,34 @@ class TopTests(unittest.TestCase):
                          "names are unescaped, control characters shown as \\n")
         self.assertEqual(sum(r[0] for r in rows.values()), 100, "self samples add up to the total")
 
+    def test_gil_waits_are_named(self):
+        """Issue #35: with --native, threads waiting for the GIL in a stripped
+        interpreter headlined [libc.so.6] and [python3.11].  Their wait is
+        one [waiting for the GIL] frame: under PyEval_RestoreThread (named
+        through .dynsym), or a condition wait right under a Python frame
+        with only the interpreter's unnamed frames between (the eval loop
+        took the GIL back).  A lock's wait, or an extension's own condition
+        wait, stays what it is; --addresses shows the frames as written."""
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        path = os.path.join(tmp, "native.txt")
+        libc_wait = "pthread_cond_timedwait (libc.so.6);libc.so.6+0x85f16"
+        with open(path, "w") as f:
+            f.write("thread 1 (A);worker (/a.py:9);python3.11+0x5b5101;PyEval_RestoreThread (python3.11);"
+                    "python3.11+0x4cec51;%s 50\n" % libc_wait)
+            f.write("thread 2 (B);spin (/a.py:3);python3.11+0x4cec51;%s 30\n" % libc_wait)
+            f.write("thread 3 (C);Thread._wait_for_tstate_lock (/usr/lib/python3.11/threading.py:1132);"
+                    "PyObject_Vectorcall (python3.11);python3.11+0x529c6d;PyThread_acquire_lock_timed "
+                    "(python3.11);libc.so.6+0x90d8f;libc.so.6+0x85f16 20\n")
+            f.write("thread 4 (D);f (/a.py:1);_umath.so+0x123;%s 5\n" % libc_wait)
+        rows = top_rows(self.top(path, "-n", "0"))
+        self.assertEqual(rows["[waiting for the GIL]"][:1], (80,))
+        self.assertEqual(rows["[libc.so.6]"][:1], (25,), "the lock's wait and the extension's")
+        self.assertEqual(rows["PyEval_RestoreThread (python3.11)"][2], 50)
+        raw = top_rows(self.top(path, "-n", "0", "--addresses"))
+        self.assertNotIn("[waiting for the GIL]", raw)
+        self.assertEqual(raw["libc.so.6+0x85f16"][:1], (105,))
+
     def test_sorted_by_self_samples(self):
         rows = [TOP_ROW.match(line) for line in self.top(fixture("basic.txt"), "-n", "0").splitlines()]
         selfs = [int(m.group(1)) for m in rows if m]
@@ -2562,8 +2590,9 @@ class ThreadFilterTests(TempDirTestCase):
         self.assertNotIn("Condition.wait (%s)" % self.T, rows)
         self.assertNotIn("EpollSelector.select (/usr/lib/python3.12/selectors.py)", rows)
         self.assertNotIn("clock_nanosleep (libc.so.6)", rows, "a sleep is a wait")
-        self.assertEqual(rows["pthread_cond_timedwait (libc.so.6)"][0], 7, "waiting for the GIL counts")
-        self.assertEqual(rows["pthread_cond_wait (libc.so.6)"][2], 3,
+        # Both GIL waits show as one frame (TopTests.test_gil_waits_are_named).
+        self.assertEqual(rows["take_gil (libpython3.12.so.1.0)"][2], 7, "waiting for the GIL counts")
+        self.assertEqual(rows["[waiting for the GIL]"][0], 7 + 3,
                          "a condition wait right under a Python frame is the GIL's")
         self.assertEqual(rows["[gc]"][0], 2)
 
