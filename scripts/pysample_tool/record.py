@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from . import options, remote, sip
+from . import options, remote, sip, tree as process_tree
 from .collapsed import describe, parse_collapsed
 from .common import PROG, ToolError, file_mode, write_output
 from .convert import convert_bytes, is_binary
@@ -44,6 +44,10 @@ DEFAULT_RATE = 100  # the library's default PYSAMPLE_RATE
 # started Python as a child writes none of its own).
 POLL_INTERVAL = 0.1
 DURATION_GRACE = 2.0
+# Once the started process has ended, how long record waits for the
+# Pythons it left running (multiprocessing's resource tracker and fork
+# server end then, and write their profiles as they end).
+AFTER_EXIT_GRACE = 5.0
 
 EXTENSIONS = {"collapsed": ".txt", "svg": ".svg", "speedscope": ".json", "pprof": ".pb"}
 FORMAT_HINTS = {
@@ -171,9 +175,10 @@ def run(args):
 
     keep = []
     delivered_at = []
+    tree = process_tree.Tree()
 
     def deliver(main_pid, returncode):
-        written = collect(workdir)
+        written = [w._replace(command=tree.command(w.pid, w.image)) for w in collect(workdir)]
         if not args.subprocesses:
             written = _only_started_process(written, main_pid, args.quiet)
         if returncode is not None and returncode < 0:
@@ -209,6 +214,8 @@ def run(args):
     objects = LoadedObjects()
 
     def poll(child, elapsed):
+        tree.look()
+        tree.reap(child.pid)
         if args.native:
             objects.scan(child.pid)
         if args.duration:
@@ -223,6 +230,8 @@ def run(args):
         mine = [w for w in written if w.pid == child.pid]
         if not mine and (not written or elapsed < args.duration + DURATION_GRACE):
             return
+        if _flushes_due(tree, written, args.duration, elapsed):
+            return
         delivered_at.append(elapsed)
         deliver(child.pid, None)
         if not args.quiet:
@@ -230,20 +239,45 @@ def run(args):
                              "samples are not kept)\n"
                              % (PROG, args.duration, _describe_command(command)))
 
+    left = []
     try:
-        returncode, main_pid = _run(command, env, poll if args.duration or args.native else None,
-                                    capture=args.capture)
+        process_tree.become_subreaper()
+        returncode, main_pid = _run(command, env, poll, capture=args.capture)
+        left = tree.wait_for_pythons(main_pid, AFTER_EXIT_GRACE)
         if not delivered_at:
             deliver(main_pid, returncode)
         elif returncode < 0:
             sys.stderr.write("%s: `%s` was killed by %s\n"
                              % (PROG, _describe_command(command), _signal_name(-returncode)))
     finally:
+        _say_left(left, tree, command, workdir)
         if keep:
             sys.stderr.write("%s: the profiles not delivered are kept in %s\n" % (PROG, workdir))
-        else:
+        elif not left:
             shutil.rmtree(workdir, ignore_errors=True)
     return _exit_status(returncode)
+
+
+def _flushes_due(tree, written, duration, elapsed):
+    """record -d: True while a Python that started within the first
+    duration seconds, still runs and has not written yet may write its
+    profile soon (its flush comes duration seconds after its own start)."""
+    done = set(w.pid for w in written)
+    for pid in tree.pythons():
+        first = tree.seen[pid].first
+        if pid not in done and first < duration and elapsed < first + duration + DURATION_GRACE:
+            return True
+    return False
+
+
+def _say_left(left, tree, command, workdir):
+    """The Pythons still running after the started process ended (and
+    AFTER_EXIT_GRACE): their profiles will be written later, where the
+    library can still write them."""
+    for pid in left:
+        sys.stderr.write("%s: pid %d (`%s`) still runs after `%s` ended; its profile will be written in "
+                         "%s when it ends\n" % (PROG, pid, tree.command(pid) or "?",
+                                                _describe_command(command), workdir))
 
 
 def _check_writable(directory, output):
@@ -409,13 +443,14 @@ def _run(command, env, poll=None, capture=False):
 # The profiles the library wrote, and where they go
 # ---------------------------------------------------------------------------
 
-class Written(collections.namedtuple("Written", "pid extra stem path")):
+class Written(collections.namedtuple("Written", "pid extra stem path command")):
     """A profile the library wrote in record's private directory.
 
     pid: the process, from the %p of the template (None for a name without
     one); extra: whatever else the library put in the name (".1" for the
     image an exec started), "" for a process's first profile; stem: the
-    library's name without ".txt"; path: where it is."""
+    library's name without ".txt"; path: where it is; command: what the
+    process ran (tree.py), None when record did not see it run."""
 
     __slots__ = ()
 
@@ -423,6 +458,17 @@ class Written(collections.namedtuple("Written", "pid extra stem path")):
     def who(self):
         """The process as the summary names it."""
         return "pid %s" % (self.pid if self.pid is not None else "? (%s)" % self.stem)
+
+    @property
+    def named(self):
+        """The process and the command it ran, for the summary."""
+        return "%s (`%s`)" % (self.who, self.command) if self.command else self.who
+
+    @property
+    def image(self):
+        """0 for a process's first profile, n for its .n (the n-th exec)."""
+        m = re.match(r"^\.(\d+)$", self.extra)
+        return int(m.group(1)) if m else 0
 
     def sort_key(self, main_pid):
         numbers = [int(n) for n in re.findall(r"\d+", self.extra)]
@@ -441,9 +487,9 @@ def collect(workdir):
         stem = name[:-len(".txt")] if name.endswith(".txt") else name
         m = _PRIVATE_NAME_RE.match(name)
         if m:
-            written.append(Written(int(m.group(1)), m.group(2), stem, path))
+            written.append(Written(int(m.group(1)), m.group(2), stem, path, None))
         else:
-            written.append(Written(None, "." + stem, stem, path))
+            written.append(Written(None, "." + stem, stem, path, None))
     return written
 
 
@@ -561,7 +607,7 @@ def _finish(args, command, written, main_pid, rate, mode, hostname, start, resol
         quality = remote.describe_quality(read_sidecar(w.path)) if profile else ""
         if quality:
             what += " (%s)" % quality
-        err.write("%s: %s: %s -> %s\n" % (PROG, w.who, what, path))
+        err.write("%s: %s: %s -> %s\n" % (PROG, w.named, what, path))
     for problem in problems:
         err.write("%s: %s\n" % (PROG, problem))
     if profiles:

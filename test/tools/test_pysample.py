@@ -1494,7 +1494,7 @@ class RecordTests(TempDirTestCase):
         with open(path) as f:
             text = f.read()
         self.assertIn("env rate=250 mode=cpu format=collapsed async=unset", text)
-        self.assertIn("pid %d: 4 samples in 1 thread" % pid, err)
+        self.assertRegex(err, r"pid %d( \(`python[^`\n]*`\))?: 4 samples in 1 thread" % pid)
         self.assertIn(path, err)
         self.assertIn("top functions by self samples", err)
         self.assertRegex(err, r"3\s+75\.0%\s+3\s+75\.0%\s+env rate=250")
@@ -1525,9 +1525,30 @@ class RecordTests(TempDirTestCase):
         found = self.profiles()
         self.assertEqual(len(found), 3, err)
         for pid, path in found.items():
-            self.assertIn("pid %d:" % pid, err)
+            self.assertEqual(len(summary_lines(err, pid)), 1, err)
             self.assertIn(path, err)
         self.assertIn("(all 3 processes)", err)
+
+    def test_command_line_of_a_process_is_escaped(self):
+        """What a process ran, as the summary shows it: its own words,
+        which may hold escape sequences, made visible, the program by its
+        base name, shortened."""
+        from pysample_tool import tree
+        child = subprocess.Popen([PYTHON, "-c", "import sys; sys.stdin.read()", "\x1b]0;title\x07\nx" * 20],
+                                 stdin=subprocess.PIPE)
+        self.addCleanup(child.wait)
+        self.addCleanup(child.stdin.close)
+        give_up = time.monotonic() + 30
+        shown = tree.command_line(child.pid)
+        while " -c " not in (shown or "") and time.monotonic() < give_up:
+            time.sleep(0.01)     # the exec may not have happened yet
+            shown = tree.command_line(child.pid)
+        self.assertTrue(shown.startswith("%s -c import sys; sys.stdin.read() \\x1b]0;title\\x07\\nx"
+                                         % os.path.basename(PYTHON)), shown)
+        self.assertFalse(re.search("[\x00-\x1f\x7f]", shown), shown)
+        self.assertEqual(len(shown), tree.COMMAND_MAX)
+        self.assertTrue(shown.endswith("..."), shown)
+        self.assertIn(child.pid, tree.descendants(os.getpid()))
 
     def test_output_template_with_pid(self):
         os.mkdir(os.path.join(self.tmp, "out"))
@@ -1579,7 +1600,7 @@ class RecordTests(TempDirTestCase):
         self.assertEqual(sorted(os.listdir(self.tmp)), ["pysample-%d.1.txt" % pid, "pysample-%d.txt" % pid], err)
         with open(os.path.join(self.tmp, "pysample-%d.1.txt" % pid)) as f:
             self.assertEqual(f.read(), "thread 1;later (b.py:1) 2\n")
-        self.assertEqual(err.count("pysample: pid %d: " % pid), 2, err)
+        self.assertEqual(len(summary_lines(err, pid)), 2, err)
         self.assertIn("(all 2 profiles of 1 process)", err)
 
         # A name without %p: the started process's first profile gets it,
@@ -1900,6 +1921,12 @@ class RecordTests(TempDirTestCase):
 # The build dir: <builddir>/scripts/pysample and the real library
 # ---------------------------------------------------------------------------
 
+def summary_lines(err, pid):
+    """record's summary lines for pid: `pid N: ...` or, with the command
+    it saw the process run, `pid N (`python3 ...`): ...`."""
+    return re.findall(r"^pysample: pid %d(?: \(`([^`\n]*)`\))?: .*$" % pid, err, re.M)
+
+
 def needs_build_root(test):
     return unittest.skipUnless(BUILD_ROOT, "PYSAMPLE_TEST_BUILD_ROOT is not set (run through meson test)")(test)
 
@@ -1994,6 +2021,29 @@ FORKS = SPIN_UNTIL_SAMPLED + (
     "parent_work()\n"
     "print(os.getpid(), *children)\n")
 
+# A multiprocessing pool of two workers started by spawn or the fork server
+# (argv[1]): each worker runs work_in_worker until it has been sampled (the
+# pool's initializer, so both run it whoever takes the tasks).  Prints the
+# pids of every Python process of the tree: the main program, the workers,
+# the resource tracker and the fork server.
+POOL = SPIN_UNTIL_SAMPLED + (
+    "import multiprocessing as mp\n"
+    "import multiprocessing.forkserver, multiprocessing.resource_tracker\n"
+    "def work_in_worker():\n"
+    "    spin_until_sampled()\n"
+    "def task(n):\n"
+    "    return n\n"
+    "if __name__ == '__main__':\n"
+    "    mp.set_start_method(sys.argv[1])\n"
+    "    pool = mp.Pool(2, initializer=work_in_worker)\n"
+    "    pool.map(task, range(4))\n"
+    "    workers = [w.pid for w in pool._pool]\n"
+    "    pool.close()\n"
+    "    pool.join()\n"
+    "    helpers = [mp.resource_tracker._resource_tracker._pid,\n"
+    "               mp.forkserver._forkserver._forkserver_pid]\n"
+    "    print(os.getpid(), ' '.join(map(str, workers)), ' '.join(str(p) for p in helpers if p), sep='|')\n")
+
 
 # Two threads, each busy for a while and then on until the library has taken
 # 60 more samples (of both threads), however loaded the machine.
@@ -2040,7 +2090,7 @@ class RealRecordTests(TempDirTestCase):
         self.assertNotIn("after_exec", before)
         self.assertIn("after_exec", after)
         self.assertNotIn("before_exec", after)
-        self.assertEqual(err.count("pysample: pid %d: " % pid), 2, err)
+        self.assertEqual(len(summary_lines(err, pid)), 2, err)
 
     def test_exec_with_an_output_name(self):
         first = self.write("first.py", EXEC_FIRST)
@@ -2135,6 +2185,34 @@ class RealRecordTests(TempDirTestCase):
             self.assertIn("child_work", functions)
             self.assertNotIn("parent_work", functions)
         self.assertIn("(all 3 processes)", err)
+
+    def pool_keeps_every_profile(self, start_method, helpers):
+        """record -- a pool: every process's profile, each worker's with the
+        function it ran, and the summary names each process's command."""
+        program = self.write("pool.py", POOL)
+        code, out, err = self.record("-o", "prof.%p.txt", "--", PYTHON, program, start_method)
+        self.assertEqual(code, 0, err)
+        (main,), workers, others = [[int(p) for p in part.split()] for part in out.decode().split("|")]
+        self.assertEqual(len(workers), 2, out)
+        self.assertEqual(len(others), helpers, "resource tracker and fork server: %s" % out)
+        everyone = [main] + workers + others
+        self.assertEqual(sorted(n for n in os.listdir(self.tmp) if n.startswith("prof.")),
+                         sorted("prof.%d.txt" % p for p in everyone), err)
+        for worker in workers:
+            self.assertIn("work_in_worker", self.functions("prof.%d.txt" % worker), err)
+        self.assertIn("(all %d processes)" % len(everyone), err)
+        self.assertNotIn("cannot write", err)
+        for pid in everyone:
+            self.assertEqual(len(summary_lines(err, pid)), 1, err)
+        self.assertRegex(summary_lines(err, main)[0], r"^python[0-9.]* .*pool\.py %s$" % start_method)
+        for pid in workers + others:
+            self.assertIn("-c from multiprocessing", summary_lines(err, pid)[0])
+
+    def test_spawn_pool_keeps_every_profile(self):
+        self.pool_keeps_every_profile("spawn", 1)
+
+    def test_forkserver_pool_keeps_every_profile(self):
+        self.pool_keeps_every_profile("forkserver", 2)
 
     def test_old_python_named(self):
         """A Python the library refuses: the tool's note names its version
