@@ -65,7 +65,7 @@ _PRIVATE_NAME_RE = re.compile(r"^pysample-(\d+)(.*?)(?:\.txt)?$", re.S)
 NAME = "record"
 HELP = "run a command with the profiler preloaded"
 USAGE = ("%(prog)s [-o FILE] [-d SECONDS] [--rate HZ] [--mode wall|cpu] [--gil] [--async] [--native[=all]] "
-         "[--timeline] [--format FORMAT] [--no-subprocesses] [--python PY] [-q] [-- COMMAND [ARG...]]\n       %(prog)s --pid PID [-d SECONDS] [-o FILE] [--rate HZ] [--format FORMAT]")
+         "[--timeline] [--format FORMAT] [--no-subprocesses] [--python PY] [-q] [-- COMMAND [ARG...]]\n       %(prog)s --pid PID [-s] [-d SECONDS] [-o FILE] [--rate HZ] [--format FORMAT]")
 DESCRIPTION = ("Runs COMMAND with libpysample preloaded (LD_PRELOAD, or DYLD_INSERT_LIBRARIES on macOS), "
                "writes one profile per Python process and prints a summary to stderr. Exits with the exit "
                "status of COMMAND. Without COMMAND it profiles a small bundled demo program.  A COMMAND "
@@ -105,8 +105,10 @@ def add_options(parser):
     parser.add_argument("--nolineno", action="store_true",
                         help="one frame per function, no line numbers (PYSAMPLE_LINES=0; py-spy's name)")
     subprocesses = parser.add_mutually_exclusive_group()
-    subprocesses.add_argument("-s", "--subprocesses", dest="subprocesses", action="store_true", default=True,
-                              help="keep the profiles of every Python process COMMAND starts (the default)")
+    subprocesses.add_argument("-s", "--subprocesses", dest="subprocesses", action="store_true", default=None,
+                              help="keep the profiles of every Python process COMMAND starts (the default); "
+                                   "with --pid, record every process below PID too, also those forked "
+                                   "during the recording")
     subprocesses.add_argument("--no-subprocesses", dest="subprocesses", action="store_false",
                               help="keep only the profiles of the process record started (and of a "
                                    "Python it execs); its children still run with the library")
@@ -150,6 +152,9 @@ def run(args):
             raise ToolError("--nolineno cannot change a running process's PYSAMPLE_LINES")
         if args.timeline:
             raise ToolError("--timeline records a COMMAND it runs (PYSAMPLE_TIMELINE), not a running process")
+        if args.subprocesses:
+            from . import pidtree
+            return pidtree.record_tree(args, save_remote_profile)
         return record_pid(args)
     if args.timeline and args.format not in TIMELINE_FORMATS:
         raise ToolError("--timeline goes with --format %s" % " or ".join(TIMELINE_FORMATS))
@@ -179,7 +184,7 @@ def run(args):
 
     def deliver(main_pid, returncode):
         written = [w._replace(command=tree.command(w.pid, w.image)) for w in collect(workdir)]
-        if not args.subprocesses:
+        if args.subprocesses is False:
             written = _only_started_process(written, main_pid, args.quiet)
         if returncode is not None and returncode < 0:
             sys.stderr.write("%s: `%s` was killed by %s\n"

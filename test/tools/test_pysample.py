@@ -2044,6 +2044,29 @@ POOL = SPIN_UNTIL_SAMPLED + (
     "               mp.forkserver._forkserver._forkserver_pid]\n"
     "    print(os.getpid(), ' '.join(map(str, workers)), ' '.join(str(p) for p in helpers if p), sep='|')\n")
 
+# An armed master that forks a child when the file fork-now appears; both run
+# until the file stop appears.  Prints the master's pid, then the child's.
+FORK_LATER = (
+    "import os, sys, time\n"
+    "def master_before_fork():\n"
+    "    while not os.path.exists('fork-now'):\n"
+    "        time.sleep(0.01)\n"
+    "def child_after_start():\n"
+    "    while not os.path.exists('stop'):\n"
+    "        sum(range(1000))\n"
+    "def master_after_fork():\n"
+    "    while not os.path.exists('stop'):\n"
+    "        time.sleep(0.01)\n"
+    "print(os.getpid(), flush=True)\n"
+    "master_before_fork()\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    child_after_start()\n"
+    "    os._exit(0)\n"
+    "print(pid, flush=True)\n"
+    "master_after_fork()\n"
+    "os.waitpid(pid, 0)\n")
+
 
 # Two threads, each busy for a while and then on until the library has taken
 # 60 more samples (of both threads), however loaded the machine.
@@ -2213,6 +2236,43 @@ class RealRecordTests(TempDirTestCase):
 
     def test_forkserver_pool_keeps_every_profile(self):
         self.pool_keeps_every_profile("forkserver", 2)
+
+    def end_master(self, master):
+        """However the test went: the master and its child end."""
+        self.write("fork-now", "")
+        self.write("stop", "")
+        try:
+            master.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            master.kill()
+            master.wait()
+
+    def test_pid_subprocesses_catches_a_child_forked_during_the_recording(self):
+        """record --pid MASTER -s: the armed master and a child it forks
+        once the recording has begun, each in its own profile."""
+        program = self.write("master.py", FORK_LATER)
+        master = subprocess.Popen([PYTHON, program], cwd=self.tmp, stdout=subprocess.PIPE,
+                                  env=clean_env(LD_PRELOAD=self.library, PYSAMPLE_ARM="1"))
+        self.addCleanup(self.end_master, master)
+        master_pid = int(master.stdout.readline())
+        record = subprocess.Popen([FRONT_END, "record", "--pid", str(master_pid), "-s", "-d", "4",
+                                   "-o", "t.%p.txt"], cwd=self.tmp, stderr=subprocess.PIPE,
+                                  env=clean_env(PYSAMPLE_LIB=self.library))
+        first = record.stderr.readline().decode()
+        self.assertIn("recording process %d" % master_pid, first)
+        self.write("fork-now", "")
+        child = int(master.stdout.readline())
+        err = first + record.communicate(timeout=120)[1].decode()
+        self.assertEqual(record.returncode, 0, err)
+        self.write("stop", "")
+        master.stdout.close()
+        self.assertEqual(sorted(n for n in os.listdir(self.tmp) if n.startswith("t.") and n.endswith(".txt")),
+                         sorted("t.%d.txt" % p for p in (master_pid, child)), err)
+        self.assertIn("master_after_fork", self.functions("t.%d.txt" % master_pid))
+        self.assertIn("child_after_start", self.functions("t.%d.txt" % child))
+        self.assertNotIn("master_after_fork", self.functions("t.%d.txt" % child))
+        self.assertRegex(err, r"pysample: pid %d \(`python[^`]* .*master\.py`\), \d s: \d+ samples" % child)
+        self.assertIn("(all 2 processes)", err)
 
     def test_old_python_named(self):
         """A Python the library refuses: the tool's note names its version
