@@ -22,7 +22,6 @@
 #include "asyncio/asyncio_layout.h"
 #include "python/codecache.h"
 #include "python/runtime.h"
-#include "profile/stacktab.h"
 #include "util/symtab.h"
 
 /* Tasks looked at per tick; the rest are counted on one marker stack and

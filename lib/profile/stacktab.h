@@ -31,15 +31,6 @@ struct ps_stack {
     uint32_t depth;
 };
 
-/* A stack being built, root first, before it is counted: frames[0..depth)
- * of room (the sampler's buffer: threadsample.c, and the tasks' stacks
- * made in it, tasks.h). */
-struct ps_stack_buf {
-    uint64_t *frames;
-    int depth;
-    int room;
-};
-
 struct ps_stacktab {
     struct ps_stack *slots;
     size_t cap;          /* power of two */

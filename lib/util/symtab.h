@@ -127,4 +127,14 @@ static inline int32_t ps_frame_line(uint64_t frame)
     return (int32_t)(uint32_t)frame;
 }
 
+/* A stack being built, root first, before it is counted: frames[0..depth)
+ * of room (the sampler's buffer: threadsample.c, and the tasks' stacks
+ * made in it, tasks.h).  Here beside the frames, not with the stack table
+ * that counts it: asyncio/ builds stacks and is below profile/. */
+struct ps_stack_buf {
+    uint64_t *frames;
+    int depth;
+    int room;
+};
+
 #endif
