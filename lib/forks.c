@@ -14,7 +14,6 @@
 #include "profile/output.h"
 #include "profile/profile.h"
 #include "sampler/forkpause.h"
-#include "sampler/loop.h"
 #include "sampler/sampler.h"
 #include "sampler/sessions.h"
 #include "sampler/state.h"
@@ -86,7 +85,7 @@ static const struct {
     { NULL, child_sampler },
     { NULL, child_state },
     { ps_stats_child_after_fork, NULL },
-    { ps_sampler_loop_child_after_fork, NULL },
+    { ps_sampler_child_loop, NULL },
     { ps_threadinfo_child_after_fork, NULL },
     { ps_sampler_child_native, NULL },
     { ps_sessions_child_after_fork, NULL },

@@ -8,7 +8,9 @@
  * sampler.c holds the one instance of the process (pysample-attach makes
  * its own).  It is filled before the thread starts (ps_tick_setup,
  * ps_threadsample_setup) and used by that thread only from then on:
- * nothing in it is atomic or locked.  Down the sampler thread's calls:
+ * nothing in it is atomic or locked (a fork child's thread is the
+ * forking one: sampler.c's fork steps reset what is the parent's).  Down
+ * the sampler thread's calls:
  * loop.c and sessions.c pass it to state.c's tick, which passes it to
  * tick.c, whose tick context (threadsample.h) carries it to each thread's
  * sample.
@@ -21,6 +23,7 @@
 #include "asyncio/tasks.h"
 #include "native/native.h"
 #include "python/runtime.h"
+#include "sampler/budget.h"
 #include "sampler/weight.h"
 
 /* One thread's sample: the buffers threadsample.c walks and counts in,
@@ -38,6 +41,10 @@ struct ps_sample_bufs {
 
 struct ps_sampler_ctx {
     struct ps_python py;        /* the interpreter read: the sampler's one copy */
+    /* loop.c's */
+    struct ps_budget budget;    /* PYSAMPLE_CPU_BUDGET, during SAMPLING */
+    uint64_t next_flush;        /* PYSAMPLE_FLUSH_INTERVAL; 0: none */
+    unsigned run;               /* runs of SAMPLING begun (weight.h: cpu mode) */
     /* tick.c's, from one tick to the next */
     struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
     int gil_only;               /* PYSAMPLE_GIL, where this build has a GIL to read */

@@ -26,11 +26,6 @@
 #include "sampler/stats.h"
 #include "settings.h"
 
-static struct {
-    struct ps_budget budget;    /* PYSAMPLE_CPU_BUDGET, during SAMPLING */
-    uint64_t next_flush;        /* PYSAMPLE_FLUSH_INTERVAL; 0: none */
-} loop;
-
 /* ---- waiting ----------------------------------------------------------------- */
 
 /*
@@ -72,23 +67,23 @@ static void serve_writes(void)
 }
 
 /* PYSAMPLE_FLUSH_INTERVAL: the profile written every so often. */
-static void flush_if_due(uint64_t now)
+static void flush_if_due(struct ps_sampler_ctx *ctx, uint64_t now)
 {
-    if (loop.next_flush == 0 || now < loop.next_flush)
+    if (ctx->next_flush == 0 || now < ctx->next_flush)
         return;
     if (ps_writer_serve())
         ps_sampler_ask_stop();
-    loop.next_flush = now + (uint64_t)ps_settings()->flush_interval_s * 1000000000ull;
+    ctx->next_flush = now + (uint64_t)ps_settings()->flush_interval_s * 1000000000ull;
 }
 
 /* Only the first start sets the schedule: the thread is stopped and
  * started again around every os.fork() on 3.12+ (lifecycle.c), and a
  * server forking more often than the interval must still flush. */
-static void schedule_flushes(void)
+static void schedule_flushes(struct ps_sampler_ctx *ctx)
 {
     const struct ps_config *cfg = ps_settings();
-    if (cfg->flush_interval_s > 0 && ps_settings_process()->output[0] && loop.next_flush == 0)
-        loop.next_flush = ps_now_ns() + (uint64_t)cfg->flush_interval_s * 1000000000ull;
+    if (cfg->flush_interval_s > 0 && ps_settings_process()->output[0] && ctx->next_flush == 0)
+        ctx->next_flush = ps_now_ns() + (uint64_t)cfg->flush_interval_s * 1000000000ull;
 }
 
 /* ---- SAMPLING ---------------------------------------------------------------- */
@@ -98,9 +93,9 @@ static void schedule_flushes(void)
  * budget from it; at the end of a window the rate follows what the ticks
  * cost (budget.h).  The CPU clock is read once a window.
  */
-static void apply_budget(uint64_t now)
+static void apply_budget(struct ps_sampler_ctx *ctx, uint64_t now)
 {
-    struct ps_budget *b = &loop.budget;
+    struct ps_budget *b = &ctx->budget;
     ps_budget_tick(b);
     int want = ps_sampler_requested_rate();
     if (want != b->max_hz) {
@@ -170,14 +165,14 @@ static uint64_t timed_tick(struct ps_sampler_ctx *ctx, struct schedule *sc, uint
 
 /* A run of SAMPLING begins at began: counted, and the CPU budget (if
  * any) starts from the requested rate.  The budget's share, or 0. */
-static double run_begin(uint64_t began)
+static double run_begin(struct ps_sampler_ctx *ctx, uint64_t began)
 {
     ps_stats_run_begin(began);
-    ps_sampler_run_begins();
+    ctx->run++;
     double share = ps_settings()->cpu_budget;
     if (share > 0) {
         int want = ps_sampler_requested_rate();
-        ps_budget_start(&loop.budget, share, want, began, ps_self_cpu_ns());
+        ps_budget_start(&ctx->budget, share, want, began, ps_self_cpu_ns());
         ps_sampler_set_rate_now(want);
     }
     return share;
@@ -197,7 +192,7 @@ static int keep_sampling(void)
 static void sample_for_a_while(struct ps_sampler_ctx *ctx)
 {
     uint64_t began = ps_now_ns();
-    double share = run_begin(began);
+    double share = run_begin(ctx, began);
     struct schedule sc;
     schedule_start(&sc, began);
     uint64_t cpu_at = began;
@@ -209,10 +204,10 @@ static void sample_for_a_while(struct ps_sampler_ctx *ctx)
         uint64_t woke;
         uint64_t now = timed_tick(ctx, &sc, &woke);
         if (share > 0)
-            apply_budget(now);
+            apply_budget(ctx, now);
         schedule_next(&sc, woke, now);
         serve_writes();
-        flush_if_due(now);
+        flush_if_due(ctx, now);
         ps_orphan_check(now);
         /* The thread's CPU clock is a system call (0.4-0.9 us here, as
          * much as walking a 10-frame stack): read it 10 times a second,
@@ -283,7 +278,7 @@ void ps_sampler_loop(struct ps_sampler_ctx *ctx)
     wait_for_interpreter(ctx);
     ps_mem_enable_direct();
     ps_sampler_move(PS_SAMPLER_WAITING, PS_SAMPLER_IDLE);
-    schedule_flushes();
+    schedule_flushes(ctx);
     while (!ps_sampler_stop_asked()) {
         int finished = ps_sampler_state() == PS_SAMPLER_FINISHED;
         if (!finished && ps_sampler_active() && become(PS_SAMPLER_SAMPLING) == 0) {
@@ -297,9 +292,4 @@ void ps_sampler_loop(struct ps_sampler_ctx *ctx)
         idle_a_while(ctx);
     }
     ps_sampler_write_stats();
-}
-
-void ps_sampler_loop_child_after_fork(void)
-{
-    loop.next_flush = 0;
 }

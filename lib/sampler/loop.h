@@ -13,7 +13,4 @@
  * initialisation it waits for. */
 void ps_sampler_loop(struct ps_sampler_ctx *ctx);
 
-/* A fork child: the periodic flush is scheduled anew at its start. */
-void ps_sampler_loop_child_after_fork(void);
-
 #endif

@@ -35,7 +35,8 @@
 
 static struct {
     /* The thread's context (context.h): the interpreter and what the
-     * tick keeps between ticks, passed down its calls. */
+     * loop and the tick keep from one tick to the next, passed down its
+     * calls. */
     struct ps_sampler_ctx ctx;
     int setup_done;
 
@@ -209,6 +210,12 @@ int ps_sampler_child_forked(void)
     int was_running = ps_sampler_may_read();
     pthread_mutex_init(&sampler.join_lock, NULL);
     return was_running;
+}
+
+void ps_sampler_child_loop(void)
+{
+    /* The periodic flush is scheduled anew at the child's start. */
+    sampler.ctx.next_flush = 0;
 }
 
 void ps_sampler_child_native(void)

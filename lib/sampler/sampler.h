@@ -45,6 +45,8 @@ void ps_sampler_resume(int restart);
  * whether a sampler thread ran in the parent, before the state is reset;
  * restart() starts one again then, on counters of its own. */
 int ps_sampler_child_forked(void);
+/* The loop's part of the context (context.h): the periodic flush anew. */
+void ps_sampler_child_loop(void);
 /* The native capture's part, if it was set up (native.h). */
 void ps_sampler_child_native(void);
 void ps_sampler_child_restart(int was_running);

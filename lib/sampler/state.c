@@ -40,7 +40,6 @@ static struct {
     _Atomic int write_request;  /* asked to serve the writer */
     _Atomic int rate_hz;        /* the rate ticks are at now ... */
     _Atomic int requested_hz;   /* ... and the one asked for (budget.h) */
-    unsigned run;               /* runs of SAMPLING begun (the sampler thread's) */
 
     pthread_mutex_t wake_lock;  /* with wake: the interruptible wait */
     pthread_cond_t wake;
@@ -247,18 +246,13 @@ void ps_sampler_tick(struct ps_sampler_ctx *ctx, int all)
 {
     int hz = atomic_load(&st.requested_hz);
     uint64_t period = 1000000000ull / (uint64_t)(hz > 0 ? hz : PS_DEFAULT_RATE);
-    if (ps_tick(ctx, all, period, st.run) != 0)
+    if (ps_tick(ctx, all, period, ctx->run) != 0)
         ps_sampler_move(ps_sampler_state(), PS_SAMPLER_FINISHED);  /* from SAMPLING or IDLE */
 }
 
 void ps_sampler_tick_all(struct ps_sampler_ctx *ctx)
 {
     ps_sampler_tick(ctx, 1);
-}
-
-void ps_sampler_run_begins(void)
-{
-    st.run++;
 }
 
 /* ---- counts ------------------------------------------------------------------- */

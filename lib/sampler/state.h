@@ -133,11 +133,9 @@ void ps_sampler_nap(uint64_t deadline);
 struct ps_sampler_ctx;  /* context.h */
 
 /* One tick (tick.c) of ctx's sampled threads, or all of them: the runtime
- * finalizing makes the thread FINISHED.  A run is one stretch of
- * SAMPLING: ps_sampler_run_begins() counts them (weight.h needs to know
- * when a new one begins). */
+ * finalizing makes the thread FINISHED.  ctx->run counts the stretches
+ * of SAMPLING (loop.c; weight.h needs to know when a new one begins). */
 void ps_sampler_tick(struct ps_sampler_ctx *ctx, int all);
-void ps_sampler_run_begins(void);
 /* One tick of every thread whatever PYSAMPLE_MODE says (`pysample dump`):
  * on the sampler thread only. */
 void ps_sampler_tick_all(struct ps_sampler_ctx *ctx);
