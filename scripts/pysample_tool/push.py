@@ -144,6 +144,9 @@ def _push_once(service, pusher, every):
     end = int(time.time())
     for failed in (r for r in results if r.error):
         service.log("push: %s" % failed.error)
+    over = targets.note_costs(results)
+    if over:   # as a scrape's log line says it (serve.py)
+        service.log("push: over their CPU budget: pid %s" % ", ".join(str(p) for p in over))
     for name, group in _by_service(results).items():
         pprof, samples = targets.merge(group)
         if samples:

@@ -277,10 +277,10 @@ class FleetTests(ServeCase):
     has every pid as its own label, every sampler held its CPU budget (the
     library's own figures, in /targets), and serve's memory does not grow
     from one scrape to the next.  PYSAMPLE_TEST_SERVE_FLEET processes
-    (default 32), SECONDS per scrape (default 2; test/bench/bench_fleet.py: 10)."""
+    (default 32), SECONDS per scrape (default 3; test/bench/bench_fleet.py: 10)."""
 
     PROCESSES = int(os.environ.get("PYSAMPLE_TEST_SERVE_FLEET") or 32)
-    SECONDS = int(os.environ.get("PYSAMPLE_TEST_SERVE_SECONDS") or 2)
+    SECONDS = int(os.environ.get("PYSAMPLE_TEST_SERVE_SECONDS") or 3)
     SCRAPES = int(os.environ.get("PYSAMPLE_TEST_SERVE_SCRAPES") or 3)
     BUDGET = 1.0    # PYSAMPLE_CPU_BUDGET, % of one core
     RATE = 1000     # per scrape: dear enough that the budget, not the rate, bounds the sampler
