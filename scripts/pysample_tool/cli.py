@@ -44,6 +44,13 @@ def _split_command(commands, argv):
     if getattr(sub, "takes_command", False) and "--" in argv:
         split = argv.index("--")
         return argv[:split], argv[split + 1:]
+    if getattr(sub, "splits_runs", False) and "--" in argv:
+        # diff BASE... -- HEAD... [options]: the profiles after `--` up to
+        # the first option are HEAD's; the options are diff's own.
+        split = argv.index("--")
+        tail = argv[split + 1:]
+        n = next((i for i, a in enumerate(tail) if a.startswith("-") and a != "-"), len(tail))
+        return argv[:split] + tail[n:], tail[:n]
     return argv, None
 
 
@@ -66,6 +73,10 @@ def main(argv=None):
             command_argv = args.cmd
         elif args.cmd:
             parser.error("unexpected arguments before --: %s" % " ".join(args.cmd))
+        args.command_argv = command_argv
+    elif command_argv is not None:
+        # A command without a program to run that splits its arguments at
+        # `--` (diff's BASE... -- HEAD...).
         args.command_argv = command_argv
     try:
         return args.run(args)

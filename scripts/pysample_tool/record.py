@@ -631,6 +631,7 @@ def _deliver(w, profile, destination, fmt, rate, mode, command, permissions):
     if fmt == "collapsed":
         os.chmod(w.path, permissions)
         shutil.move(w.path, destination)
+        _copy_sidecar(w.path, destination, permissions)
         return
     source = profile.path
     profile.path = destination      # speedscope's name for it
@@ -641,6 +642,16 @@ def _deliver(w, profile, destination, fmt, rate, mode, command, permissions):
     finally:
         profile.path = source
     write_output(destination, data, binary=is_binary(fmt), mode=permissions)
+
+
+def _copy_sidecar(source, destination, permissions):
+    """The quality figures go beside a collapsed profile (<profile>.quality.json):
+    `diff --time` reads the length of a sample from them.  A copy: the
+    summary still reads them where the library wrote them."""
+    side = source + SIDECAR_SUFFIX
+    if os.path.isfile(side):
+        shutil.copyfile(side, destination + SIDECAR_SUFFIX)
+        os.chmod(destination + SIDECAR_SUFFIX, permissions)
 
 
 def _deliver_timeline(w, destination, fmt, permissions):

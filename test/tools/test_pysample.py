@@ -2324,8 +2324,23 @@ DIFF_HEAD = SPIN_UNTIL_SAMPLED + (
     "    render()\n"
     "main()\n")
 
-DIFF_ROW_RE = re.compile(r"^ *(\d+\.\d\d)% +(\d+\.\d\d)% +([-+]\d+\.\d\d) +(\d+\.\d\d)% +(\d+\.\d\d)% +"
-                         r"([-+]\d+\.\d\d)  (.*)$")
+# total before, after, change, [interval low, high], self before, after,
+# verdict, function.
+DIFF_ROW_RE = re.compile(r"^ *(\d+\.\d\d)% +(\d+\.\d\d)% +([-+]\d+\.\d\d)  \[([-+]\d+\.\d\d), ([-+]\d+\.\d\d)\] +"
+                         r"(\d+\.\d\d)% +(\d+\.\d\d)%  (\S+) +(.*)$")
+
+
+def diff_table(out):
+    """{function: (total before, after, change, self before, after)} and
+    {function: (interval low, high, verdict)} of diff's text table."""
+    rows, verdicts = {}, {}
+    for line in (out.decode() if isinstance(out, bytes) else out).splitlines():
+        m = DIFF_ROW_RE.match(line)
+        if m:
+            g = m.groups()
+            rows[g[8]] = (float(g[0]), float(g[1]), float(g[2]), float(g[5]), float(g[6]))
+            verdicts[g[8]] = (float(g[3]), float(g[4]), g[7])
+    return rows, verdicts
 
 
 def function_shares(path, function):
@@ -2366,7 +2381,9 @@ class RecordedPairTestCase(TempDirTestCase):
                 f.write(source)
             # -S: no site imports, whose start-up samples would take a
             # share of their own.
-            code, out, err = pysample("record", "-q", "--rate", "250", "-o", name, "--", PYTHON, "-S", "prog.py",
+            # CPU time: wall-clock samples clump on a loaded machine (GateTests).
+            code, out, err = pysample("record", "-q", "--mode", "cpu", "--rate", "250", "-o", name, "--", PYTHON,
+                                      "-S", "prog.py",
                                       cwd=cls.dir, env=clean_env(PYSAMPLE_LIB=library))
             if code != 0:
                 raise AssertionError("record %s: %s" % (name, err))
@@ -2391,12 +2408,7 @@ class DiffTests(RecordedPairTestCase):
         return pysample("diff", *args, cwd=self.dir)
 
     def table(self, out):
-        rows = {}
-        for line in out.decode().splitlines():
-            m = DIFF_ROW_RE.match(line)
-            if m:
-                rows[m.group(7)] = tuple(float(v) for v in m.groups()[:6])
-        return rows
+        return diff_table(out)[0]
 
     def test_table_numbers_are_the_shares_of_both_profiles(self):
         code, out, err = self.diff(self.base, self.head, "--top", "0")
@@ -2407,7 +2419,7 @@ class DiffTests(RecordedPairTestCase):
             head_total, head_self = function_shares(self.head, self.function(name))
             row = rows[self.label(name)]
             self.assertEqual(row, (round(base_total, 2), round(head_total, 2), round(head_total - base_total, 2),
-                                   round(base_self, 2), round(head_self, 2), round(head_self - base_self, 2)),
+                                   round(base_self, 2), round(head_self, 2)),
                              "%s: %r" % (name, row))
         # What the program did: render went from half to three quarters.
         # What the program did: render went from half to three quarters,
@@ -2415,40 +2427,40 @@ class DiffTests(RecordedPairTestCase):
         # (a loaded machine stretches it).
         self.assertGreater(rows[self.label("render")][2], 15.0, out.decode())
         self.assertLess(rows[self.label("parse")][2], -12.0, out.decode())
-        first = [line.split("  ")[-1] for line in out.decode().splitlines()[2:4]]
-        self.assertEqual(sorted(first), [self.label("parse"), self.label("render")],
-                         "the largest changes come first: %s" % out.decode())
+        # render grew; parse's share fell only because render's grew: its
+        # share of the samples outside render is the same, so it is not
+        # said to have shrunk.
+        verdicts = diff_table(out)[1]
+        self.assertEqual(verdicts[self.label("render")][2], "grew", out.decode())
+        self.assertEqual(verdicts[self.label("parse")][2], "unchanged*", out.decode())
+        self.assertEqual(out.decode().splitlines()[2].split("  ")[-1], self.label("render"),
+                         "what grew comes first: %s" % out.decode())
 
     def test_top_limits_the_rows(self):
         code, out, err = self.diff(self.base, self.head, "--top", "2")
         self.assertEqual(code, 0, err)
         lines = out.decode().splitlines()
         self.assertEqual(len(self.table(out)), 2, out.decode())
-        self.assertRegex(lines[-1], r"^\.\.\. \d+ more functions")
-
-    def gate_limit(self, before, after, name):
-        """The growth of function name from before to after, and a limit
-        halfway between it and the next largest growth of any function,
-        all counted here from the profiles: only name is over it."""
-        b, a = all_function_totals(before), all_function_totals(after)
-        growths = sorted(((a.get(f, 0.0) - b.get(f, 0.0), f) for f in set(a) | set(b)), reverse=True)
-        self.assertEqual(growths[0][1], self.function(name), "%s grew most: %r" % (name, growths[:3]))
-        self.assertGreater(growths[0][0] - growths[1][0], 0.5, "a margin: %r" % growths[:3])
-        return growths[0][0], (growths[0][0] + growths[1][0]) / 2
+        self.assertRegex(out.decode(), r"(?m)^\.\.\. \d+ more functions")
+        self.assertTrue(lines[-1].startswith("verdict: "), lines[-1])
 
     def test_fail_over_is_the_ci_gate(self):
-        growth, limit = self.gate_limit(self.base, self.head, "render")
-        code, out, err = self.diff(self.base, self.head, "--fail-over", "%.2f" % limit)
+        code, out, err = self.diff(self.base, self.head, "--fail-over", "5")
         self.assertEqual(code, 1, err)
         lines = err.splitlines()
-        self.assertEqual(len(lines), 1, "render alone grew by more than %.2f points: %r" % (limit, err))
-        self.assertTrue(lines[0].startswith("pysample: %s: total share grew by %.2f points"
-                                            % (self.label("render"), growth)), lines[0])
-        code, out, err = self.diff(self.base, self.head, "--fail-over", "%.2f" % (growth + 0.1))
+        low, high, verdict = diff_table(out)[1][self.label("render")]
+        growth = self.table(out)[self.label("render")][2]
+        self.assertEqual(len(lines), 1, "render alone grew by more than 5 points: %r" % err)
+        self.assertTrue(lines[0].startswith("pysample: %s: total share grew by %.2f points" % (self.label("render"), growth)),
+                        lines[0])
+        self.assertIn("at least %.2f points at 99%% confidence, more than 5 points" % low, lines[0])
+        self.assertIn("verdict: FAIL: 1 function grew by more than 5 points at 99% confidence", out.decode())
+        # Over the interval's lower end, the gate passes.
+        code, out, err = self.diff(self.base, self.head, "--fail-over", "%.2f" % (low + 0.1))
         self.assertEqual((code, err), (0, ""))
+        self.assertIn("verdict: pass: no function grew by more than", out.decode())
         # The other way round, parse grew.
-        growth, limit = self.gate_limit(self.head, self.base, "parse")
-        code, out, err = self.diff(self.head, self.base, "--fail-over", "%.2f" % limit)
+        code, out, err = self.diff(self.head, self.base, "--fail-over", "5")
         self.assertEqual(code, 1, err)
         self.assertEqual([l.split(": ")[1] for l in err.splitlines()], [self.label("parse")])
 
@@ -2478,20 +2490,23 @@ class DiffTests(RecordedPairTestCase):
         self.assertEqual((len(render), len(parse)), (1, 1), sorted(boxes))
         (render_rgb, render_title, render_w), (parse_rgb, parse_title, _) = render[0], parse[0]
         self.assertGreater(render_rgb[0], render_rgb[2] + 100, "render grew: red, %r" % (render_rgb,))
-        self.assertGreater(parse_rgb[2], parse_rgb[0] + 100, "parse shrank: blue, %r" % (parse_rgb,))
+        # parse's share fell because render's grew, not because it changed:
+        # the neutral colour, never blue.
+        self.assertEqual(parse_rgb, (235, 232, 225), "parse is unchanged: %r" % (parse_title,))
         for name, title in (("render", render_title), ("parse", parse_title)):
             base_total, base_self = function_shares(self.base, self.function(name))
             head_total, head_self = function_shares(self.head, self.function(name))
-            self.assertEqual(title[1], "total %.2f%% -> %.2f%% (%+.2f points)"
-                             % (base_total, head_total, head_total - base_total), title)
-            self.assertEqual(title[2], "self %.2f%% -> %.2f%% (%+.2f points)"
-                             % (base_self, head_self, head_self - base_self), title)
+            self.assertTrue(title[1].startswith("total %.2f%% -> %.2f%% (%+.2f, 99%% interval ["
+                                                % (base_total, head_total, head_total - base_total)), title)
+        self.assertEqual(render_title[2], "grew", render_title)
+        self.assertTrue(parse_title[2].startswith("unchanged (its share of the samples outside what grew"),
+                        parse_title)
         # One function, two call paths, two colours: spin_until_sampled
-        # above render grew, above parse shrank.
+        # above render grew, above parse did not change.
         spins = sorted((v for d, t, v in boxes if t == label("spin_until_sampled")),
                        key=lambda v: v[2])
         self.assertEqual(len(spins), 2, sorted(boxes))
-        self.assertGreater(spins[0][0][2], spins[0][0][0], "under parse: blue")
+        self.assertEqual(spins[0][0], (235, 232, 225), "under parse: unchanged")
         self.assertGreater(spins[1][0][0], spins[1][0][2], "under render: red")
         self.assertEqual(render_w, sum(n for (_, frames), n in read_stacks(self.head).items()
                                        if any(split_frame(f)[0] == "render" for f in frames)))
@@ -2501,7 +2516,8 @@ class DiffTests(RecordedPairTestCase):
         code, out, err = self.diff(self.head, self.head, "--fail-over", "0", "-o", "same.svg")
         self.assertEqual((code, err), (0, ""))
         for row in self.table(out).values():
-            self.assertEqual((row[2], row[5]), (0.0, 0.0))
+            self.assertEqual(row[2], 0.0)
+        self.assertEqual(set(v[2] for v in diff_table(out)[1].values()), {"unchanged"})
         boxes = self.svg_boxes(ET.parse(os.path.join(self.dir, "same.svg")).getroot())
         self.assertEqual(set(v[0] for d, t, v in boxes), {(235, 232, 225)}, "no change, one neutral colour")
 
@@ -2516,9 +2532,9 @@ class DiffTests(RecordedPairTestCase):
         self.assertEqual(code, 0, err)
         rows = self.table(out)
         # MainThread: work 75% of its 40 samples, then 50% of its 20.
-        self.assertEqual(rows["work (/a.py) [MainThread]"], (75.0, 50.0, -25.0, 75.0, 50.0, -25.0))
-        self.assertEqual(rows["idle (/a.py) [MainThread]"], (25.0, 50.0, 25.0, 25.0, 50.0, 25.0))
-        self.assertEqual(rows["run (/w.py) [Worker]"], (100.0, 100.0, 0.0, 100.0, 100.0, 0.0))
+        self.assertEqual(rows["work (/a.py) [MainThread]"], (75.0, 50.0, -25.0, 75.0, 50.0))
+        self.assertEqual(rows["idle (/a.py) [MainThread]"], (25.0, 50.0, 25.0, 25.0, 50.0))
+        self.assertEqual(rows["run (/w.py) [Worker]"], (100.0, 100.0, 0.0, 100.0, 100.0))
         # Merged, work is a share of everything: 30% of 100, 25% of 40.
         code, out, err = pysample("diff", base, head, "--top", "0")
         self.assertEqual(self.table(out)["work (/a.py)"][:3], (30.0, 25.0, -5.0))
@@ -2530,7 +2546,7 @@ class DiffTests(RecordedPairTestCase):
         head = self.write("nhead.txt", "thread 1;main (/a.py:1);libx.so+0x30 10\n")
         code, out, err = pysample("diff", base, head, "--top", "0")
         self.assertEqual(code, 0, err)
-        self.assertEqual(self.table(out)["[libx.so] (libx.so)"], (100.0, 100.0, 0.0, 100.0, 100.0, 0.0))
+        self.assertEqual(self.table(out)["[libx.so] (libx.so)"], (100.0, 100.0, 0.0, 100.0, 100.0))
         code, out, err = pysample("diff", base, head, "--top", "0", "--addresses")
         rows = self.table(out)
         self.assertEqual(rows["libx.so+0x30 (libx.so)"][:3], (0.0, 100.0, 100.0))
@@ -2549,6 +2565,327 @@ class DiffTests(RecordedPairTestCase):
                 for word in words:
                     self.assertIn(word, err)
                 self.assertEqual(out, b"")
+
+
+# diff's statistics on synthetic profiles: counts chosen so that the answer
+# is known, checked against the formulas computed here.
+
+def wilson(k, n, z):
+    p = float(k) / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4.0 * n * n)) ** 0.5
+    return centre - half, centre + half
+
+
+def newcombe(kb, nb, kh, nh, z):
+    """Newcombe's hybrid score interval of kh/nh - kb/nb, in points."""
+    pb, ph = float(kb) / nb, float(kh) / nh
+    (lb, ub), (lh, uh) = wilson(kb, nb, z), wilson(kh, nh, z)
+    d = ph - pb
+    return (100 * (d - ((ph - lh) ** 2 + (ub - pb) ** 2) ** 0.5), 100 * (d + ((uh - ph) ** 2 + (pb - lb) ** 2) ** 0.5))
+
+
+def folded(**counts):
+    """A profile of one thread: name=samples, each `main;name`; names that
+    start with imp_ are imports (under <frozen importlib._bootstrap>)."""
+    lines = []
+    for name, n in sorted(counts.items()):
+        if name.startswith("imp_"):
+            lines.append("thread 1 (MainThread);<module> (/a.py:1);_find_and_load (<frozen importlib._bootstrap>:1);"
+                         "<module> (/lib/%s.py:1) %d" % (name, n))
+        elif n:
+            lines.append("thread 1 (MainThread);<module> (/a.py:1);main (/a.py:2);%s (/a.py:3) %d" % (name, n))
+    return "\n".join(lines) + "\n"
+
+
+Z99 = 2.5758293035489
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+class GateStatsTests(TempDirTestCase):
+    def diff(self, *args):
+        code, out, err = pysample("diff", *args, cwd=self.tmp)
+        return code, out.decode(), err
+
+    def verdicts(self, *args):
+        code, out, err = self.diff(*(args + ("--top", "0")))
+        self.assertIn(code, (0, 1), err)
+        return diff_table(out)
+
+    def test_counting_noise_is_inside_the_interval(self):
+        # work: 20% -> 30% of 200 samples is within what counting explains
+        # at 99%; at ten times the samples it is not.
+        for scale, verdict in ((1, "unchanged"), (10, "grew")):
+            base = self.write("b%d.txt" % scale, folded(work=40 * scale, rest=160 * scale))
+            head = self.write("h%d.txt" % scale, folded(work=60 * scale, rest=140 * scale))
+            rows, verdicts = self.verdicts(base, head)
+            low, high, said = verdicts["work (/a.py)"]
+            want = newcombe(40 * scale, 200 * scale, 60 * scale, 200 * scale, Z99)
+            self.assertAlmostEqual(low, want[0], delta=0.006)
+            self.assertAlmostEqual(high, want[1], delta=0.006)
+            self.assertEqual(said, verdict, (scale, low, high))
+            self.assertEqual(rows["work (/a.py)"][:3], (20.0, 30.0, 10.0))
+        # A lower confidence, a narrower interval: 80% calls the small run's
+        # change a change.
+        rows, verdicts = self.verdicts(os.path.join(self.tmp, "b1.txt"), os.path.join(self.tmp, "h1.txt"),
+                                       "--confidence", "80")
+        self.assertEqual(verdicts["work (/a.py)"][2], "grew")
+        # A function seen in neither: 0 of 200 against 3 of 200 is nothing.
+        rows, verdicts = self.verdicts(self.write("z0.txt", folded(work=200)),
+                                       self.write("z3.txt", folded(work=197, rare=3)))
+        self.assertEqual(verdicts["rare (/a.py)"][2], "unchanged")
+
+    def test_others_growing_is_not_shrinking(self):
+        # render three times slower; parse and the imports took as long.
+        base = self.write("base.txt", folded(render=500, parse=500, imp_json=100))
+        head = self.write("head.txt", folded(render=1500, parse=500, imp_json=100))
+        code, out, err = self.diff(base, head, "--top", "0", "-o", "d.svg", "--fail-over", "5")
+        self.assertEqual(code, 1, err)
+        rows, verdicts = diff_table(out)
+        self.assertLess(rows["parse (/a.py)"][2], -20, "parse's share fell by a lot: %r" % rows)
+        self.assertEqual(verdicts["render (/a.py)"][2], "grew")
+        for name in ("parse (/a.py)", "<module> (/lib/imp_json.py)", "_find_and_load (<frozen importlib._bootstrap>)"):
+            self.assertEqual(verdicts[name][2], "unchanged*", out)
+        self.assertIn("* judged on its share of the samples outside the call paths that grew (600 -> 600 samples)",
+                      out)
+        self.assertEqual([l.split(": ")[1] for l in err.splitlines()], ["render (/a.py)"])
+        root = ET.parse(os.path.join(self.tmp, "d.svg")).getroot()
+        fills = {}
+        for g in root.find(SVG_NS + "g[@id='frames']").findall(SVG_NS + "g"):
+            fills[g.find(SVG_NS + "title").text.split("\n")[0]] = g.find(SVG_NS + "rect").get("fill")
+        self.assertEqual(fills["parse (/a.py)"], "rgb(235,232,225)", "parse is not painted shrank")
+        self.assertNotEqual(fills["render (/a.py)"], "rgb(235,232,225)")
+        # parse really twice as fast, render unchanged... and then render
+        # three times slower: parse's share of the rest halved.
+        head = self.write("head2.txt", folded(render=1500, parse=250, imp_json=100))
+        rows, verdicts = self.verdicts(base, head)
+        self.assertEqual(verdicts["parse (/a.py)"][2], "shrank*")
+
+    def test_several_runs_spread_widens_the_interval(self):
+        runs = [self.write("b%d.txt" % i, folded(work=w, rest=1000 - w)) for i, w in enumerate((200, 300, 400))]
+        head = self.write("h.txt", folded(work=300, rest=700))
+        pooled = self.write("pooled.txt", "".join(read_text(p) for p in runs))
+        _, one = self.verdicts(pooled, head)
+        _, three = self.verdicts(*(runs + ["--", head]))
+        self.assertGreater(three["work (/a.py)"][1] - three["work (/a.py)"][0],
+                           2 * (one["work (/a.py)"][1] - one["work (/a.py)"][0]),
+                           "runs 10 points apart: the interval is wider than counting's (%r, %r)" % (one, three))
+        # Runs that agree exactly have no spread: the same as one pooled run.
+        same = [self.write("s%d.txt" % i, folded(work=300, rest=700)) for i in range(3)]
+        pooled = self.write("spooled.txt", "".join(read_text(p) for p in same))
+        _, one = self.verdicts(pooled, head)
+        _, three = self.verdicts("--base", same[0], "--base", same[1], "--base", same[2], head)
+        self.assertEqual(one["work (/a.py)"], three["work (/a.py)"])
+        code, out, err = self.diff(*(same + ["--", head, "--top", "1"]))
+        self.assertEqual(code, 0, err)
+        self.assertTrue(out.startswith("3 runs (s0.txt, s1.txt, s2.txt) -> %s: 3,000 -> 1,000 samples" % head), out)
+
+    def test_run_arguments(self):
+        a, b, c = (self.write(n, folded(work=10)) for n in ("a.txt", "b.txt", "c.txt"))
+        for args in ((a, b, c), (a,), ("--base", a)):
+            code, out, err = self.diff(*args)
+            self.assertEqual((code, out, len(err.splitlines())), (2, "", 1), err)
+            self.assertTrue(err.startswith("pysample: "), err)
+        code, out, err = self.diff(a, "--", b, c, "--top", "1", "--format", "markdown")
+        self.assertEqual(code, 0, err)
+        self.assertIn("a.txt -&gt; 2 runs (b.txt, c.txt)", out)
+
+    def test_focus_and_exclude_come_before_the_shares(self):
+        base = self.write("base.txt", folded(work=50, idle=25, imp_json=25))
+        head = self.write("head.txt", folded(work=50, idle=50, imp_json=100))
+        rows, _ = self.verdicts(base, head, "--exclude", "<frozen importlib")
+        self.assertEqual(rows["work (/a.py)"][:2], (66.67, 50.0))
+        self.assertNotIn("_find_and_load (<frozen importlib._bootstrap>)", rows)
+        rows, _ = self.verdicts(base, head, "--focus", r"^(work|idle) ")
+        self.assertEqual(rows["idle (/a.py)"][:2], (33.33, 50.0))
+        self.assertEqual(rows["main (/a.py)"][:2], (100.0, 100.0))
+        rows, _ = self.verdicts(base, head, "--focus", "work", "--focus", "idle", "--exclude", "idle")
+        self.assertEqual(list(rows.keys()).count("idle (/a.py)"), 0)
+        self.assertEqual(rows["work (/a.py)"][:2], (100.0, 100.0))
+        for args, word in ((("--focus", "("), "--focus"), (("--focus", "nothing-here"), "no samples left")):
+            code, out, err = self.diff(base, head, *args)
+            self.assertEqual((code, out, len(err.splitlines())), (2, "", 1), err)
+            self.assertIn(word, err)
+
+    def test_markdown_is_a_table_and_a_verdict(self):
+        base = self.write("base.txt", folded(render=500, parse=500, **{"a|b": 20}))
+        head = self.write("head.txt", folded(render=1500, parse=500, **{"a|b": 20}))
+        code, out, err = self.diff(base, head, "--format", "markdown", "--fail-over", "5", "--top", "0")
+        self.assertEqual(code, 1, err)
+        lines = out.splitlines()
+        self.assertIn("Verdict: **FAIL**: 1 function grew by more than 5 points at 99% confidence: render (/a.py)",
+                      lines)
+        table = [l for l in lines if l.startswith("|")]
+        cells = [[c.strip() for c in re.split(r"(?<!\\)\|", l)[1:-1]] for l in table]
+        self.assertEqual(cells[0], ["Function", "Base", "Head", "Change", "99% interval", "Verdict"])
+        self.assertTrue(all(re.match(r"^-+:?$|^---$", c) for c in cells[1]), cells[1])
+        self.assertTrue(all(len(row) == 6 for row in cells), cells)
+        by_name = dict((row[0], row) for row in cells[2:])
+        self.assertEqual(by_name["`render (/a.py)`"][5], "**grew (over 5 points)**")
+        self.assertEqual(by_name["`a\\|b (/a.py)`"][5], "unchanged*")
+        self.assertEqual(by_name["`<module> (/a.py)`"][1:4], ["100.00%", "100.00%", "+0.00"])
+        self.assertEqual(len(by_name), 5, by_name)   # render, parse, a|b, main, <module>, and nothing more
+        self.assertRegex(by_name["`render (/a.py)`"][4], r"^\[\+\d+\.\d\d, \+\d+\.\d\d\]$")
+
+    def test_time_from_the_quality_figures(self):
+        base = self.write("base.txt", folded(work=100, other=100))
+        head = self.write("head.txt", folded(work=300, other=100))
+        for path in (base, head):
+            self.write(os.path.basename(path) + ".quality.json",
+                       json.dumps({"mode": "wall", "requested_rate_hz": 100, "achieved_rate_hz": 100.0}))
+        code, out, err = self.diff(base, head, "--time", "--top", "0", "--fail-over", "1s")
+        self.assertEqual(code, 1, err)
+        rows = {}
+        for line in out.splitlines()[1:]:
+            m = re.match(r"^ +(\d+\.\d+)s +(\d+\.\d+)s +([-+]\d+\.\d+)s  \[([-+]\d+\.\d+)s, ([-+]\d+\.\d+)s\] +(\S+) +(.*)$",
+                         line)
+            if m:
+                rows[m.group(7)] = m.groups()[:6]
+        self.assertEqual(rows["work (/a.py)"][:3], ("1.000", "3.000", "+2.000"))
+        self.assertEqual(rows["work (/a.py)"][5], "grew")
+        # other's share fell from 50% to 25%; its time did not move.
+        self.assertEqual(rows["other (/a.py)"][:3], ("1.000", "1.000", "+0.000"))
+        self.assertEqual(rows["other (/a.py)"][5], "unchanged")
+        self.assertIn("work (/a.py): time grew by 2.000s (1.000s -> 3.000s), at least", err)
+        # cpu mode: a sample is 1/requested rate of CPU time; a seconds
+        # limit implies --time; --rate stands in for a missing sidecar.
+        self.write("head.txt.quality.json", json.dumps({"mode": "cpu", "requested_rate_hz": 50}))
+        code, out, err = self.diff(base, head, "--top", "0", "--fail-over", "3500ms")
+        self.assertEqual(code, 1, err)
+        self.assertIn("1.000s -> 6.000s", err)
+        os.unlink(head + ".quality.json")
+        code, out, err = self.diff(base, head, "--time")
+        self.assertEqual((code, out, len(err.splitlines())), (2, b"".decode(), 1), err)
+        self.assertIn("--rate", err)
+        code, out, err = self.diff(base, head, "--time", "--rate", "200", "--top", "1")
+        self.assertEqual(code, 0, err)
+        self.assertIn("   0.500s    1.500s   +1.000s", out)
+        code, out, err = self.diff(base, head, "--time", "--fail-over", "5")
+        self.assertEqual(code, 2, err)
+
+
+# A program of the standard library's: five functions called in turn for a
+# number of rounds, recorded in CPU time (which a loaded machine does not
+# stretch, unlike wall-clock time) so that its shares and seconds hold.
+# SLOW=2 makes tables() do twice the work per call: a real 2x slowdown of
+# one function.  A round takes about 6 ms of CPU.
+STDLIB_PROGRAM = (
+    "import io, sys\n"
+    "import csv, difflib, fractions, json, statistics\n"
+    "SLOW = int(sys.argv[2])\n"
+    "DATA = [{'id': i, 'name': 'item%d' % i, 'tags': ['a', 'b'], 'price': i * 1.5} for i in range(300)]\n"
+    "TEXT = json.dumps(DATA)\n"
+    "def encode():\n"
+    "    json.dumps(DATA)\n"
+    "def decode():\n"
+    "    json.loads(TEXT)\n"
+    "def tables():\n"
+    "    for _ in range(2 * SLOW):\n"
+    "        out = io.StringIO()\n"
+    "        w = csv.writer(out)\n"
+    "        for row in DATA:\n"
+    "            w.writerow(row.values())\n"
+    "def maths():\n"
+    "    statistics.mean(fractions.Fraction(i, 7) for i in range(60))\n"
+    "def text():\n"
+    "    difflib.SequenceMatcher(None, 'abcdefghij' * 12, 'abcdxfghij' * 12).ratio()\n"
+    "def main(rounds):\n"
+    "    for _ in range(rounds):\n"
+    "        encode(); decode(); tables(); maths(); text()\n"
+    "main(int(sys.argv[1]))\n")
+
+# The imports and the interpreter's start-up: what varies most between two
+# runs of one program, and what a gate on the program's work leaves out.
+NO_IMPORTS = "<frozen "
+
+
+class GateTests(TempDirTestCase):
+    """diff's gate on real recordings of one standard-library program: runs
+    of ~200 samples (200 Hz) and ~1,400 (1 kHz), and a run with tables()
+    twice as slow."""
+
+    RUNS = (("small1", 200, 170, 1), ("small2", 200, 170, 1), ("big1", 1000, 235, 1),
+            ("big2", 1000, 235, 1), ("slow", 1000, 235, 2))
+
+    @classmethod
+    def setUpClass(cls):
+        library = real_library(os.path.join(BUILD_ROOT, "lib")) if BUILD_ROOT else None
+        if not library:
+            raise unittest.SkipTest("the real library is not built (run through meson test)")
+        cls.dir = tempfile.mkdtemp(prefix="pysample-gate-")
+        with open(os.path.join(cls.dir, "prog.py"), "w") as f:
+            f.write(STDLIB_PROGRAM)
+        for name, rate, rounds, slow in cls.RUNS:
+            # CPU time, as docs/ci.md's gate: a wall-clock sample of a thread
+            # the kernel preempted falls where it stopped for as long as it
+            # waits, so on a loaded machine samples come in clumps and vary
+            # more than counting says.
+            code, out, err = pysample("record", "-q", "--mode", "cpu", "--rate", str(rate), "-o", name + ".txt",
+                                      "--", PYTHON, "prog.py", str(rounds), str(slow), cwd=cls.dir,
+                                      env=clean_env(PYSAMPLE_LIB=library))
+            if code != 0:
+                raise AssertionError("record %s: %s" % (name, err))
+        cls.path = dict((name, os.path.join(cls.dir, name + ".txt")) for name, _, _, _ in cls.RUNS)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(getattr(cls, "dir", ""), True)
+
+    def diff(self, *args):
+        code, out, err = pysample("diff", *args, cwd=self.dir)
+        return code, out.decode(), err
+
+    def tables(self):
+        return "tables (%s)" % os.path.join(self.dir, "prog.py")
+
+    def test_two_runs_of_the_same_program_pass(self):
+        for a, b in (("small1", "small2"), ("big1", "big2")):
+            with self.subTest(runs=(a, b)):
+                code, out, err = self.diff(self.path[a], self.path[b], "--fail-over", "5", "--exclude", NO_IMPORTS)
+                self.assertEqual((code, err), (0, ""), out)
+                self.assertIn("verdict: pass: no function grew by more than 5 points at 99% confidence", out)
+
+    def test_a_function_twice_as_slow_is_flagged(self):
+        code, out, err = self.diff(self.path["big1"], self.path["slow"], "--fail-over", "5", "--exclude", NO_IMPORTS)
+        self.assertEqual(code, 1, out)
+        self.assertEqual([l.split(": ")[1] for l in err.splitlines()], [self.tables()], err)
+        rows, verdicts = diff_table(out)
+        before, after = rows[self.tables()][:2]
+        # Twice the work in one of five parts: its share goes from s to
+        # 2s/(1+s).
+        self.assertAlmostEqual(after, 100 * 2 * before / (100 + before), delta=8, msg=out)
+        self.assertGreater(verdicts[self.tables()][0], 5)
+
+    def test_several_base_runs(self):
+        code, out, err = self.diff(self.path["big1"], self.path["big2"], "--", self.path["slow"], "--fail-over", "5",
+                                   "--exclude", NO_IMPORTS)
+        self.assertEqual(code, 1, out)
+        self.assertEqual([l.split(": ")[1] for l in err.splitlines()], [self.tables()], err)
+        self.assertTrue(out.startswith("2 runs (big1.txt, big2.txt) -> %s" % self.path["slow"]), out)
+        code, out, err = self.diff("--base", self.path["big1"], "--base", self.path["small1"], self.path["big2"],
+                                   self.path["small2"], "--fail-over", "5", "--exclude", NO_IMPORTS)
+        self.assertEqual((code, err), (0, ""), out)
+
+    def test_time_where_the_profiles_carry_it(self):
+        # record keeps the library's .quality.json beside each profile.
+        with open(self.path["big1"] + ".quality.json") as f:
+            self.assertGreater(json.load(f)["achieved_rate_hz"], 0)
+        code, out, err = self.diff(self.path["big1"], self.path["slow"], "--fail-over", "100ms", "--exclude",
+                                   NO_IMPORTS, "--top", "0")
+        # tables, and its callers by as much: in seconds they grew too.
+        prog = os.path.join(self.dir, "prog.py")
+        self.assertEqual(sorted(l.split(": ")[1] for l in err.splitlines()),
+                         sorted([self.tables(), "main (%s)" % prog, "<module> (%s)" % prog]), err)
+        self.assertEqual(code, 1, out)
+        # In seconds, what did not change did not change, although its share
+        # fell.
+        row = [l for l in out.splitlines() if l.endswith(" text (%s)" % os.path.join(self.dir, "prog.py"))]
+        self.assertEqual(len(row), 1, out)
+        self.assertIn(" unchanged ", row[0])
 
 
 class LinesTests(RecordedPairTestCase):
