@@ -44,10 +44,6 @@ DEFAULT_RATE = 100  # the library's default PYSAMPLE_RATE
 # started Python as a child writes none of its own).
 POLL_INTERVAL = 0.1
 DURATION_GRACE = 2.0
-# Once the started process has ended, how long record waits for the
-# Pythons it left running (multiprocessing's resource tracker and fork
-# server end then, and write their profiles as they end).
-AFTER_EXIT_GRACE = 5.0
 
 EXTENSIONS = {"collapsed": ".txt", "svg": ".svg", "speedscope": ".json", "pprof": ".pb"}
 FORMAT_HINTS = {
@@ -235,7 +231,7 @@ def run(args):
         mine = [w for w in written if w.pid == child.pid]
         if not mine and (not written or elapsed < args.duration + DURATION_GRACE):
             return
-        if _flushes_due(tree, written, args.duration, elapsed):
+        if tree.flushes_due(set(w.pid for w in written), args.duration, elapsed, DURATION_GRACE):
             return
         delivered_at.append(elapsed)
         deliver(child.pid, None)
@@ -248,41 +244,19 @@ def run(args):
     try:
         process_tree.become_subreaper()
         returncode, main_pid = _run(command, env, poll, capture=args.capture)
-        left = tree.wait_for_pythons(main_pid, AFTER_EXIT_GRACE)
+        left = tree.wait_for_pythons(main_pid)
         if not delivered_at:
             deliver(main_pid, returncode)
         elif returncode < 0:
             sys.stderr.write("%s: `%s` was killed by %s\n"
                              % (PROG, _describe_command(command), _signal_name(-returncode)))
     finally:
-        _say_left(left, tree, command, workdir)
+        tree.say_left(left, _describe_command(command), workdir)
         if keep:
             sys.stderr.write("%s: the profiles not delivered are kept in %s\n" % (PROG, workdir))
         elif not left:
             shutil.rmtree(workdir, ignore_errors=True)
     return _exit_status(returncode)
-
-
-def _flushes_due(tree, written, duration, elapsed):
-    """record -d: True while a Python that started within the first
-    duration seconds, still runs and has not written yet may write its
-    profile soon (its flush comes duration seconds after its own start)."""
-    done = set(w.pid for w in written)
-    for pid in tree.pythons():
-        first = tree.seen[pid].first
-        if pid not in done and first < duration and elapsed < first + duration + DURATION_GRACE:
-            return True
-    return False
-
-
-def _say_left(left, tree, command, workdir):
-    """The Pythons still running after the started process ended (and
-    AFTER_EXIT_GRACE): their profiles will be written later, where the
-    library can still write them."""
-    for pid in left:
-        sys.stderr.write("%s: pid %d (`%s`) still runs after `%s` ended; its profile will be written in "
-                         "%s when it ends\n" % (PROG, pid, tree.command(pid) or "?",
-                                                _describe_command(command), workdir))
 
 
 def _check_writable(directory, output):

@@ -17,11 +17,15 @@ import os
 import sys
 import time
 
-from .common import printable
+from .common import PROG, printable
 from .library import LIB_BASENAMES
 
 PR_SET_CHILD_SUBREAPER = 36
 COMMAND_MAX = 80
+# Once the started process has ended, how long record waits for the
+# Pythons it left running (multiprocessing's resource tracker and fork
+# server end then, and write their profiles as they end).
+AFTER_EXIT_GRACE = 5.0
 
 
 def become_subreaper():
@@ -153,7 +157,7 @@ class Tree(object):
             except ChildProcessError:
                 pass
 
-    def wait_for_pythons(self, keep, grace):
+    def wait_for_pythons(self, keep, grace=AFTER_EXIT_GRACE):
         """After the started process ended: waits up to grace seconds for
         the processes that profile themselves to end (their profiles are
         written at exit).  Returns those still running."""
@@ -165,3 +169,22 @@ class Tree(object):
                 return left
             time.sleep(0.05)
 
+    def flushes_due(self, done, duration, elapsed, grace):
+        """record -d: True while a Python that started within the first
+        duration seconds, still runs and has not written yet (done: the
+        pids that have) may write its profile soon: its flush comes
+        duration seconds after its own start, and is waited for grace
+        seconds more."""
+        for pid in self.pythons():
+            first = self.seen[pid].first
+            if pid not in done and first < duration and elapsed < first + duration + grace:
+                return True
+        return False
+
+    def say_left(self, left, command, workdir):
+        """The Pythons still running after the started process ended (and
+        AFTER_EXIT_GRACE): their profiles will be written later, where the
+        library can still write them (record leaves workdir to them)."""
+        for pid in left:
+            sys.stderr.write("%s: pid %d (`%s`) still runs after `%s` ended; its profile will be written "
+                             "in %s when it ends\n" % (PROG, pid, self.command(pid) or "?", command, workdir))
