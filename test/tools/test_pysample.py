@@ -2119,7 +2119,9 @@ class RealRecordTests(TempDirTestCase):
         """record -d 1 -- COMMAND: the profile of the first second is
         delivered while COMMAND runs on, and record exits with its status.
         The program waits for the profile to appear before its second
-        phase, so the machine's load cannot move one into the other."""
+        phase, so the machine's load cannot move one into the other.  Three
+        seconds, not one: under load, starting the interpreter took the whole
+        first second, and first_phase had no sample."""
         program = ("import os, sys, time\n"
                    "def first_phase():\n"
                    "    give_up = time.time() + 60\n"
@@ -2133,9 +2135,9 @@ class RealRecordTests(TempDirTestCase):
                    "second_phase()\n"
                    "sys.stderr.write('program: done\\n')\n"
                    "sys.exit(3)\n")
-        code, out, err = self.record("-d", "1", "-o", "prof.txt", "--", PYTHON, "-c", program)
+        code, out, err = self.record("-d", "3", "-o", "prof.txt", "--", PYTHON, "-c", program)
         self.assertEqual(code, 3, err)
-        runs_on = err.find("pysample: recorded the first 1 s; `python")
+        runs_on = err.find("pysample: recorded the first 3 s; `python")
         self.assertIn("runs on (record waits for it; its later samples are not kept)", err)
         self.assertGreaterEqual(runs_on, 0, err)
         self.assertLess(runs_on, err.find("program: done"), "delivered before the command ended: " + err)
