@@ -77,7 +77,28 @@ def machine_of(python):
 
 def run_scenario(mod, ctx, name, fn):
     """Runs one scenario; prints and returns (status, line): status "ok",
-    "FAIL" (the line says why) or "skip"."""
+    "FAIL" (the line says why) or "skip".
+
+    A scenario that fails runs once more (PYSAMPLE_TEST_RETRY=0: not).  The
+    project's CI lands nothing when one of ~4 000 scenario runs on a shared
+    2-core machine loses a race once; a scenario that is broken fails twice.
+    A pass on the retry is not hidden: its line says "flaky", with the first
+    failure in full, and scripts/run-tests counts those lines."""
+    status, line = attempt(mod, ctx, name, fn)
+    if status == "FAIL" and os.environ.get("PYSAMPLE_TEST_RETRY", "1") != "0":
+        again, again_line = attempt(mod, ctx, name, fn)
+        if again == "ok":
+            status, line = "ok", "%s\n    flaky: failed once, passed on the retry; the first time:\n    %s" % (
+                again_line, line.replace("\n", "\n    "))
+        else:
+            line = "%s\n    (failed again on the retry)" % again_line
+    with PRINT:
+        print(line, flush=True)
+    return status, line
+
+
+def attempt(mod, ctx, name, fn):
+    """One run of a scenario: (status, line), nothing printed."""
     t0 = time.monotonic()
     try:
         try:
@@ -94,8 +115,6 @@ def run_scenario(mod, ctx, name, fn):
             name, time.monotonic() - t0, detail.replace("\n", "\n    "))
     else:
         status, line = "ok", "ok   %-28s (%.1fs)" % (name, time.monotonic() - t0)
-    with PRINT:
-        print(line, flush=True)
     return status, line
 
 
