@@ -2097,7 +2097,7 @@ class RealRecordTests(TempDirTestCase):
         code, out, err = self.record("--", PYTHON, first, second)
         self.assertEqual(code, 0, err)
         pid = int(out)
-        self.assertEqual(sorted(n for n in os.listdir(self.tmp) if n.startswith("pysample-")),
+        self.assertEqual(sorted(n for n in os.listdir(self.tmp) if n.startswith("pysample-") and not n.endswith(".quality.json")),
                          ["pysample-%d.1.txt" % pid, "pysample-%d.txt" % pid], err)
         before, after = self.functions("pysample-%d.txt" % pid), self.functions("pysample-%d.1.txt" % pid)
         self.assertIn("before_exec", before)
@@ -2191,7 +2191,7 @@ class RealRecordTests(TempDirTestCase):
         code, out, err = self.record("--", PYTHON, program)
         self.assertEqual(code, 0, err)
         parent, *children = [int(p) for p in out.split()]
-        self.assertEqual(sorted(n for n in os.listdir(self.tmp) if n.startswith("pysample-")),
+        self.assertEqual(sorted(n for n in os.listdir(self.tmp) if n.startswith("pysample-") and not n.endswith(".quality.json")),
                          sorted("pysample-%d.txt" % p for p in [parent] + children), err)
         self.assertIn("parent_work", self.functions("pysample-%d.txt" % parent))
         self.assertNotIn("child_work", self.functions("pysample-%d.txt" % parent),
@@ -2212,7 +2212,7 @@ class RealRecordTests(TempDirTestCase):
         self.assertEqual(len(workers), 2, out)
         self.assertEqual(len(others), helpers, "resource tracker and fork server: %s" % out)
         everyone = [main] + workers + others
-        self.assertEqual(sorted(n for n in os.listdir(self.tmp) if n.startswith("prof.")),
+        self.assertEqual(sorted(n for n in os.listdir(self.tmp) if n.startswith("prof.") and not n.endswith(".quality.json")),
                          sorted("prof.%d.txt" % p for p in everyone), err)
         for worker in workers:
             self.assertIn("work_in_worker", self.functions("prof.%d.txt" % worker), err)
@@ -2878,10 +2878,12 @@ class GateTests(TempDirTestCase):
             self.assertGreater(json.load(f)["achieved_rate_hz"], 0)
         code, out, err = self.diff(self.path["big1"], self.path["slow"], "--fail-over", "100ms", "--exclude",
                                    NO_IMPORTS, "--top", "0")
-        # tables, and its callers by as much: in seconds they grew too.
+        # tables, and maybe its callers, which grew by as much in seconds
+        # but whose intervals are wider (seen in CI: tables alone).
         prog = os.path.join(self.dir, "prog.py")
-        self.assertEqual(sorted(l.split(": ")[1] for l in err.splitlines()),
-                         sorted([self.tables(), "main (%s)" % prog, "<module> (%s)" % prog]), err)
+        flagged = set(l.split(": ")[1] for l in err.splitlines())
+        self.assertIn(self.tables(), flagged, err)
+        self.assertLessEqual(flagged, {self.tables(), "main (%s)" % prog, "<module> (%s)" % prog}, err)
         self.assertEqual(code, 1, out)
         # In seconds, what did not change did not change, although its share
         # fell.
@@ -3070,9 +3072,9 @@ class ThreadFilterTests(TempDirTestCase):
         self.assertNotIn("Condition.wait (%s)" % self.T, rows)
         self.assertNotIn("EpollSelector.select (/usr/lib/python3.12/selectors.py)", rows)
         self.assertNotIn("clock_nanosleep (libc.so.6)", rows, "a sleep is a wait")
-        self.assertEqual(rows["pthread_cond_timedwait (libc.so.6)"][0], 7, "waiting for the GIL counts")
-        self.assertEqual(rows["pthread_cond_wait (libc.so.6)"][2], 3,
-                         "a condition wait right under a Python frame is the GIL's")
+        # (Their native frames show as one [waiting for the GIL] frame.)
+        self.assertEqual(rows["[waiting for the GIL]"][0], 7 + 3,
+                         "waiting for the GIL counts, and a condition wait right under a Python frame is the GIL's")
         self.assertEqual(rows["[gc]"][0], 2)
 
     def test_thread_by_name_wildcard_and_tid(self):
