@@ -1063,9 +1063,7 @@ class SpeedscopeImporterTests(TempDirTestCase):
     def test_speedscope_imports_a_recorded_profile(self):
         """record --format speedscope with the real library: its quality
         figures in the file, and the file imported."""
-        library = real_library(os.path.join(BUILD_ROOT, "lib")) if BUILD_ROOT else None
-        if not library:
-            self.skipTest("the real library is not built (run through meson test)")
+        library = built_library()
         script = self.write("spinner.py", SPEEDSCOPE_SPINNER)
         code, out, err = pysample("record", "--format", "speedscope", "--rate", "100",
                                   "-o", os.path.join(self.root, "rec.json"), "--", PYTHON, script,
@@ -1097,9 +1095,7 @@ class SpeedscopeImporterTests(TempDirTestCase):
         a program that runs phase_a, phase_b, phase_a (each for 30 sampler
         ticks): the main thread's samples in that order, each weighing the
         time to the next, and the file imported by speedscope."""
-        library = real_library(os.path.join(BUILD_ROOT, "lib")) if BUILD_ROOT else None
-        if not library:
-            self.skipTest("the real library is not built (run through meson test)")
+        library = built_library()
         program = os.path.join(SOURCE_ROOT, "test", "integration", "programs", "phases.py")
         out_path = os.path.join(self.root, "tl.json")
         code, out, err = pysample("record", "--timeline", "--format", "speedscope", "--rate", "200",
@@ -1905,6 +1901,15 @@ def needs_build_root(test):
 
 
 
+def built_library():
+    """The library this build made; unittest.SkipTest outside meson test
+    (which both setUp and setUpClass report as a skip)."""
+    library = real_library(os.path.join(BUILD_ROOT, "lib")) if BUILD_ROOT else None
+    if not library:
+        raise unittest.SkipTest("the real library is not built (run through meson test)")
+    return library
+
+
 def real_library(directory):
     for name in ("libpysample.so", "libpysample.dylib"):
         path = os.path.join(directory, name)
@@ -2373,9 +2378,7 @@ class RecordedPairTestCase(TempDirTestCase):
 
     @classmethod
     def setUpClass(cls):
-        library = real_library(os.path.join(BUILD_ROOT, "lib")) if BUILD_ROOT else None
-        if not library:
-            raise unittest.SkipTest("the real library is not built (run through meson test)")
+        library = built_library()
         cls.dir = tempfile.mkdtemp(prefix="pysample-diff-")
         cls.program = os.path.join(cls.dir, "prog.py")
         for name, source in (("base.txt", DIFF_BASE), ("head.txt", DIFF_HEAD)):
@@ -2815,9 +2818,7 @@ class GateTests(TempDirTestCase):
 
     @classmethod
     def setUpClass(cls):
-        library = real_library(os.path.join(BUILD_ROOT, "lib")) if BUILD_ROOT else None
-        if not library:
-            raise unittest.SkipTest("the real library is not built (run through meson test)")
+        library = built_library()
         cls.dir = tempfile.mkdtemp(prefix="pysample-gate-")
         with open(os.path.join(cls.dir, "prog.py"), "w") as f:
             f.write(STDLIB_PROGRAM)

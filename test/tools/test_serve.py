@@ -362,6 +362,16 @@ class ClientTests(ServeCase):
     """Clients that stall: serve drops them at a deadline with one status
     and one log line, and answers the others meanwhile."""
 
+    def dribbling(self, dribble):
+        """Runs dribble(stop) on a daemon thread until stop is set (at the
+        test's end at the latest); returns stop."""
+        stop = threading.Event()
+        thread = threading.Thread(target=dribble, args=(stop,))
+        thread.daemon = True
+        thread.start()
+        self.addCleanup(stop.set)
+        return stop
+
     def connect(self, base, first=b""):
         sock = socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), GIVE_UP)
         self.addCleanup(sock.close)
@@ -374,9 +384,8 @@ class ClientTests(ServeCase):
         silent = self.connect(base)                       # connects, sends nothing
         half = self.connect(base, b"GET /debug/pprof/pro")  # half a request line, then stalls
         trickle = self.connect(base, b"G")                # slowloris: a byte every 0.3 s
-        stop = threading.Event()
 
-        def dribble():
+        def dribble(stop):
             for byte in b"ET /healthz HTTP/1.0\r\nX-A: " + b"a" * 1000:
                 if stop.wait(0.3):
                     return
@@ -384,10 +393,7 @@ class ClientTests(ServeCase):
                     trickle.send(bytes([byte]))
                 except OSError:
                     return
-        thread = threading.Thread(target=dribble)
-        thread.daemon = True
-        thread.start()
-        self.addCleanup(stop.set)
+        stop = self.dribbling(dribble)
         # Others are answered while the three hold their connections.
         self.assertEqual(self.get(base + "/healthz")[:3:2], (200, b"ok\n"))
         for name, sock in (("silent", silent), ("half", half), ("trickle", trickle)):
@@ -408,19 +414,15 @@ class ClientTests(ServeCase):
         self.get(base + "/healthz")
         before = _rss_kb(proc.pid)
         crowd = [self.connect(base, b"G") for _ in range(100)]
-        stop = threading.Event()
 
-        def dribble():
+        def dribble(stop):
             while not stop.wait(0.3):
                 for sock in crowd:
                     try:
                         sock.send(b"E")
                     except OSError:
                         pass
-        thread = threading.Thread(target=dribble)
-        thread.daemon = True
-        thread.start()
-        self.addCleanup(stop.set)
+        stop = self.dribbling(dribble)
         statuses = []
         for sock in crowd:
             answer = _read_all(sock, 20)
