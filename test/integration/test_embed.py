@@ -191,6 +191,15 @@ def test_subinterpreters_in_parallel(ctx):
               "main_wait must be sampled without a label", prof.dump())
 
 
+def same_libc(ctx, path):
+    """Whether the libpython at path is built for the C library of the
+    interpreter under test: a glibc one names libc.so.6, a musl one libc.so
+    (a glibc libpython in a musl process fails to load, or worse)."""
+    with open(path, "rb") as f:
+        glibc = b"libc.so.6\0" in f.read()
+    return glibc != ctx.musl
+
+
 @harness.not_emulated("the second libpython is looked for on this machine's disk, not the root's")
 def test_second_libpython_refused(ctx):
     """Another, different libpython loaded next to the first: one line,
@@ -200,9 +209,9 @@ def test_second_libpython_refused(ctx):
     others = [p for p in sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(
         os.path.dirname(real))), "*", "lib", "libpython3.*.so.1.0")) +
         glob.glob("/usr/lib/*/libpython3.*.so.1.0"))
-        if os.path.realpath(p) != real]
+        if os.path.realpath(p) != real and same_libc(ctx, p)]
     if not others:
-        ctx.skip("no second libpython on this machine")
+        ctx.skip("no second libpython of this C library on this machine")
     res = run_host(ctx, [lib, SCRIPT, "second", others[0]], home=home)
     ctx.check(res.rc == 0, "exit status %s" % res.rc, res.stderr[-2000:])
     lines = harness.our_messages(res.stderr)
