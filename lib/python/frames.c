@@ -154,8 +154,8 @@ static inline int frame_freed(const struct walk_plan *p, const uint8_t *fr)
  * says so.  A caller whose callee merely returned while we read it has 1
  * as well, and may have moved on to another line: that walk is torn too.
  * (A frame freed in between has 0: frame_freed.)  Either way walk_thread
- * tries again from a fresh thread state.  Not seen here: a stitch whose
- * frame has a callee again at its new place.
+ * tries again from a fresh thread state.  A stitch whose frame has a
+ * callee again at its new place passes this check: seen_twice() below.
  */
 static inline int frame_holds_callee(const struct walk_plan *p, const uint8_t *fr)
 {
@@ -164,6 +164,44 @@ static inline int frame_holds_callee(const struct walk_plan *p, const uint8_t *f
         return 1;
     memcpy(&refcnt, fr, sizeof refcnt);
     return refcnt >= 2;
+}
+
+/*
+ * 3.9/3.10: the frame objects walked so far.  A chain never holds one
+ * object twice, but a stitched walk can, with every reference count
+ * right: a thread's calls take its frame objects back in turn (the
+ * zombie frame, then the free list), each one level deeper than before,
+ * so a walk that read the innermost frames, then their caller after the
+ * thread had returned and called again -- the caller having a callee
+ * again at its new place, which frame_holds_callee() cannot tell -- goes
+ * on down the new chain and meets the frames it began with again (13
+ * frames of a function that never recursed more than 12 deep: a stack
+ * deeper than the thread's frame objects must repeat one).  A 512-bit
+ * filter of the addresses keeps the exact search rare; only the first
+ * PS_SEEN_MAX frames are remembered.
+ */
+#define PS_SEEN_MAX 256
+
+struct seen {
+    uint64_t bits[8];
+    int n;
+    uintptr_t at[PS_SEEN_MAX];
+};
+
+/* Records frame: 1 if the walk met it before (a torn walk). */
+static int seen_twice(struct seen *s, uintptr_t frame)
+{
+    unsigned h = (unsigned)(((frame >> 3) * 0x9E3779B97F4A7C15u) >> 55);
+    uint64_t bit = (uint64_t)1 << (h & 63);
+    if (s->bits[h >> 6] & bit) {
+        for (int i = 0; i < s->n; i++)
+            if (s->at[i] == frame)
+                return 1;
+    }
+    s->bits[h >> 6] |= bit;
+    if (s->n < PS_SEEN_MAX)
+        s->at[s->n++] = frame;
+    return 0;
 }
 
 /* Marks frame i as the first one its evaluation-loop call ran. */
@@ -309,6 +347,7 @@ struct walk {
     struct span *sp;
     struct walk_codes *wc;      /* counts the walk's reads */
     struct walk_codes *codes;   /* wc where its slots can serve a frame, else NULL */
+    struct seen *seen;          /* 3.9/3.10: the frame objects walked, else NULL */
     uintptr_t top;              /* the frame the walk began at */
     uintptr_t above;            /* the last data-stack frame walked, 3.11+ */
     uintptr_t boot;             /* the outermost Thread._bootstrap_inner frame, or 0 */
@@ -321,7 +360,8 @@ struct walk {
  * layout it cannot use.  The span starts empty without clearing its 4 KiB
  * buffer: only what a read filled is ever looked at. */
 static inline int walk_begin(struct walk *w, struct walk_plan *plan, struct span *sp,
-                             struct walk_codes *wc, const struct ps_walk_req *rq)
+                             struct walk_codes *wc, struct seen *seen,
+                             const struct ps_walk_req *rq)
 {
     sp->lo = 0;
     sp->last = 0;
@@ -334,7 +374,12 @@ static inline int walk_begin(struct walk *w, struct walk_plan *plan, struct span
      * it: no slot could ever serve one, so none is kept. */
     *w = (struct walk){ .p = plan, .rq = rq, .sp = sp, .wc = wc,
                         .codes = plan->interp ? wc : NULL, .top = rq->frame,
+                        .seen = plan->objects ? seen : NULL,
                         .budget = ps_walk_budget(rq->max) };
+    if (plan->objects) {
+        memset(seen->bits, 0, sizeof seen->bits);
+        seen->n = 0;
+    }
     return 0;
 }
 
@@ -347,6 +392,8 @@ static inline int link_torn(const struct walk *w, uintptr_t frame, const uint8_t
     if (back == frame)
         return 1;
     if (frame_freed(p, fr) || (frame != w->top && !frame_holds_callee(p, fr)))
+        return 1;
+    if (w->seen != NULL && seen_twice(w->seen, frame))
         return 1;
     /* 3.12+: every thread's chain ends in an entry frame owned by the C
      * stack, so a Python frame without a previous one is a frame being
@@ -439,10 +486,11 @@ static __attribute__((noinline)) int walk_frames(const struct ps_walk_req *rq,
     struct walk_plan plan;
     struct span sp;
     struct walk_codes wc;
+    struct seen seen;
     struct walk w;
     uintptr_t frame = rq->frame;
 
-    int rc = walk_begin(&w, &plan, &sp, &wc, rq);
+    int rc = walk_begin(&w, &plan, &sp, &wc, &seen, rq);
     if (rc != 0)
         return rc;
     while (frame != 0) {

@@ -496,6 +496,17 @@ int main(void)
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)&fr[6], &res), PS_WALK_INCONSISTENT);
     fr[7].refcnt = 2;   /* held by its callee's f_back too: a stack */
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)&fr[6], &res), 3);
+    /* A walk that meets a frame object again, every count right: the
+     * thread returned and called again while the walk read, and its
+     * frames came back one level deeper (a stitch whose caller has a
+     * callee at its new place).  Here a loop g -> f -> g; live, the walk
+     * goes on down the new chain, one frame more than the program has.
+     * Not a stack deeper than max, cut: dropped as torn. */
+    make_frame(&fr[6], &fr[7], &c_g);
+    make_frame(&fr[7], &fr[6], &c_f);
+    fr[7].refcnt = 2;
+    CHECK_EQ_INT(fr[6].refcnt, 2);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&fr[6], &res), PS_WALK_INCONSISTENT);
     /* Something that is not a code object where the code should be. */
     make_frame(&fr[5], &fr[1], (struct fake_code *)&s_file);
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)&fr[5], &res), PS_WALK_INCONSISTENT);
