@@ -16,7 +16,7 @@
  *     (lib/platform/linux/interpose_sigaction.c -> ps_mem_fault_sigaction)
  *     record the program's handler in the view and answer its queries from
  *     the view: the program sees exactly what the kernel would have shown
- *     it (normalise() says how), so a handler that saves "old" and chains
+ *     it (ps_sigaction_as_kernel(), platform.h), so a handler that saves "old" and chains
  *     to it chains to what it replaced, never to us;
  *   - every fault that is not one of our reads is delivered to the view as
  *     the kernel would have delivered it (deliver());
@@ -36,14 +36,11 @@
  * thread).  Anything else goes to the view:
  *   - a handler gets the same siginfo and ucontext (a handler that rewrites
  *     the ucontext to resume elsewhere still works: we return to the
- *     kernel's sigreturn with it), is called with its sa_mask blocked plus
- *     the signal unless SA_NODEFER, with the kernel's three arguments, and
- *     with SA_RESETHAND resetting the view to SIG_DFL first (the
- *     kernel keeps the flags and resets only the handler, and so do we).
- *     We do not restore the mask when it returns: the kernel's sigreturn
- *     restores the interrupted context's mask from the ucontext, as it
- *     would have, and a handler that siglongjmp()s out leaves the mask as
- *     the kernel's delivery would have left it;
+ *     kernel's sigreturn with it), with the mask, arguments, SA_RESETHAND
+ *     and errno the kernel would have given it, and never in a loop of
+ *     handlers that chain back to us: ps_sigview_deliver()
+ *     (lib/platform/sigview.c has the rules, shared with the other signals
+ *     whose handler stands in front of the program's);
  *   - SA_ONSTACK is decided by the kernel when it delivers to *our*
  *     handler, so ours is installed with the view's SA_ONSTACK (and
  *     SA_RESTART, which decides whether a sent SIGSEGV restarts an
@@ -52,9 +49,6 @@
  *     up, and a handler that did not ask for one runs on the thread's stack,
  *     which may be larger than an alternate stack.  Our frames add ~0.5 KiB
  *     below the program's handler on that stack;
- *   - the program's errno: restored before its handler runs; whatever its
- *     handler leaves in errno is what the interrupted code sees, as
- *     without us;
  *   - SIG_DFL (or SIG_IGN for a hardware fault, which the kernel does not
  *     let a program ignore): we leave the direct path, put SIG_DFL back
  *     and return, so the faulting instruction runs again and the process
@@ -70,29 +64,11 @@
  * the kernel's delivery and our pthread_sigmask is taken as if it had come
  * just before the fault.
  *
- * Signal- and fault-safety of the view.  The interposers may run in a
- * signal handler (faulthandler puts its previous handler back from inside
- * its own handler, then raises the signal again), on any thread, and a
- * fault may be delivered on one thread while another changes the view.  So
- * nothing here takes a lock: a view is a slot of a small array, written
- * completely before an atomic index publishes it (atomic_exchange, which
- * also yields the previous one for "old" in one step), and readers copy the
- * published slot.  A slot is rewritten only PS_VIEW_SLOTS publications
- * later, so a reader would have to be stalled across 15 further sigaction()
- * calls of the program on the same signal to see a torn copy.  Concurrent
- * changes of the program are ordered by the exchange; apply() re-reads the
- * index after installing our flags, so the kernel ends up with the flags of
- * the last view whichever thread applies last.
- *
- * Handler-chain loops.  If the handler we chain to chains back to us (two
- * profilers, or a crash reporter, each saved the other as "previous"), the
- * two would call each other until the stack overflows.  Each thread inside
- * deliver() is recorded with its stack depth; a call that arrives nested
- * inside an earlier one on the same thread, more than PS_CHAIN_MAX_NEST
- * deep, is a loop and gets the default action instead.  A record left
- * behind by a handler that siglongjmp()ed out is recognised as stale
- * because the new call is not below it on the stack.
- *
+ * Signal- and fault-safety of the view: the view itself is published
+ * without a lock (sigview.c says how).  Concurrent changes of the program
+ * are ordered by its atomic index; apply() re-reads it after installing our
+ * flags, so the kernel ends up with the flags of the last view whichever
+ * thread applies last.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -105,11 +81,7 @@
 #include "memory/guard.h"
 #include "memory/memread.h"
 #include "platform/platform.h"
-
-#define PS_CHAIN_SLOTS 64
-#define PS_CHAIN_MAX_NEST 2
-#define PS_CHAIN_WINDOW (256u * 1024u)
-#define PS_VIEW_SLOTS 16u
+#include "platform/sigview.h"
 
 static _Atomic int handlers_installed;   /* we have put ours in, once */
 static int direct_disabled_by_env;       /* PYSAMPLE_READ_MODE=syscall|pipe|file */
@@ -117,8 +89,7 @@ static int direct_disabled_by_env;       /* PYSAMPLE_READ_MODE=syscall|pipe|file
 /*
  * The program's view of SIGSEGV or SIGBUS while ours is installed: the
  * action it set last (or the one installed before ours), in the form the
- * kernel would report it.  views[cur] is current; see "Signal- and
- * fault-safety of the view" above.
+ * kernel would report it (platform/sigview.h).
  */
 enum { VIEW_OFF, VIEW_ATTACHING, VIEW_ON };
 
@@ -126,20 +97,11 @@ struct fault_view {
     int sig;
     _Atomic int state;      /* VIEW_ON: ours installed, the view is what the program sees */
     _Atomic int passing;    /* program sigaction() calls going to the kernel now */
-    _Atomic unsigned cur;
-    _Atomic unsigned next;  /* slot allocator */
-    struct sigaction views[PS_VIEW_SLOTS];
+    struct ps_sigview view;
 };
 
 static struct fault_view view_segv = { .sig = SIGSEGV }, view_bus = { .sig = SIGBUS };
 
-
-/* Threads currently inside deliver() (the loop guard). */
-static struct {
-    _Atomic long tid;
-    uintptr_t sp;
-    int depth;
-} chain_slots[PS_CHAIN_SLOTS];
 
 static void on_fault(int sig, siginfo_t *si, void *uc);
 
@@ -153,36 +115,11 @@ static int is_ours(const struct sigaction *sa)
     return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == on_fault;
 }
 
-/* 1 if sa names a function rather than SIG_DFL or SIG_IGN.  The kernel
- * looks at the pointer alone (sa_handler and sa_sigaction share storage),
- * whatever SA_SIGINFO says, and so do we. */
-static int has_function(const struct sigaction *sa)
-{
-    return sa->sa_handler != SIG_DFL && sa->sa_handler != SIG_IGN;
-}
-
-static void set_default(int sig)
-{
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    ps_real_sigaction(sig, &dfl, NULL);
-}
-
-/* ---- the program's view ------------------------------------------------ */
-
-/* act as the kernel would store and report it (platform.h). */
-static void normalise(const struct sigaction *act, struct sigaction *out)
-{
-    ps_sigaction_as_kernel(act, out);
-}
-
 /* Our flags for view v: the stack and restart behaviour it asked for. */
 static int our_flags(const struct sigaction *v)
 {
     int f = SA_SIGINFO | SA_NODEFER;
-    if (has_function(v) && !is_ours(v))
+    if (ps_sigaction_has_function(v) && !is_ours(v))
         return f | (v->sa_flags & ps_sigaction_carried_flags());
     /* Default action: the alternate stack if the thread has one lets us
      * run (and put SIG_DFL back) even on a stack overflow. */
@@ -205,34 +142,11 @@ static int put_ours(int sig, int flags, struct sigaction *prev)
 static void apply(struct fault_view *fv)
 {
     for (int round = 0; round < 8; round++) {
-        unsigned idx = atomic_load(&fv->cur);
-        put_ours(fv->sig, our_flags(&fv->views[idx]), NULL);
-        if (atomic_load(&fv->cur) == idx)
+        unsigned idx = atomic_load(&fv->view.cur);
+        put_ours(fv->sig, our_flags(&fv->view.slots[idx % PS_SIGVIEW_SLOTS]), NULL);
+        if (atomic_load(&fv->view.cur) == idx)
             return;
     }
-}
-
-/* Publishes v (already normalised) as the program's action and returns the
- * one it replaces. */
-static void publish(struct fault_view *fv, const struct sigaction *v, struct sigaction *old)
-{
-    unsigned slot = atomic_fetch_add(&fv->next, 1) % PS_VIEW_SLOTS;
-    fv->views[slot] = *v;
-    unsigned prev = atomic_exchange(&fv->cur, slot);
-    if (old != NULL)
-        *old = fv->views[prev];
-}
-
-/* SA_RESETHAND, on delivery: the handler becomes SIG_DFL, flags and mask
- * stay (what the kernel does).  Only if the view is still the one being
- * delivered: a change the program made meanwhile wins. */
-static void reset_view(struct fault_view *fv, unsigned idx, const struct sigaction *v)
-{
-    unsigned slot = atomic_fetch_add(&fv->next, 1) % PS_VIEW_SLOTS;
-    fv->views[slot] = *v;
-    fv->views[slot].sa_handler = SIG_DFL;
-    if (atomic_compare_exchange_strong(&fv->cur, &idx, slot))
-        apply(fv);
 }
 
 static int installed_is_ours(int sig)
@@ -303,131 +217,29 @@ int ps_mem_fault_sigaction(int sig, const struct sigaction *act, struct sigactio
         detach(fv);   /* for good: attach() runs once */
         return ps_real_sigaction(sig, act, old);
     }
-    struct sigaction nv, ov;
-    if (act != NULL) {
-        normalise(act, &nv);   /* before *old is written: act may be old */
-        publish(fv, &nv, &ov);
+    ps_sigview_set(&fv->view, act, old);
+    if (act != NULL)
         apply(fv);
-    } else {
-        ov = fv->views[atomic_load(&fv->cur) % PS_VIEW_SLOTS];
-    }
-    if (old != NULL)
-        *old = ov;
     return 0;
 }
 
 /* ---- delivering a fault that is not ours ---------------------------------- */
 
-/*
- * Loop guard.  Returns the slot to release afterwards (or -1 when every
- * slot is busy: no guard, the call goes ahead), and sets *loop when this
- * call is nested too deep inside earlier ones on the same thread.
- */
-static int chain_enter(uintptr_t sp, int *loop, uintptr_t *saved_sp, int *saved_depth)
+/* SA_RESETHAND has reset the view to SIG_DFL: our flags follow it. */
+static void reapply(struct ps_sigview *v)
 {
-    long tid = ps_gettid();
-    int free_slot = -1;
-    *loop = 0;
-    for (int i = 0; i < PS_CHAIN_SLOTS; i++) {
-        long t = atomic_load(&chain_slots[i].tid);
-        if (t == tid) {
-            *saved_sp = chain_slots[i].sp;
-            *saved_depth = chain_slots[i].depth;
-            int nested = sp < *saved_sp && *saved_sp - sp < PS_CHAIN_WINDOW;
-            int depth = nested ? *saved_depth + 1 : 0;
-            if (depth > PS_CHAIN_MAX_NEST) {
-                *loop = 1;
-                return -1;
-            }
-            chain_slots[i].sp = sp;
-            chain_slots[i].depth = depth;
-            if (!nested)
-                *saved_depth = -1;  /* stale record: release it on the way out */
-            return i;
-        }
-        if (t == 0 && free_slot < 0)
-            free_slot = i;
-    }
-    for (int i = free_slot; i >= 0 && i < PS_CHAIN_SLOTS; i++) {
-        long expected = 0;
-        if (atomic_compare_exchange_strong(&chain_slots[i].tid, &expected, tid)) {
-            chain_slots[i].sp = sp;
-            chain_slots[i].depth = 0;
-            *saved_depth = -1;
-            return i;
-        }
-    }
-    return -1;
-}
-
-static void chain_leave(int slot, uintptr_t saved_sp, int saved_depth)
-{
-    if (slot < 0)
-        return;
-    if (saved_depth < 0) {
-        atomic_store(&chain_slots[slot].tid, 0);
-    } else {
-        chain_slots[slot].sp = saved_sp;
-        chain_slots[slot].depth = saved_depth;
-    }
-}
-
-/*
- * Calls the program's handler v (view slot idx of fv) as the kernel would
- * have, errno back to the fault's (saved_errno) first.  1 if it ran, 0 if
- * this call is a loop through handlers that chain back to us.
- */
-static int call_view(struct fault_view *fv, unsigned idx, const struct sigaction *v, int sig,
-                     siginfo_t *si, void *uc, int saved_errno)
-{
-    int loop;
-    uintptr_t saved_sp = 0;
-    int saved_depth = -1;
-    int slot = chain_enter((uintptr_t)__builtin_frame_address(0), &loop,
-                           &saved_sp, &saved_depth);
-    if (loop)
-        return 0;
-    if (v->sa_flags & SA_RESETHAND)
-        reset_view(fv, idx, v);
-    /* The kernel blocked nothing for us (SA_NODEFER, empty
-     * sa_mask): block what it would have blocked for the
-     * program's handler.  No restore afterwards: sigreturn puts
-     * the interrupted context's mask back. */
-    sigset_t block = v->sa_mask;
-    if (!(v->sa_flags & SA_NODEFER))
-        sigaddset(&block, sig);
-    pthread_sigmask(SIG_BLOCK, &block, NULL);
-    errno = saved_errno;
-    /* Three arguments whatever SA_SIGINFO says, as the kernel
-     * passes them on x86-64 (the siginfo and ucontext pointers
-     * are in the argument registers for every handler, and
-     * handlers declared with one parameter that read the context
-     * exist); a one-parameter handler ignores the other two under
-     * every calling convention we run on.  sa_handler and
-     * sa_sigaction are one pointer in a union. */
-    v->sa_sigaction(sig, si, uc);
-    chain_leave(slot, saved_sp, saved_depth);
-    return 1;
+    apply(view_of(v->sig));
 }
 
 /* Hands a fault that is not ours to the program's view, as the kernel
- * would have (the rules are at the top of this file). */
+ * would have (the rules are at the top of this file and in sigview.c). */
 static void deliver(int sig, siginfo_t *si, void *uc)
 {
     int saved_errno = errno;
     struct fault_view *fv = view_of(sig);
-    unsigned idx = atomic_load(&fv->cur) % PS_VIEW_SLOTS;
-    struct sigaction v = fv->views[idx];
     int hw = ps_signal_from_fault(si);
-
-    if (has_function(&v) && !is_ours(&v)) {
-        if (call_view(fv, idx, &v, sig, si, uc, saved_errno))
-            return;   /* errno as the program's handler left it */
-        /* A loop: fall through to the default action. */
-    } else if (v.sa_handler == SIG_IGN && !hw) {
-        errno = saved_errno;
-        return;  /* a sent signal the program ignores stays ignored */
-    }
+    if (ps_sigview_deliver(&fv->view, si, uc, hw, saved_errno, reapply) != PS_SIGVIEW_DEFAULT)
+        return;   /* errno as the program's handler left it */
 
     /* Default action: put it back and let the fault happen again (or
      * re-send a signal that was sent).  The direct path ends first, so
@@ -438,9 +250,7 @@ static void deliver(int sig, siginfo_t *si, void *uc)
      * through a handler that chains back to us. */
     ps_mem_give_up_direct();
     atomic_store(&fv->state, VIEW_OFF);
-    set_default(sig);
-    if (!hw)
-        pthread_kill(pthread_self(), sig);
+    ps_sigview_default(&fv->view, hw);
     errno = saved_errno;
 }
 
@@ -493,9 +303,7 @@ static void attach(struct fault_view *fv)
         return;
     }
     /* prev is what the kernel swapped out, whatever happened since cur. */
-    fv->views[0] = prev;
-    atomic_store(&fv->next, 1);
-    atomic_store(&fv->cur, 0);
+    ps_sigview_init(&fv->view, fv->sig, on_fault, &prev);
     if (our_flags(&prev) != flags)
         apply(fv);
     atomic_store(&fv->state, VIEW_ON);
@@ -568,7 +376,7 @@ void ps_mem_after_fork(void)
     /* Only the forking thread exists in the child: a read the sampler had
      * in flight at fork time will never finish. */
     ps_mem_read_after_fork();
-    memset(chain_slots, 0, sizeof chain_slots);
+    ps_sigview_after_fork();
 }
 
 void ps_mem_force_mode(enum ps_read_mode m)

@@ -73,8 +73,9 @@ enum ps_capture {
  * ps_native_release, which returns 0 if what was read meanwhile is
  * consistent (the thread stayed held, or stayed in the same system call),
  * -1 if not.  ps_native_sigaction is the sigaction() interposer's hook for
- * the signal we use: -2 if that signal is not ours (the caller goes on),
- * else what sigaction() returns.  Counters for PYSAMPLE_STATS.
+ * the signal we use (the PS_SIGKEEP_NATIVE row of platform/sigview.c's
+ * table): what sigaction() returns, the program's view while our handler is
+ * in, the kernel's action otherwise.  Counters for PYSAMPLE_STATS.
  */
 int ps_native_platform_init(char *why, size_t whylen);
 int ps_native_capture(long tid, struct ps_regs *regs);

@@ -157,11 +157,8 @@ int ps_sigframe_regs(uint64_t sp, struct ps_regs *rs)
 
 int ps_native_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-    /* No signal is used on macOS. */
-    (void)sig;
-    (void)act;
-    (void)old;
-    return -2;
+    /* No signal is used on macOS: the kernel's action is the program's. */
+    return ps_real_sigaction(sig, act, old);
 }
 
 void ps_native_after_fork(void)

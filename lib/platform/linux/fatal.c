@@ -25,7 +25,9 @@
  *     writes; the interrupted thread may hold any lock, malloc's included,
  *     so it does no such work itself), waited for at most 5 s, then restores the
  *     default action and re-sends the signal to itself: the process dies of
- *     the same signal, with the same status, as without us.
+ *     the same signal, with the same status, as without us (the view and
+ *     the default action are platform/sigview.c's, as for SIGSEGV and
+ *     SIGURG; which signals are managed is its table's PS_SIGKEEP_FATAL rows).
  * Not seen: changes made through raw system calls, bsd_signal()/sysv_signal()
  * /sigset(), or by a library bound to the C library's internal names.
  */
@@ -33,30 +35,31 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "platform/platform.h"
+#include "platform/sigview.h"
 #include "platform/linux/linux.h"
+
+/* The signals are the PS_SIGKEEP_FATAL rows of sigview.c's table.  SIGQUIT:
+ * gunicorn's master sends it to its workers; one that is already exiting
+ * (Python has put the default back) dies of it. */
+#define PS_FATAL_MAX 8
 
 struct managed {
     int sig;
-    struct sigaction view;   /* the default action as the program set it */
+    /* the default action as the program set it: only SIG_DFL goes in (a
+     * handler or SIG_IGN goes to the kernel in place of ours) */
+    struct ps_sigview view;
 };
 
-static struct managed managed_sigs[] = { { SIGTERM, { .sa_handler = SIG_DFL } },
-                              { SIGHUP, { .sa_handler = SIG_DFL } },
-                              /* gunicorn's master sends it to its workers;
-                               * one that is already exiting (Python has put
-                               * the default back) dies of it. */
-                              { SIGQUIT, { .sa_handler = SIG_DFL } },
-                              { SIGINT, { .sa_handler = SIG_DFL } } };
+static struct managed managed_sigs[PS_FATAL_MAX];
+static size_t n_managed;
 static _Atomic int signals_on;
 static void (*write_first)(int sig);   /* set before signals_on */
 
 static struct managed *managed(int sig)
 {
-    for (size_t i = 0; i < sizeof managed_sigs / sizeof managed_sigs[0]; i++)
+    for (size_t i = 0; i < n_managed; i++)
         if (managed_sigs[i].sig == sig)
             return &managed_sigs[i];
     return NULL;
@@ -82,46 +85,60 @@ static int install_ours(struct managed *m)
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     /* One fatal signal at a time on this thread. */
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof managed_sigs / sizeof managed_sigs[0]; i++)
+    for (size_t i = 0; i < n_managed; i++)
         sigaddset(&sa.sa_mask, managed_sigs[i].sig);
     return ps_real_sigaction(m->sig, &sa, NULL);
 }
 
 static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
-    (void)si;
-    (void)uc;
     int saved = errno;
     struct managed *m = managed(sig);
     if (m == NULL)
         return;
     if (write_first != NULL)
         write_first(sig);
-    /* Die as we would have without us: the program's default action back,
-     * the signal again, and unblocked so that it is delivered now. */
-    struct sigaction dfl = m->view;
-    dfl.sa_handler = SIG_DFL;
-    dfl.sa_flags &= ~SA_SIGINFO;
-    ps_real_sigaction(sig, &dfl, NULL);
-    syscall(SYS_tgkill, (long)getpid(), (long)syscall(SYS_gettid), (long)sig);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, sig);
-    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    /* Die as we would have without us: the view is the default action
+     * (managed_sigaction puts nothing else in), which the delivery rules
+     * of sigview.c turn into the program's default action back, the
+     * signal again, unblocked so that it is delivered now. */
+    if (ps_sigview_deliver(&m->view, si, uc, 0, saved, NULL) == PS_SIGVIEW_DEFAULT)
+        ps_sigview_default(&m->view, 0);
     /* Still alive: something else holds the signal back.  Carry on as the
      * program would have, with our handler in place for the next one. */
     install_ours(m);
     errno = saved;
 }
 
+/* The signals of the table's PS_SIGKEEP_FATAL rows, each viewed at SIG_DFL
+ * until we know better. */
+static void collect_managed(void)
+{
+    int n;
+    const struct ps_sig_role *roles = ps_sig_roles(&n);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    n_managed = 0;
+    for (int i = 0; i < n && n_managed < PS_FATAL_MAX; i++) {
+        if (roles[i].keeper != PS_SIGKEEP_FATAL)
+            continue;
+        struct managed *m = &managed_sigs[n_managed++];
+        m->sig = roles[i].sig;
+        ps_sigview_init(&m->view, m->sig, on_fatal, &dfl);
+    }
+}
+
 void ps_fatal_signals_take_over(void (*write)(int sig))
 {
     write_first = write;
-    for (size_t i = 0; i < sizeof managed_sigs / sizeof managed_sigs[0]; i++) {
+    if (n_managed == 0)
+        collect_managed();
+    for (size_t i = 0; i < n_managed; i++) {
         struct sigaction cur;
         if (ps_real_sigaction(managed_sigs[i].sig, NULL, &cur) != 0 || !is_default(&cur))
             continue;
-        managed_sigs[i].view = cur;
+        ps_sigview_init(&managed_sigs[i].view, managed_sigs[i].sig, on_fatal, &cur);
         install_ours(&managed_sigs[i]);
     }
     atomic_store(&signals_on, 1);
@@ -135,10 +152,13 @@ static int managed_sigaction(struct managed *m, const struct sigaction *act,
     if (ps_real_sigaction(m->sig, NULL, &cur) != 0)
         return -1;
     int ours = is_ours(&cur);
-    before = ours ? m->view : cur;
+    if (ours)
+        ps_sigview_get(&m->view, &before);
+    else
+        before = cur;
     if (act != NULL) {
         if (is_default(act) && (ours || install_ours(m) == 0)) {
-            m->view = *act;
+            ps_sigview_set(&m->view, act, NULL);
         } else if (ps_real_sigaction(m->sig, act, NULL) != 0) {
             return -1;
         }
@@ -156,7 +176,7 @@ int ps_fatal_signal_managed(int sig)
 int ps_fatal_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     if (!ps_fatal_signal_managed(sig))
-        return -2;
+        return ps_real_sigaction(sig, act, old);   /* not taken over: the kernel's */
     return managed_sigaction(managed(sig), act, old);
 }
 

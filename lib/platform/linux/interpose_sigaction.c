@@ -2,13 +2,17 @@
  * linux/interpose_sigaction.c - the stand-ins for sigaction and signal:
  * what the program sees of signal actions while ours stand first.
  *
- *   SIGSEGV, SIGBUS   the program's own handler goes into its view behind
- *                     ours (lib/memory/faultview.c), which delivers it every
+ * Which signal is whose is one table (platform/sigview.c: ps_sig_role); its
+ * row names the file that keeps the program's view of that signal, and
+ * that file answers (and passes to the kernel while ours is not in):
+ *   SIGSEGV, SIGBUS   lib/memory/faultview.c: the program's handler goes
+ *                     into its view behind ours, which delivers it every
  *                     fault that is not one of our guarded reads;
- *   the native-stack signal (regs.c), while ours is installed: the
+ *   SIGURG            regs.c (native stacks), while ours is installed: the
  *                     program's action goes into its view;
  *   SIGTERM, SIGHUP, SIGINT, SIGQUIT at default disposition: our handler
  *                     stays hidden (fatal.c).
+ * Every other signal is the program's alone: straight to the C library.
  *
  * And the stand-ins for pthread_sigmask and sigprocmask, which change
  * nothing the program sees: once the mask is changed they say so to
@@ -29,29 +33,35 @@
 
 #include "memory/memread.h"
 #include "platform/platform.h"
+#include "platform/sigview.h"
 #include "platform/stacks.h"
 #include "platform/linux/linux.h"
 #include "util/owner.h"
 
 #define PS_EXPORT __attribute__((visibility("default")))
 
+/* sigaction() of sig as the program is to see it: the keeper its row of
+ * the table names answers. */
+static int program_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    switch (ps_sig_role(sig)->keeper) {
+    case PS_SIGKEEP_FAULT:
+        return ps_mem_fault_sigaction(sig, act, old);
+    case PS_SIGKEEP_NATIVE:
+        return ps_native_sigaction(sig, act, old);
+    case PS_SIGKEEP_FATAL:
+        return ps_fatal_sigaction(sig, act, old);
+    case PS_SIGKEEP_NONE:
+        break;
+    }
+    return ps_real_sigaction(sig, act, old);
+}
+
 PS_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     if (!ps_owner_here())
         return ps_real_sigaction(sig, act, old);
-    /* SIGSEGV/SIGBUS: while ours is in front, the program's handler goes
-     * into its view (faultview.c), not into the kernel. */
-    if (sig == SIGSEGV || sig == SIGBUS)
-        return ps_mem_fault_sigaction(sig, act, old);
-    /* The signal of native stacks (regs.c), while ours is installed: the
-     * program's action goes into its view. */
-    int nrc = ps_native_sigaction(sig, act, old);
-    if (nrc != -2)
-        return nrc;
-    int frc = ps_fatal_sigaction(sig, act, old);
-    if (frc != -2)
-        return frc;
-    return ps_real_sigaction(sig, act, old);
+    return program_sigaction(sig, act, old);
 }
 
 /* What glibc's signal() asks of sigaction: BSD semantics, the signal
@@ -67,24 +77,13 @@ static void bsd_action(int sig, sighandler_t handler, struct sigaction *act)
 
 PS_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 {
-    if (!ps_owner_here())
-        return ps_real_signal(sig, handler);
-    /* SIGSEGV/SIGBUS: while ours is in front, the program's handler goes
-     * into its view (faultview.c), as for sigaction() above. */
-    int fault = (sig == SIGSEGV || sig == SIGBUS) && handler != SIG_ERR;
-    if (!fault && handler != SIG_ERR) {
-        struct sigaction act, old;
-        bsd_action(sig, handler, &act);
-        int nrc = ps_native_sigaction(sig, &act, &old);
-        if (nrc == 0)
-            return old.sa_handler;
-    }
-    if (!fault && !ps_fatal_signal_managed(sig))
+    /* A signal nobody keeps a view of, and SIG_ERR (which the C library
+     * refuses with its own errno), are the C library's. */
+    if (!ps_owner_here() || handler == SIG_ERR || ps_sig_role(sig)->keeper == PS_SIGKEEP_NONE)
         return ps_real_signal(sig, handler);
     struct sigaction act, old;
     bsd_action(sig, handler, &act);
-    int rc = fault ? ps_mem_fault_sigaction(sig, &act, &old) : ps_fatal_sigaction(sig, &act, &old);
-    if (rc != 0)
+    if (program_sigaction(sig, &act, &old) != 0)
         return SIG_ERR;
     /* sa_handler and sa_sigaction share storage: either way, the old one. */
     return old.sa_handler;

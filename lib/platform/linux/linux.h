@@ -55,8 +55,8 @@ void ps_sigmask_changed(void);
  *   ps_fatal_signal_managed   1 if sig is one we took over (SIGTERM,
  *                             SIGHUP, SIGQUIT, SIGINT) and taking over is on
  *   ps_fatal_sigaction        sigaction() of such a signal as the program
- *                             should see it: 0, -1 (errno set), or -2 when
- *                             sig is not managed (the caller goes on)
+ *                             should see it: 0 or -1 (errno set); the
+ *                             kernel's action while sig is not managed
  *   ps_fatal_signal_kills_us  1 if sending sig to ourselves would kill the
  *                             process as things stand (our handler or the
  *                             plain default installed)

@@ -34,8 +34,9 @@
  * the interposer) does nothing; and almost no program handles it (it
  * reports out-of-band socket data to an owner set with F_SETOWN).  A
  * program that does gets its handler called from ours for every SIGURG
- * that is not one of our requests (sigaction() and signal() of SIGURG go
- * into a view, as for SIGSEGV in faultview.c).
+ * that is not one of our requests, as the kernel would have called it
+ * (sigaction() and signal() of SIGURG go into a view, delivered through
+ * platform/sigview.c, as for SIGSEGV in faultview.c).
  *
  * EINTR.  A running thread may enter a blocking system call just before
  * our signal arrives.  The kernel then runs our handler instead of
@@ -75,6 +76,7 @@
 #include "util/counters.h"
 #include "platform/stacks.h"
 #include "platform/platform.h"
+#include "platform/sigview.h"
 #include "platform/linux/linux.h"
 #include "platform/linux/regs_arch.h"
 
@@ -101,9 +103,7 @@ static struct {
 
     struct { long tid; int misses; uint64_t until; } quiet[PS_QUIET];
 
-    /* the program's view of SIGURG */
-    struct sigaction view[2];
-    _Atomic int view_idx;
+    struct ps_sigview view;   /* the program's view of SIGURG */
 
     _Atomic uint64_t n[PS_NATIVE_COUNTS];   /* enum ps_native_count (counters.h) */
     _Atomic int replaced;     /* someone put another SIGURG handler in front of ours */
@@ -163,46 +163,6 @@ static void hold(void)
     }
 }
 
-/* A new view: what the program would now get from sigaction(). */
-static void set_view(const struct sigaction *act)
-{
-    int idx = atomic_load(&N.view_idx);
-    N.view[idx ^ 1] = *act;
-    atomic_store(&N.view_idx, idx ^ 1);
-}
-
-/*
- * Runs the program's SIGURG handler as the kernel would have run it: with
- * the mask the thread had plus the handler's sa_mask, plus SIGURG unless
- * SA_NODEFER, and its disposition reset first under SA_RESETHAND.  (Our
- * handler runs with every signal blocked; the kernel restores the thread's
- * own mask from the context when the handler returns.)  Two things stay
- * ours (docs/native.md): the handler runs on the alternate stack when the
- * thread has one, and calls the signal interrupts restart as with
- * SA_RESTART.  sigprocmask and memcpy only: async-signal-safe.
- */
-static void call_program(const struct sigaction *v, int sig, siginfo_t *si, ucontext_t *uc)
-{
-    struct sigaction act = *v;
-    if (act.sa_flags & SA_RESETHAND) {
-        struct sigaction dfl;
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        set_view(&dfl);
-    }
-    sigset_t mask = uc->uc_sigmask;
-    for (int s = 1; s < NSIG; s++)
-        if (sigismember(&act.sa_mask, s) == 1)
-            sigaddset(&mask, s);
-    if (!(act.sa_flags & SA_NODEFER))
-        sigaddset(&mask, sig);
-    sigprocmask(SIG_SETMASK, &mask, NULL);
-    if (act.sa_flags & SA_SIGINFO)
-        act.sa_sigaction(sig, si, uc);
-    else
-        act.sa_handler(sig);
-}
-
 /* One of our requests reached this thread: its registers copied, it is
  * held while the sampler walks.  In the handler: gettid, atomics, futex
  * and clock_gettime only (async-signal-safe); the caller keeps errno. */
@@ -237,10 +197,11 @@ static void on_sig(int sig, siginfo_t *si, void *ucv)
     ucontext_t *uc = ucv;
     int ours = si != NULL && si->si_code == SI_QUEUE && si->si_pid == N.pid &&
                ((uint32_t)si->si_value.sival_int & 0xff000000u) == PS_COOKIE;
-    int idx = atomic_load(&N.view_idx);
-    const struct sigaction *v = &N.view[idx];
-    int program_handles = !ours && v->sa_handler != SIG_DFL && v->sa_handler != SIG_IGN;
+    struct sigaction v;
+    ps_sigview_get(&N.view, &v);
+    int program_handles = !ours && ps_sigaction_has_function(&v) && v.sa_sigaction != on_sig;
 
+    (void)sig;
     if (!program_handles)
         fix_eintr(uc);   /* without us, this signal would not have run a handler */
     if (ours) {
@@ -248,9 +209,13 @@ static void on_sig(int sig, siginfo_t *si, void *ucv)
         errno = saved;
         return;
     }
-    errno = saved;
-    if (program_handles)
-        call_program(v, sig, si, uc);
+    /* The program's handler, as the kernel would have run it (sigview.c).
+     * Two things stay ours (docs/native.md): it runs on the alternate stack
+     * when the thread has one, and calls the signal interrupts restart as
+     * with SA_RESTART.  SIG_DFL and SIG_IGN both drop it: SIGURG's default
+     * is to ignore it (ps_sigview_default does nothing for it). */
+    if (ps_sigview_deliver(&N.view, si, uc, 0, saved, NULL) == PS_SIGVIEW_DEFAULT)
+        ps_sigview_default(&N.view, 0);
 }
 
 /* ---- the sampler's side -------------------------------------------------- */
@@ -318,8 +283,7 @@ int ps_native_platform_init(char *why, size_t whylen)
         snprintf(why, whylen, "cannot query SIGURG: %s", strerror(errno));
         return -1;
     }
-    N.view[0] = old;
-    atomic_store(&N.view_idx, 0);
+    ps_sigview_init(&N.view, PS_NATIVE_SIG, on_sig, &old);
     if (ps_real_sigaction(PS_NATIVE_SIG, &sa, NULL) != 0) {
         snprintf(why, whylen, "cannot install the SIGURG handler: %s", strerror(errno));
         return -1;
@@ -330,13 +294,10 @@ int ps_native_platform_init(char *why, size_t whylen)
 
 int ps_native_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
+    /* Not ours (yet, or any more: still_ours): the kernel's. */
     if (sig != PS_NATIVE_SIG || !atomic_load(&N.installed) || atomic_load(&N.replaced))
-        return -2;
-    int idx = atomic_load(&N.view_idx);
-    if (old != NULL)
-        *old = N.view[idx];
-    if (act != NULL)
-        set_view(act);
+        return ps_real_sigaction(sig, act, old);
+    ps_sigview_set(&N.view, act, old);
     return 0;
 }
 

@@ -1,0 +1,328 @@
+/*
+ * test_sigview.c - which signal is whose (the table) and delivery to the
+ * program's view as the kernel would have delivered (lib/platform/sigview.c).
+ *
+ * Each delivery rule has a test that fails when the rule is broken: the
+ * handler records what it was called with (mask, errno, arguments), and the
+ * test compares that with what the kernel would have given it.  Deliveries
+ * are made from normal context with a getcontext() context standing for the
+ * interrupted code's; the default action is tried in a fork child, which
+ * must die of the signal (or not, for one the kernel ignores by default).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "platform/platform.h"
+#include "platform/sigview.h"
+
+/* What the last handler call saw. */
+static struct {
+    int calls;
+    int sig;
+    siginfo_t *si;
+    void *uc;
+    int errno_in;
+    sigset_t mask;
+    int recurse;            /* the loop test: deliver again from inside */
+    struct ps_sigview *v;
+} seen;
+
+static int after_reset_calls;
+
+static void record(int sig, siginfo_t *si, void *uc)
+{
+    seen.calls++;
+    seen.sig = sig;
+    seen.si = si;
+    seen.uc = uc;
+    seen.errno_in = errno;
+    pthread_sigmask(SIG_BLOCK, NULL, &seen.mask);
+    errno = 7;   /* what the interrupted code must see afterwards */
+    if (seen.recurse > 0 && seen.recurse-- > 0)
+        ps_sigview_deliver(seen.v, si, uc, 0, errno, NULL);
+}
+
+static void ours(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)si;
+    (void)uc;
+    seen.calls += 1000;
+}
+
+static void counted_reset(struct ps_sigview *v)
+{
+    (void)v;
+    after_reset_calls++;
+}
+
+/* A view of sig whose action is a handler (record) with flags and sa_mask
+ * {mask_sig} (0: empty). */
+static void view_with(struct ps_sigview *v, int sig, void (*h)(int, siginfo_t *, void *),
+                      int flags, int mask_sig)
+{
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_sigaction = h;
+    a.sa_flags = flags;
+    sigemptyset(&a.sa_mask);
+    if (mask_sig)
+        sigaddset(&a.sa_mask, mask_sig);
+    ps_sigview_init(v, sig, ours, &a);
+    ps_sigview_set(v, &a, NULL);   /* in the kernel's form */
+}
+
+/* Delivers v's signal with an interrupted context whose mask is {SIGUSR1};
+ * the thread's mask is put back afterwards (sigreturn's job in a handler). */
+static enum ps_sigview_outcome deliver_from_usr1_blocked(struct ps_sigview *v, int from_fault,
+                                                         int saved_errno)
+{
+    static siginfo_t si;
+    static ucontext_t uc;
+    sigset_t before;
+    pthread_sigmask(SIG_BLOCK, NULL, &before);
+    getcontext(&uc);
+    sigemptyset(&uc.uc_sigmask);
+    sigaddset(&uc.uc_sigmask, SIGUSR1);
+    memset(&seen, 0, sizeof seen);
+    si.si_signo = v->sig;
+    enum ps_sigview_outcome o = ps_sigview_deliver(v, &si, &uc, from_fault, saved_errno,
+                                                   counted_reset);
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    return o;
+}
+
+static void test_table(void)
+{
+    static const struct { int sig; enum ps_sig_owner owner; enum ps_sig_keeper keeper; } want[] = {
+        { SIGSEGV, PS_SIG_SHARED, PS_SIGKEEP_FAULT },   { SIGBUS, PS_SIG_SHARED, PS_SIGKEEP_FAULT },
+        { SIGURG, PS_SIG_LIBRARY, PS_SIGKEEP_NATIVE },  { SIGTERM, PS_SIG_WATCHED, PS_SIGKEEP_FATAL },
+        { SIGHUP, PS_SIG_WATCHED, PS_SIGKEEP_FATAL },   { SIGQUIT, PS_SIG_WATCHED, PS_SIGKEEP_FATAL },
+        { SIGINT, PS_SIG_WATCHED, PS_SIGKEEP_FATAL },   { SIGUSR1, PS_SIG_PROGRAM, PS_SIGKEEP_NONE },
+        { SIGCHLD, PS_SIG_PROGRAM, PS_SIGKEEP_NONE },   { SIGPROF, PS_SIG_PROGRAM, PS_SIGKEEP_NONE },
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const struct ps_sig_role *r = ps_sig_role(want[i].sig);
+        CHECK_EQ_INT(r->owner, want[i].owner);
+        CHECK_EQ_INT(r->keeper, want[i].keeper);
+        CHECK(r->what != NULL && r->what[0] != '\0');
+    }
+    /* One row per signal, and every row kept by someone. */
+    int n;
+    const struct ps_sig_role *rows = ps_sig_roles(&n);
+    CHECK_EQ_INT(n, 7);
+    for (int i = 0; i < n; i++) {
+        CHECK(rows[i].keeper != PS_SIGKEEP_NONE && rows[i].owner != PS_SIG_PROGRAM);
+        for (int j = i + 1; j < n; j++)
+            CHECK(rows[i].sig != rows[j].sig);
+    }
+    CHECK(ps_sig_default_ignores(SIGURG) && !ps_sig_default_ignores(SIGTERM));
+}
+
+/* The view answers as the kernel would: compared with the kernel's own
+ * answer for the same action on a signal nobody uses here. */
+static void test_view_reads_as_kernel(void)
+{
+    struct sigaction a, k, got, prev, alias;
+    memset(&a, 0, sizeof a);
+    a.sa_sigaction = record;
+    a.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+    sigemptyset(&a.sa_mask);
+    sigaddset(&a.sa_mask, SIGWINCH);
+    sigaddset(&a.sa_mask, SIGKILL);   /* the kernel never keeps it */
+    /* What the C library adds to every action (as faultview's attach does). */
+    CHECK_EQ_INT(ps_real_sigaction(SIGUSR2, &a, NULL), 0);
+    CHECK_EQ_INT(ps_real_sigaction(SIGUSR2, NULL, &k), 0);
+    ps_sigaction_learn(&k, a.sa_flags);
+
+    struct ps_sigview v;
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    ps_sigview_init(&v, SIGUSR2, ours, &dfl);
+    ps_sigview_set(&v, &a, &prev);
+    CHECK(prev.sa_handler == SIG_DFL);
+    ps_sigview_get(&v, &got);
+    CHECK(got.sa_sigaction == k.sa_sigaction);
+    CHECK_EQ_INT(got.sa_flags, k.sa_flags);
+    for (int s = 1; s < 64; s++)
+        CHECK_EQ_INT(sigismember(&got.sa_mask, s), sigismember(&k.sa_mask, s));
+    /* act and old may be one struct: old is the previous, act is taken. */
+    alias = dfl;
+    ps_sigview_set(&v, &alias, &alias);
+    CHECK(alias.sa_sigaction == record);
+    ps_sigview_get(&v, &got);
+    CHECK(got.sa_handler == SIG_DFL);
+    signal(SIGUSR2, SIG_DFL);
+}
+
+/* The handler's mask: the interrupted code's, plus sa_mask, plus the signal. */
+static void test_mask_during_handler(void)
+{
+    struct ps_sigview v;
+    view_with(&v, SIGUSR2, record, SA_SIGINFO, SIGWINCH);
+    CHECK_EQ_INT(deliver_from_usr1_blocked(&v, 0, 0), PS_SIGVIEW_RAN);
+    CHECK_EQ_INT(seen.calls, 1);
+    CHECK_EQ_INT(sigismember(&seen.mask, SIGUSR1), 1);    /* the interrupted code's */
+    CHECK_EQ_INT(sigismember(&seen.mask, SIGWINCH), 1);   /* sa_mask */
+    CHECK_EQ_INT(sigismember(&seen.mask, SIGUSR2), 1);    /* itself */
+    CHECK_EQ_INT(sigismember(&seen.mask, SIGTTIN), 0);    /* nothing else */
+
+    /* SA_NODEFER: not itself; the rest as before. */
+    view_with(&v, SIGUSR2, record, SA_SIGINFO | SA_NODEFER, SIGWINCH);
+    CHECK_EQ_INT(deliver_from_usr1_blocked(&v, 0, 0), PS_SIGVIEW_RAN);
+    CHECK_EQ_INT(sigismember(&seen.mask, SIGUSR2), 0);
+    CHECK_EQ_INT(sigismember(&seen.mask, SIGWINCH), 1);
+    CHECK_EQ_INT(sigismember(&seen.mask, SIGUSR1), 1);
+}
+
+/* The kernel's arguments (a one-parameter handler ignores them), errno. */
+static void test_arguments_and_errno(void)
+{
+    struct ps_sigview v;
+    view_with(&v, SIGUSR2, record, 0, 0);   /* no SA_SIGINFO: still three */
+    errno = 0;
+    CHECK_EQ_INT(deliver_from_usr1_blocked(&v, 0, 42), PS_SIGVIEW_RAN);
+    CHECK_EQ_INT(seen.sig, SIGUSR2);
+    CHECK(seen.si != NULL && seen.si->si_signo == SIGUSR2);
+    CHECK(seen.uc != NULL);
+    CHECK_EQ_INT(seen.errno_in, 42);   /* the interrupted code's */
+    CHECK_EQ_INT(errno, 7);            /* as the handler left it */
+}
+
+/* SA_RESETHAND: SIG_DFL before the handler runs, flags and mask kept. */
+static void test_resethand(void)
+{
+    struct ps_sigview v;
+    struct sigaction got;
+    view_with(&v, SIGUSR2, record, SA_SIGINFO | SA_RESETHAND | SA_ONSTACK, SIGWINCH);
+    after_reset_calls = 0;
+    CHECK_EQ_INT(deliver_from_usr1_blocked(&v, 0, 0), PS_SIGVIEW_RAN);
+    CHECK_EQ_INT(seen.calls, 1);
+    CHECK_EQ_INT(after_reset_calls, 1);
+    ps_sigview_get(&v, &got);
+    CHECK(got.sa_handler == SIG_DFL);
+    CHECK((got.sa_flags & (SA_RESETHAND | SA_ONSTACK)) == (SA_RESETHAND | SA_ONSTACK));
+    CHECK_EQ_INT(sigismember(&got.sa_mask, SIGWINCH), 1);
+    /* The next one takes the default action. */
+    CHECK_EQ_INT(deliver_from_usr1_blocked(&v, 0, 0), PS_SIGVIEW_DEFAULT);
+    CHECK_EQ_INT(seen.calls, 0);
+
+    /* Without it the handler stays. */
+    view_with(&v, SIGUSR2, record, SA_SIGINFO, 0);
+    after_reset_calls = 0;
+    deliver_from_usr1_blocked(&v, 0, 0);
+    ps_sigview_get(&v, &got);
+    CHECK(got.sa_sigaction == record);
+    CHECK_EQ_INT(after_reset_calls, 0);
+}
+
+/* SIG_IGN drops a sent signal, not a fault; SIG_DFL and a view naming our
+ * own handler take the default action; no handler runs for any. */
+static void test_ignore_and_default(void)
+{
+    struct ps_sigview v;
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_handler = SIG_IGN;
+    ps_sigview_init(&v, SIGUSR2, ours, &a);
+    CHECK_EQ_INT(deliver_from_usr1_blocked(&v, 0, 0), PS_SIGVIEW_IGNORED);
+    CHECK_EQ_INT(deliver_from_usr1_blocked(&v, 1, 0), PS_SIGVIEW_DEFAULT);
+    a.sa_handler = SIG_DFL;
+    ps_sigview_init(&v, SIGUSR2, ours, &a);
+    CHECK_EQ_INT(deliver_from_usr1_blocked(&v, 0, 0), PS_SIGVIEW_DEFAULT);
+    view_with(&v, SIGUSR2, ours, SA_SIGINFO, 0);
+    CHECK_EQ_INT(deliver_from_usr1_blocked(&v, 0, 0), PS_SIGVIEW_DEFAULT);
+    CHECK_EQ_INT(seen.calls, 0);
+}
+
+/* A handler that chains back to us: cut after PS_CHAIN_MAX_NEST nestings
+ * (the handler would otherwise recurse 50 deep). */
+static void test_loop_guard(void)
+{
+    struct ps_sigview v;
+    view_with(&v, SIGUSR2, record, SA_SIGINFO | SA_NODEFER, 0);
+    static siginfo_t si;
+    static ucontext_t uc;
+    getcontext(&uc);
+    memset(&seen, 0, sizeof seen);
+    seen.recurse = 50;
+    seen.v = &v;
+    CHECK_EQ_INT(ps_sigview_deliver(&v, &si, &uc, 0, 0, NULL), PS_SIGVIEW_RAN);
+    CHECK_EQ_INT(seen.calls, 3);
+    /* The guard is released: the next delivery runs the handler again. */
+    seen.calls = 0;
+    seen.recurse = 0;
+    CHECK_EQ_INT(ps_sigview_deliver(&v, &si, &uc, 0, 0, NULL), PS_SIGVIEW_RAN);
+    CHECK_EQ_INT(seen.calls, 1);
+}
+
+/* The default action in a child, with our handler installed first: the
+ * child's status (if it returned: 0 with SIG_DFL installed, 4 with ours
+ * still in). */
+static int child_default(int sig, int from_fault, int block_first)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct ps_sigview v;
+        struct sigaction a;
+        memset(&a, 0, sizeof a);
+        a.sa_handler = SIG_DFL;
+        ps_sigview_init(&v, sig, ours, &a);
+        /* Our handler in front, as in the library. */
+        struct sigaction o;
+        memset(&o, 0, sizeof o);
+        o.sa_sigaction = ours;
+        o.sa_flags = SA_SIGINFO;
+        ps_real_sigaction(sig, &o, NULL);
+        if (block_first) {   /* as our handler's sa_mask blocks it */
+            sigset_t set;
+            sigemptyset(&set);
+            sigaddset(&set, sig);
+            pthread_sigmask(SIG_BLOCK, &set, NULL);
+        }
+        ps_sigview_default(&v, from_fault);
+        struct sigaction k;
+        ps_real_sigaction(sig, NULL, &k);
+        _exit(k.sa_handler == SIG_DFL ? 0 : k.sa_sigaction == ours ? 4 : 3);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+static void test_default_action(void)
+{
+    int st = child_default(SIGTERM, 0, 1);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    st = child_default(SIGHUP, 0, 0);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGHUP);
+    /* Ignored by default: nothing happens, ours stays in. */
+    st = child_default(SIGURG, 0, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 4);
+    /* A fault: SIG_DFL back, not re-sent (the instruction faults again). */
+    st = child_default(SIGSEGV, 1, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    st = child_default(SIGSEGV, 0, 0);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+}
+
+int main(void)
+{
+    ps_interpose_init();
+    test_table();
+    test_view_reads_as_kernel();
+    test_mask_during_handler();
+    test_arguments_and_errno();
+    test_resethand();
+    test_ignore_and_default();
+    test_loop_guard();
+    test_default_action();
+    CHECK_DONE();
+}
