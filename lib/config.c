@@ -15,7 +15,6 @@
 #include <strings.h>
 
 #include "platform/platform.h"
-#include "sampler/budget.h"
 #include "config.h"
 
 extern char **environ;
@@ -221,11 +220,29 @@ static void get_control_dir(struct ps_config *c, ps_env_get get, void *ctx, warn
         strcpy(c->control_dir, s);
 }
 
+/* "1%", "0.5%", "2.5": percent of one core, 0.01..100, as a share
+ * (fraction) in *share; -1 if it is none of these.  Here rather than in
+ * sampler/budget.c, which uses the share: a setting is read in the
+ * settings' layer, and that layer includes nothing of the sampler's. */
+static int parse_share(const char *s, double *share)
+{
+    char *end;
+    double pct = strtod(s, &end);
+    if (end == s)
+        return -1;
+    if (*end == '%')
+        end++;
+    if (*end != '\0' || !(pct >= 0.01 && pct <= 100.0))
+        return -1;
+    *share = pct / 100.0;
+    return 0;
+}
+
 static double get_cpu_budget(ps_env_get get, void *ctx, warn_fn warn)
 {
     double budget = 0;
     const char *s = get("PYSAMPLE_CPU_BUDGET", ctx);
-    if (s != NULL && *s != '\0' && ps_budget_parse(s, &budget) != 0) {
+    if (s != NULL && *s != '\0' && parse_share(s, &budget) != 0) {
         warnf(warn, ctx, "%s='%.64s' is not %s", "PYSAMPLE_CPU_BUDGET", s,
               "a share of one core from 0.01% to 100%, such as 1%; no budget");
         return 0;

@@ -1,7 +1,6 @@
 /*
  * budget.c - the CPU budget's arithmetic (budget.h).
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "sampler/budget.h"
@@ -49,18 +48,3 @@ int ps_budget_update(struct ps_budget *b, uint64_t now, int64_t cpu)
     return b->rate_hz;
 }
 
-int ps_budget_parse(const char *s, double *share)
-{
-    if (s == NULL || *s == '\0')
-        return -1;
-    char *end;
-    double pct = strtod(s, &end);
-    if (end == s)
-        return -1;
-    if (*end == '%')
-        end++;
-    if (*end != '\0' || !(pct >= 0.01 && pct <= 100.0))
-        return -1;
-    *share = pct / 100.0;
-    return 0;
-}

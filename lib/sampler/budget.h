@@ -61,8 +61,4 @@ static inline int ps_budget_due(const struct ps_budget *b, uint64_t now)
  */
 int ps_budget_update(struct ps_budget *b, uint64_t now, int64_t cpu);
 
-/* Parses "1%", "0.5%", "2.5" (percent of one core, 0.01..100).  0 and the
- * share (fraction) in *share, or -1. */
-int ps_budget_parse(const char *s, double *share);
-
 #endif

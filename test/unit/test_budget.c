@@ -83,28 +83,9 @@ static void test_limits(void)
     CHECK(!ps_budget_due(&b, now + 10000 * MS));
 }
 
-static void test_parse(void)
-{
-    double s;
-    CHECK_EQ_INT(ps_budget_parse("1%", &s), 0);
-    CHECK(s > 0.00999 && s < 0.01001);
-    CHECK_EQ_INT(ps_budget_parse("0.5", &s), 0);
-    CHECK(s > 0.00499 && s < 0.00501);
-    CHECK_EQ_INT(ps_budget_parse("100%", &s), 0);
-    CHECK_EQ_INT(ps_budget_parse("0.01%", &s), 0);
-    CHECK_EQ_INT(ps_budget_parse("0%", &s), -1);
-    CHECK_EQ_INT(ps_budget_parse("101%", &s), -1);
-    CHECK_EQ_INT(ps_budget_parse("1%%", &s), -1);
-    CHECK_EQ_INT(ps_budget_parse("one", &s), -1);
-    CHECK_EQ_INT(ps_budget_parse("", &s), -1);
-    CHECK_EQ_INT(ps_budget_parse("nan", &s), -1);
-    CHECK_EQ_INT(ps_budget_parse("-1%", &s), -1);
-}
-
 int main(void)
 {
     test_converges_under_budget();
     test_limits();
-    test_parse();
     CHECK_DONE();
 }

@@ -103,6 +103,32 @@ static void check_settings(const struct ps_config *c, const struct settings *wan
 /* A value quoted in a message line cannot end the line or drive a
  * terminal (message.h): C0, DEL and UTF-8's C1 escaped, other UTF-8 kept,
  * no escape split at the end of the buffer. */
+/* PYSAMPLE_CPU_BUDGET: a percent of one core, 0.01..100, as a share;
+ * anything else is one warning and no budget. */
+static void check_cpu_budget(void)
+{
+    static const struct { const char *kv; double share; } cases[] = {
+        { "PYSAMPLE_CPU_BUDGET=1%", 0.01 }, { "PYSAMPLE_CPU_BUDGET=0.5", 0.005 },
+        { "PYSAMPLE_CPU_BUDGET=100%", 1.0 }, { "PYSAMPLE_CPU_BUDGET=0.01%", 0.0001 },
+        { "PYSAMPLE_CPU_BUDGET=0%", 0 }, { "PYSAMPLE_CPU_BUDGET=101%", 0 },
+        { "PYSAMPLE_CPU_BUDGET=1%%", 0 }, { "PYSAMPLE_CPU_BUDGET=one", 0 },
+        { "PYSAMPLE_CPU_BUDGET=nan", 0 }, { "PYSAMPLE_CPU_BUDGET=-1%", 0 },
+        { "PYSAMPLE_CPU_BUDGET=", 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct ps_config c;
+        struct env e = { { cases[i].kv, NULL }, 0, "" };
+        parse(&e, &c);
+        double want = cases[i].share;
+        CHECK(c.cpu_budget >= want * 0.999 && c.cpu_budget <= want * 1.001);
+        /* An empty value is no setting: only a bad one warns. */
+        int bad = want == 0 && strchr(cases[i].kv, '=')[1] != '\0';
+        CHECK_EQ_INT(e.warnings, bad);
+        if (bad)
+            CHECK(strstr(e.last, "PYSAMPLE_CPU_BUDGET") != NULL);
+    }
+}
+
 static void check_message_escape(void)
 {
     char out[64];
@@ -125,6 +151,7 @@ int main(void)
     struct env e = { { NULL }, 0, "" };
 
     check_message_escape();
+    check_cpu_budget();
 
     /* Defaults, and profiling off without PYSAMPLE_OUTPUT. */
     parse(&e, &c);
