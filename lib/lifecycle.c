@@ -62,7 +62,6 @@ static struct {
     _Atomic int self_signal_written; /* kill()/raise() to ourselves wrote already */
     int forked;                   /* this process is a fork() child ... */
     uint64_t fork_position;       /* ... and this was ps_python_position() then */
-    struct ps_python py;
     char python_path[512];        /* the libpython loaded late, for messages */
 } life = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -95,12 +94,15 @@ static int find_python(ps_sym_lookup lookup, void *ctx)
 {
     char why[512];
     enum ps_detect det;
+    /* Read here, kept by the sampler (its context's one copy): the
+     * lifecycle asks ps_sampler_python() for it from then on. */
+    struct ps_python py;
     if (ps_mem_init() != 0) {
         ps_say("no safe way to read memory in this process; profiling is off");
         return -ENOSYS;
     }
-    det = lookup != NULL ? ps_python_detect_with(&life.py, lookup, ctx, why, sizeof why)
-                         : ps_python_detect(&life.py, why, sizeof why);
+    det = lookup != NULL ? ps_python_detect_with(&py, lookup, ctx, why, sizeof why)
+                         : ps_python_detect(&py, why, sizeof why);
     if (det != PS_DETECT_OK) {
         if (det == PS_DETECT_UNSUPPORTED && life.python_path[0])
             ps_say("%s (%s); profiling is off", why, life.python_path);
@@ -109,7 +111,7 @@ static int find_python(ps_sym_lookup lookup, void *ctx)
         return det == PS_DETECT_UNSUPPORTED ? -ENOTSUP : -ENOENT;
     }
     ps_threads_track();
-    if (ps_sampler_setup(&life.py) != 0) {
+    if (ps_sampler_setup(&py) != 0) {
         ps_say("out of memory; profiling is off");
         return -ENOMEM;
     }
@@ -338,7 +340,7 @@ void ps_lifecycle_stop_sampling(void)
 
 const struct ps_python *ps_lifecycle_python(void)
 {
-    return state() >= PS_LIFE_READY ? &life.py : NULL;
+    return state() >= PS_LIFE_READY ? ps_sampler_python() : NULL;
 }
 
 /* ---- writing: the one path ------------------------------------------------- */
@@ -482,7 +484,7 @@ void ps_lifecycle_before_exec(void)
     ps_section_enter(&sec, NULL);
     struct ps_stats st;
     ps_sampler_stats(&st);
-    if (st.samples > 0 && (!life.forked || ps_python_position(&life.py) != life.fork_position))
+    if (st.samples > 0 && (!life.forked || ps_python_position(ps_sampler_python()) != life.fork_position))
         ps_writer_write_now(0);
     ps_section_leave(&sec);
 }
@@ -519,7 +521,7 @@ void ps_lifecycle_self_signal(void)
 
 static void fork_parent(void)
 {
-    ps_fork_parent(life.py.L.hexversion >= 0x030C0000);
+    ps_fork_parent(ps_sampler_python()->L.hexversion >= 0x030C0000);
 }
 
 /* The lifecycle's own part of the child, where forks.c's order puts it. */
@@ -529,7 +531,7 @@ static void child_lifecycle(void)
     pthread_mutex_init(&life.lock, NULL);
     if (state() >= PS_LIFE_READY) {
         life.forked = 1;
-        life.fork_position = ps_python_position(&life.py);
+        life.fork_position = ps_python_position(ps_sampler_python());
     }
 }
 

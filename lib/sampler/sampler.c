@@ -73,6 +73,11 @@ int ps_sampler_setup(const struct ps_python *py)
     return 0;
 }
 
+const struct ps_python *ps_sampler_python(void)
+{
+    return &sampler.ctx.py;
+}
+
 /* Signals sent to the process are the program's business: never run its
  * handlers on this thread.  Faults must stay deliverable: a blocked
  * SIGSEGV raised by a guarded read would kill the process instead of

@@ -14,6 +14,11 @@
  * memory). */
 int ps_sampler_setup(const struct ps_python *py);
 
+/* The interpreter the sampler reads: the process's one copy (the
+ * context's, context.h), filled by ps_sampler_setup and never changed
+ * after it; all zero before it.  Any thread. */
+const struct ps_python *ps_sampler_python(void);
+
 /*
  * Starts sampling (and the thread, if it is not there); rate_hz 0 keeps
  * the current rate.  ps_sampler_start_thread starts the thread only, with
