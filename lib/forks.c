@@ -18,7 +18,6 @@
 #include "sampler/sessions.h"
 #include "sampler/state.h"
 #include "sampler/stats.h"
-#include "sampler/threadinfo.h"
 #include "sampler/writer.h"
 #include "util/owner.h"
 
@@ -28,7 +27,7 @@ void ps_fork_prepare(void)
      * sampler; the profile's lock last, held across the fork so that no
      * child inherits it held by a thread it does not have. */
     ps_forkpause_prepare();
-    ps_threadinfo_prepare_fork();
+    ps_sampler_prepare_fork();
     ps_profile_prepare_fork();
 }
 
@@ -86,7 +85,7 @@ static const struct {
     { NULL, child_state },
     { ps_stats_child_after_fork, NULL },
     { ps_sampler_child_loop, NULL },
-    { ps_threadinfo_child_after_fork, NULL },
+    { ps_sampler_child_threads, NULL },
     { ps_sampler_child_native, NULL },
     { ps_sessions_child_after_fork, NULL },
     { NULL, child_restart },

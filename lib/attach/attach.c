@@ -217,7 +217,7 @@ static void setup_walk(pid_t pid, struct ps_sampler_ctx *ctx, int rate_hz)
     if (ps_profile_setup((size_t)ps_settings()->max_stacks) != 0 ||
         ps_threadsample_setup(ctx) != 0 || ps_tick_setup(ctx) != 0)
         refuse("out of memory");
-    ps_threadinfo_target(pid);
+    ps_threadinfo_target(&ctx->threads, pid);
     find_tid_offset(pid, &ctx->py);
 }
 

@@ -24,6 +24,7 @@
 #include "native/native.h"
 #include "python/runtime.h"
 #include "sampler/budget.h"
+#include "sampler/threadinfo.h"
 #include "sampler/weight.h"
 
 /* One thread's sample: the buffers threadsample.c walks and counts in,
@@ -50,6 +51,8 @@ struct ps_sampler_ctx {
     int gil_only;               /* PYSAMPLE_GIL, where this build has a GIL to read */
     struct ps_subset subset;    /* PYSAMPLE_MAX_THREADS_PER_TICK's window (weight.h) */
     struct ps_sample_bufs buf;  /* threadsample.c's */
+    struct ps_threads threads;  /* what it remembers of each thread (threadinfo.h);
+                                 * forking_tid is the forking thread's to write */
 };
 
 #endif

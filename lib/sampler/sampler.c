@@ -28,6 +28,7 @@
 #include "sampler/orphan.h"
 #include "sampler/sampler.h"
 #include "sampler/state.h"
+#include "sampler/threadinfo.h"
 #include "sampler/threadsample.h"
 #include "sampler/tick.h"
 #include "settings.h"
@@ -221,6 +222,16 @@ void ps_sampler_child_loop(void)
 {
     /* The periodic flush is scheduled anew at the child's start. */
     sampler.ctx.next_flush = 0;
+}
+
+void ps_sampler_prepare_fork(void)
+{
+    ps_threadinfo_prepare_fork(&sampler.ctx.threads);
+}
+
+void ps_sampler_child_threads(void)
+{
+    ps_threadinfo_child_after_fork(&sampler.ctx.threads);
 }
 
 void ps_sampler_child_native(void)

@@ -52,6 +52,10 @@ void ps_sampler_resume(int restart);
 int ps_sampler_child_forked(void);
 /* The loop's part of the context (context.h): the periodic flush anew. */
 void ps_sampler_child_loop(void);
+/* The threads' memory (threadinfo.h, in the context): prepare notes the
+ * forking thread; the child forgets every thread but it. */
+void ps_sampler_prepare_fork(void);
+void ps_sampler_child_threads(void);
 /* The native capture's part, if it was set up (native.h). */
 void ps_sampler_child_native(void);
 void ps_sampler_child_restart(int was_running);

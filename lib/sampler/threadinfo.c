@@ -16,42 +16,20 @@
 #include "sampler/weight.h"
 #include "python/threadnames.h"
 
-#define PS_FORKERS 8      /* forking ancestors remembered (forker_tids) */
 #define PS_NAME_RETRIES 8
 #define PS_NAME_REFRESH_NS 1000000000ull
-#define PS_TIDCACHE 1024   /* power of two */
 
-struct ps_thread_info {
-    long tid;
-    struct ps_cpu_clock clock;  /* PYSAMPLE_MODE=cpu (weight.h) */
-    uint64_t name_at;           /* when to read the name again */
-    uint8_t had_boot;           /* last refresh saw Thread._bootstrap_inner */
-    uint8_t name_misses;        /* reads of the Thread's name that failed */
-    char name[64];              /* longer names are cut at a character */
-};
-
-static struct {
-    struct ps_thread_info tids[PS_TIDCACHE];
-    pid_t pid;
-    /* Kernel tids that, in this process, mean its main thread: the thread
-     * that forked us (and our ancestors), as recorded in thread states
-     * that a fork() without PyOS_AfterFork_Child() never updated (uWSGI's
-     * workers unless --py-call-osafterfork).  Filled at fork. */
-    long forker_tids[PS_FORKERS];
-    long forking_tid;           /* set in the prepare handler */
-} threads;
-
-void ps_threadinfo_setup(void)
+void ps_threadinfo_setup(struct ps_threads *th)
 {
-    threads.pid = getpid();
+    th->pid = getpid();
 }
 
-void ps_threadinfo_target(long pid)
+void ps_threadinfo_target(struct ps_threads *th, long pid)
 {
-    threads.pid = (pid_t)pid;
+    th->pid = (pid_t)pid;
 }
 
-int ps_threadinfo_ids(const struct ps_layout *L, const uint8_t *ts, long *tid, uintptr_t *pth)
+int ps_threadinfo_ids(const struct ps_threads *th, const struct ps_layout *L, const uint8_t *ts, long *tid, uintptr_t *pth)
 {
     *tid = -1;
     if (L->ts_native_id != PS_NOFIELD) {
@@ -64,19 +42,19 @@ int ps_threadinfo_ids(const struct ps_layout *L, const uint8_t *ts, long *tid, u
         *tid = ps_thread_tid(*pth);
     if (*tid < 0 && *pth == 0)
         return -1;
-    for (size_t i = 0; i < PS_FORKERS && threads.forker_tids[i]; i++)
-        if (*tid == threads.forker_tids[i])
-            *tid = threads.pid;
+    for (size_t i = 0; i < PS_FORKERS && th->forker_tids[i]; i++)
+        if (*tid == th->forker_tids[i])
+            *tid = th->pid;
     return 0;
 }
 
-struct ps_thread_info *ps_threadinfo_find(long tid)
+struct ps_thread_info *ps_threadinfo_find(struct ps_threads *th, long tid)
 {
     size_t i = (size_t)tid & (PS_TIDCACHE - 1);
     for (size_t n = 0; n < 8; n++, i = (i + 1) & (PS_TIDCACHE - 1))
-        if (threads.tids[i].tid == tid || threads.tids[i].tid == 0)
+        if (th->tids[i].tid == tid || th->tids[i].tid == 0)
             break;
-    struct ps_thread_info *ti = &threads.tids[i];
+    struct ps_thread_info *ti = &th->tids[i];
     if (ti->tid != tid) {
         /* New thread, or a slot reclaimed from a thread long gone. */
         memset(ti, 0, sizeof *ti);
@@ -106,10 +84,10 @@ uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t period_ns,
 
 /* The thread's name now: the OS's, else (3.9-3.13 give threads none of
  * their own) the threading.Thread's, read from its object. */
-static void read_name(const struct ps_python *py, long tid, uintptr_t boot, char *name,
-                      size_t size)
+static void read_name(const struct ps_threads *th, const struct ps_python *py, long tid,
+                      uintptr_t boot, char *name, size_t size)
 {
-    if (tid == threads.pid)
+    if (tid == th->pid)
         strcpy(name, "MainThread");
     else if (tid <= 0 || ps_thread_os_name(tid, name, size) != 0)
         name[0] = '\0';
@@ -117,8 +95,9 @@ static void read_name(const struct ps_python *py, long tid, uintptr_t boot, char
         ps_thread_py_name(py, boot, name, size);
 }
 
-uint32_t ps_threadinfo_label(const struct ps_python *py, struct ps_symtab *syms,
-                             struct ps_thread_info *ti, uint64_t now, uintptr_t boot)
+uint32_t ps_threadinfo_label(const struct ps_threads *th, const struct ps_python *py,
+                             struct ps_symtab *syms, struct ps_thread_info *ti, uint64_t now,
+                             uintptr_t boot)
 {
     /* Names change at any time (3.14+, and programs that name threads):
      * read again now and then.  A thread first seen before it reached
@@ -127,7 +106,7 @@ uint32_t ps_threadinfo_label(const struct ps_python *py, struct ps_symtab *syms,
     int boot_new = boot != 0 && !ti->had_boot;
     if (now >= ti->name_at || boot_new) {
         char name[sizeof ti->name];
-        read_name(py, ti->tid, boot, name, sizeof name);
+        read_name(th, py, ti->tid, boot, name, sizeof name);
         /* A read of the name that failed (the thread was moving under us)
          * is tried again on the next sample rather than a second later,
          * so a short-lived thread does not spend its life unnamed; a few
@@ -144,17 +123,17 @@ uint32_t ps_threadinfo_label(const struct ps_python *py, struct ps_symtab *syms,
     return ps_sym_label(syms, ti->tid, ti->name[0] ? ti->name : NULL);
 }
 
-void ps_threadinfo_prepare_fork(void)
+void ps_threadinfo_prepare_fork(struct ps_threads *th)
 {
-    threads.forking_tid = ps_gettid();
+    th->forking_tid = ps_gettid();
 }
 
-void ps_threadinfo_child_after_fork(void)
+void ps_threadinfo_child_after_fork(struct ps_threads *th)
 {
-    threads.pid = getpid();
+    th->pid = getpid();
     /* Newest first; the oldest ancestor falls off a full list. */
-    memmove(threads.forker_tids + 1, threads.forker_tids,
-            (PS_FORKERS - 1) * sizeof threads.forker_tids[0]);
-    threads.forker_tids[0] = threads.forking_tid != threads.pid ? threads.forking_tid : 0;
-    memset(threads.tids, 0, sizeof threads.tids);
+    memmove(th->forker_tids + 1, th->forker_tids,
+            (PS_FORKERS - 1) * sizeof th->forker_tids[0]);
+    th->forker_tids[0] = th->forking_tid != th->pid ? th->forking_tid : 0;
+    memset(th->tids, 0, sizeof th->tids);
 }

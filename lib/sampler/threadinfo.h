@@ -5,24 +5,51 @@
  * and its name, refreshed now and then, from which its label is made.
  *
  * Sampler thread only, under the profile's lock (the per-thread table is
- * the tick's); the fork handlers run with that lock held.
+ * the tick's); the fork handlers run with that lock held.  The memory is
+ * the sampler context's (struct ps_threads, context.h), not this file's.
  */
 #ifndef PS_THREADINFO_H
 #define PS_THREADINFO_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "python/runtime.h"
+#include "sampler/weight.h"
 #include "util/symtab.h"
 
-struct ps_thread_info;
+#define PS_FORKERS 8      /* forking ancestors remembered (forker_tids) */
+#define PS_TIDCACHE 1024  /* power of two */
+
+/* One thread's memory (ps_threadinfo_find). */
+struct ps_thread_info {
+    long tid;
+    struct ps_cpu_clock clock;  /* PYSAMPLE_MODE=cpu (weight.h) */
+    uint64_t name_at;           /* when to read the name again */
+    uint8_t had_boot;           /* last refresh saw Thread._bootstrap_inner */
+    uint8_t name_misses;        /* reads of the Thread's name that failed */
+    char name[64];              /* longer names are cut at a character */
+};
+
+/* The sampler's memory of every thread: a member of its context
+ * (context.h), passed to each function here as its first argument. */
+struct ps_threads {
+    struct ps_thread_info tids[PS_TIDCACHE];
+    pid_t pid;
+    /* Kernel tids that, in this process, mean its main thread: the thread
+     * that forked us (and our ancestors), as recorded in thread states
+     * that a fork() without PyOS_AfterFork_Child() never updated (uWSGI's
+     * workers unless --py-call-osafterfork).  Filled at fork. */
+    long forker_tids[PS_FORKERS];
+    long forking_tid;           /* set in the prepare handler (the forking thread) */
+};
 
 /* Notes this process's pid (its main thread's tid). */
-void ps_threadinfo_setup(void);
+void ps_threadinfo_setup(struct ps_threads *th);
 
 /* The process whose threads these are, when it is not ours (pysample-attach):
  * its main thread's tid is its pid. */
-void ps_threadinfo_target(long pid);
+void ps_threadinfo_target(struct ps_threads *th, long pid);
 
 /*
  * The OS thread of thread state ts (a copy, layout L): *pth its pthread id
@@ -31,11 +58,11 @@ void ps_threadinfo_target(long pid);
  * ancestor) stands for our main thread.  -1 if the thread state is not
  * yet bound to any OS thread.
  */
-int ps_threadinfo_ids(const struct ps_layout *L, const uint8_t *ts, long *tid, uintptr_t *pth);
+int ps_threadinfo_ids(const struct ps_threads *th, const struct ps_layout *L, const uint8_t *ts, long *tid, uintptr_t *pth);
 
 /* The sampler's memory of thread tid (new, or reclaimed from a thread long
  * gone, when it has none). */
-struct ps_thread_info *ps_threadinfo_find(long tid);
+struct ps_thread_info *ps_threadinfo_find(struct ps_threads *th, long tid);
 
 /*
  * PYSAMPLE_MODE=cpu: how many samples of period_ns this look at the
@@ -54,12 +81,13 @@ uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t period_ns,
 
 /* The thread's label (symtab.h), its name read again about once a second.
  * boot: the Thread._bootstrap_inner frame of this sample's walk, or 0. */
-uint32_t ps_threadinfo_label(const struct ps_python *py, struct ps_symtab *syms,
-                             struct ps_thread_info *ti, uint64_t now, uintptr_t boot);
+uint32_t ps_threadinfo_label(const struct ps_threads *th, const struct ps_python *py,
+                             struct ps_symtab *syms, struct ps_thread_info *ti, uint64_t now,
+                             uintptr_t boot);
 
 /* fork(): prepare notes the forking thread; the child forgets every
  * thread and counts the forking one as its main thread from then on. */
-void ps_threadinfo_prepare_fork(void);
-void ps_threadinfo_child_after_fork(void);
+void ps_threadinfo_prepare_fork(struct ps_threads *th);
+void ps_threadinfo_child_after_fork(struct ps_threads *th);
 
 #endif

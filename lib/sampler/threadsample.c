@@ -53,7 +53,7 @@ int ps_threadsample_setup(struct ps_sampler_ctx *ctx)
     struct ps_sample_bufs *b = &ctx->buf;
     /* The walk reports max_depth frames at most; two more spare. */
     size_t frames = (size_t)cfg->max_depth + 2;
-    ps_threadinfo_setup();
+    ps_threadinfo_setup(&ctx->threads);
     b->room = stack_room(cfg);
     b->scratch = malloc(frames * sizeof *b->scratch);
     /* one more: the [gc] frame on top of a full stack */
@@ -283,7 +283,8 @@ static void count_walk(struct ps_tick_ctx *t, uintptr_t tsp, uintptr_t pth,
      * walked: [gc] on top (interpstate.c says why twice). */
     if (tsp == t->gc_collector && ps_gc_still_collecting(py, t->interp, tsp))
         t->sampler->buf.rooted[d++] = ps_frame(PS_SYM_GC, PS_LINE_NONE);
-    uint32_t label = ps_threadinfo_label(py, &t->p->syms, ti, t->now, w->py.boot);
+    uint32_t label =
+        ps_threadinfo_label(&t->sampler->threads, py, &t->p->syms, ti, t->now, w->py.boot);
     if (label == PS_ID_NONE || count_stack(t, label, d, weight) != 0) {
         ps_count(PS_COUNT_ERRORS, 1);
         return;
@@ -298,9 +299,9 @@ void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_
 {
     long tid;
     uintptr_t pth;
-    if (ps_threadinfo_ids(&t->sampler->py.L, ts, &tid, &pth) != 0)
+    if (ps_threadinfo_ids(&t->sampler->threads, &t->sampler->py.L, ts, &tid, &pth) != 0)
         return;  /* not yet bound to an OS thread */
-    struct ps_thread_info *ti = ps_threadinfo_find(tid);
+    struct ps_thread_info *ti = ps_threadinfo_find(&t->sampler->threads, tid);
     weight = thread_weight(t, ti, weight);
     if (weight == 0)
         return;  /* idle since the previous look, or less than a period */
