@@ -155,11 +155,11 @@ static uint64_t timed_tick(struct ps_sampler_ctx *ctx, struct schedule *sc, uint
     uint64_t late = ps_schedule_woke(&sc->grid, *woke);
     count_skipped(sc, skipped);
     if (timed)
-        ps_stats_late(late);
+        ps_stats_late(&ctx->times, late);
     ps_sampler_tick(ctx, 0);
     uint64_t now = ps_now_ns();
     if (timed)
-        ps_stats_tick_took(now - *woke);
+        ps_stats_tick_took(&ctx->times, now - *woke);
     return now;
 }
 
@@ -208,7 +208,7 @@ static void sample_for_a_while(struct ps_sampler_ctx *ctx)
         schedule_next(&sc, woke, now);
         serve_writes();
         flush_if_due(ctx, now);
-        ps_orphan_check(now);
+        ps_orphan_check(ctx, now);
         /* The thread's CPU clock is a system call (0.4-0.9 us here, as
          * much as walking a 10-frame stack): read it 10 times a second,
          * not every tick.  It is read once more on the way out. */
@@ -237,7 +237,7 @@ static void wait_for_interpreter(struct ps_sampler_ctx *ctx)
         if (ps_now_ns() - waiting_since > 200000000ull && nap < 100000000ull)
             nap *= 2;
         serve_writes();
-        ps_orphan_check(ps_now_ns());
+        ps_orphan_check(ctx, ps_now_ns());
     }
 }
 
@@ -260,7 +260,7 @@ static void idle_a_while(struct ps_sampler_ctx *ctx)
         until = ps_orphan_next_check();
     wait_until(ctx, forever ? UINT64_MAX : until);
     serve_writes();
-    ps_orphan_check(ps_now_ns());
+    ps_orphan_check(ctx, ps_now_ns());
 }
 
 /* ---- the whole ---------------------------------------------------------------- */
@@ -291,5 +291,5 @@ void ps_sampler_loop(struct ps_sampler_ctx *ctx)
             become(PS_SAMPLER_IDLE);
         idle_a_while(ctx);
     }
-    ps_sampler_write_stats();
+    ps_sampler_write_stats(ctx);
 }

@@ -57,7 +57,7 @@ uint64_t ps_orphan_next_check(void)
     return orphan.next_check;
 }
 
-void ps_orphan_check(uint64_t now)
+void ps_orphan_check(const struct ps_sampler_ctx *ctx, uint64_t now)
 {
     if (atomic_exchange(&orphan.thread_ended, 0)) {
         orphan.watch_until = now + 1000000000ull;
@@ -82,6 +82,6 @@ void ps_orphan_check(uint64_t now)
         ps_writer_ask(PS_WRITE_FINAL);
         ps_writer_serve();
     }
-    ps_sampler_write_stats();
+    ps_sampler_write_stats(ctx);
     exit(0);
 }

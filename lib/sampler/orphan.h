@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+struct ps_sampler_ctx;  /* context.h */
+
 /* A program thread is about to end (the pthread_create and pthread_exit
  * stand-ins: linux/interpose_threads.c): the armed, idle wait, which has
  * no deadline, is woken to look.  Atomics and one write(). */
@@ -23,7 +25,7 @@ void ps_orphan_thread_ending(void);
  * are all gone, writes the final profile and PYSAMPLE_STATS and calls
  * exit(0).  Looks every 100 ms at most, but for the moments just after a
  * program thread said it is ending (orphan.c). */
-void ps_orphan_check(uint64_t now);
+void ps_orphan_check(const struct ps_sampler_ctx *ctx, uint64_t now);
 
 /* When ps_orphan_check will look next (monotonic ns): an idle wait ends
  * then at the latest. */

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <time.h>
 
 #include "native/native.h"
@@ -220,8 +221,10 @@ int ps_sampler_child_forked(void)
 
 void ps_sampler_child_loop(void)
 {
-    /* The periodic flush is scheduled anew at the child's start. */
+    /* The periodic flush is scheduled anew at the child's start; its
+     * PYSAMPLE_STATS timings start from none, as its counts do. */
     sampler.ctx.next_flush = 0;
+    memset(&sampler.ctx.times, 0, sizeof sampler.ctx.times);
 }
 
 void ps_sampler_prepare_fork(void)

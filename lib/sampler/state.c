@@ -270,12 +270,13 @@ int ps_sampler_stats_wanted(void)
     return ps_settings_process()->stats_path[0] != '\0';
 }
 
-void ps_sampler_write_stats(void)
+void ps_sampler_write_stats(const struct ps_sampler_ctx *ctx)
 {
     const struct ps_config *cfg = ps_settings();
     const char *path = ps_settings_process()->stats_path;
     if (path[0])
-        ps_stats_write(path, atomic_load(&st.rate_hz), cfg->native, cfg->file_mode);
+        ps_stats_write(&ctx->times, path, atomic_load(&st.rate_hz), cfg->native,
+                       cfg->file_mode);
 }
 
 void ps_sampler_quality(struct ps_quality *q, const char *how, const struct ps_stats *base,

@@ -143,9 +143,10 @@ void ps_sampler_tick_all(struct ps_sampler_ctx *ctx);
 /* The sampler's counts (stats.c) with its rates and budget. */
 void ps_sampler_stats(struct ps_stats *st);
 /* 1 if PYSAMPLE_STATS asked for a statistics file; the file, with the
- * rate and settings of now (the thread writes it when it ends). */
+ * rate and settings of now and the timings of ctx (the thread writes it
+ * when it ends). */
 int ps_sampler_stats_wanted(void);
-void ps_sampler_write_stats(void);
+void ps_sampler_write_stats(const struct ps_sampler_ctx *ctx);
 
 /* What a profile is worth (quality.h): how it was asked for, the counts
  * between base and now over duration_ns, at the rate asked, with this

@@ -14,9 +14,10 @@
  * path is silently ignored: it is a measuring aid for test/bench/, not a
  * user feature.
  *
- * Ownership.  The counters are atomics (any thread reads them); the
- * histograms belong to the sampler thread, which alone fills them and
- * writes the file.
+ * Ownership.  The counters are atomics (any thread reads them: stats.h
+ * says why they are this file's); the histograms belong to the sampler
+ * thread, which alone fills them (in its context, struct ps_tick_times)
+ * and writes the file.
  */
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -33,15 +34,11 @@
 #include "sampler/stats.h"
 #include "util/message.h"
 
-#define PS_LATE_BUCKETS (16 + 60 * 16)
-
 static struct {
     _Atomic uint64_t count[PS_COUNT_N];
     _Atomic int64_t cpu_ns;
     _Atomic uint64_t active_ns; /* wall time spent sampling, all runs ... */
     _Atomic uint64_t run_began; /* ... but the one under way, begun then (0: none) */
-    uint64_t late_hist[PS_LATE_BUCKETS];
-    uint64_t tick_hist[PS_LATE_BUCKETS];  /* duration of the tick's work */
 } stats;
 
 void ps_count(enum ps_count c, uint64_t n)
@@ -118,14 +115,14 @@ static uint64_t late_max(const uint64_t *hist)
     return max;
 }
 
-void ps_stats_late(uint64_t ns)
+void ps_stats_late(struct ps_tick_times *t, uint64_t ns)
 {
-    stats.late_hist[late_bucket(ns)]++;
+    t->late_hist[late_bucket(ns)]++;
 }
 
-void ps_stats_tick_took(uint64_t ns)
+void ps_stats_tick_took(struct ps_tick_times *t, uint64_t ns)
 {
-    stats.tick_hist[late_bucket(ns)]++;
+    t->tick_hist[late_bucket(ns)]++;
 }
 
 /* --- reading ----------------------------------------------------------------- */
@@ -206,7 +203,8 @@ static int put_native(char *buf, size_t size, int *n)
 }
 
 /* The sampler's counts, its timings and the profile's, one a line. */
-static int put_counts(char *buf, size_t size, int *n, int rate_hz)
+static int put_counts(const struct ps_tick_times *t, char *buf, size_t size, int *n,
+                      int rate_hz)
 {
     uint64_t c[PS_COUNT_N];
     struct ps_profile_counts pc;
@@ -223,12 +221,12 @@ static int put_counts(char *buf, size_t size, int *n, int rate_hz)
         { "distinct_stacks", (int64_t)pc.distinct_stacks },
         { "sampler_cpu_ns", atomic_load(&stats.cpu_ns) },
         { "active_ns", (int64_t)atomic_load(&stats.active_ns) },
-        { "late_p50_ns", (int64_t)late_percentile(stats.late_hist, 0.50) },
-        { "late_p90_ns", (int64_t)late_percentile(stats.late_hist, 0.90) },
-        { "late_p99_ns", (int64_t)late_percentile(stats.late_hist, 0.99) },
-        { "late_max_ns", (int64_t)late_max(stats.late_hist) },
-        { "tick_p50_ns", (int64_t)late_percentile(stats.tick_hist, 0.50) },
-        { "tick_p99_ns", (int64_t)late_percentile(stats.tick_hist, 0.99) },
+        { "late_p50_ns", (int64_t)late_percentile(t->late_hist, 0.50) },
+        { "late_p90_ns", (int64_t)late_percentile(t->late_hist, 0.90) },
+        { "late_p99_ns", (int64_t)late_percentile(t->late_hist, 0.99) },
+        { "late_max_ns", (int64_t)late_max(t->late_hist) },
+        { "tick_p50_ns", (int64_t)late_percentile(t->tick_hist, 0.50) },
+        { "tick_p99_ns", (int64_t)late_percentile(t->tick_hist, 0.99) },
         { "codecache_hits", (int64_t)pc.codecache_hits },
         { "codecache_misses", (int64_t)pc.codecache_misses },
         { "messages_dropped", (int64_t)ps_say_dropped() },
@@ -246,11 +244,12 @@ static int put_read_mode(char *buf, size_t size, int *n)
     return 0;
 }
 
-void ps_stats_write(const char *path_pattern, int rate_hz, int native, int file_mode)
+void ps_stats_write(const struct ps_tick_times *t, const char *path_pattern, int rate_hz,
+                    int native, int file_mode)
 {
     char path[1100], buf[4096];
     int n = 0;
-    if (put_counts(buf, sizeof buf, &n, rate_hz) != 0 || put_read_mode(buf, sizeof buf, &n) != 0)
+    if (put_counts(t, buf, sizeof buf, &n, rate_hz) != 0 || put_read_mode(buf, sizeof buf, &n) != 0)
         return;
     /* The native counts are extra: without room for them the rest is
      * still written.  Then how the native samples came out and what
@@ -274,6 +273,4 @@ void ps_stats_child_after_fork(void)
     atomic_store(&stats.cpu_ns, 0);
     atomic_store(&stats.active_ns, 0);
     atomic_store(&stats.run_began, 0);
-    memset(stats.late_hist, 0, sizeof stats.late_hist);
-    memset(stats.tick_hist, 0, sizeof stats.tick_hist);
 }

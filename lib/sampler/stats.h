@@ -4,7 +4,12 @@
  *
  * The sampler thread counts; any thread reads.  Counters are atomics
  * indexed by enum ps_count, so that a reset (a fork child) and a read are
- * one loop each, and a new counter is one enum entry and one name.
+ * one loop each, and a new counter is one enum entry and one name.  They
+ * are the process's (stats.c's), not the sampler context's: the program's
+ * threads read them (pysample_status, the exit write, the sessions'
+ * quality record), and pysample_status must answer whether or not a
+ * sampler was ever set up.  The tick timings (struct ps_tick_times), which
+ * only the sampler thread fills and writes, are its context's.
  */
 #ifndef PS_STATS_H
 #define PS_STATS_H
@@ -12,6 +17,17 @@
 #include <stdint.h>
 
 #include "sampler/state.h"
+
+/* Log-linear buckets: exact below 16, then 16 per power of two. */
+#define PS_LATE_BUCKETS (16 + 60 * 16)
+
+/* PYSAMPLE_STATS: how late each tick woke, how long its work took.  A
+ * member of the sampler context (context.h): its thread alone fills and
+ * writes them; all zero in a new context (a fork child's is reset). */
+struct ps_tick_times {
+    uint64_t late_hist[PS_LATE_BUCKETS];
+    uint64_t tick_hist[PS_LATE_BUCKETS];  /* duration of the tick's work */
+};
 
 enum ps_count {
     PS_COUNT_TICKS,
@@ -41,19 +57,22 @@ void ps_stats_run_end(uint64_t now);
  * reads it now and then, not every tick). */
 void ps_stats_cpu(int64_t ns);
 
-/* PYSAMPLE_STATS histograms: how late a tick woke, how long its work took. */
-void ps_stats_late(uint64_t ns);
-void ps_stats_tick_took(uint64_t ns);
+/* Into the histograms of t: how late a tick woke, how long its work took. */
+void ps_stats_late(struct ps_tick_times *t, uint64_t ns);
+void ps_stats_tick_took(struct ps_tick_times *t, uint64_t ns);
 
 /* The counts into st (the rates are the sampler's: state.c adds them). */
 void ps_stats_read(struct ps_stats *st);
 
-/* Writes the PYSAMPLE_STATS file: path_pattern with %p as the pid, in
- * file_mode (PYSAMPLE_FILE_MODE), as output.c writes side files; rate_hz
- * the current rate; native: add the native capture counts. */
-void ps_stats_write(const char *path_pattern, int rate_hz, int native, int file_mode);
+/* Writes the PYSAMPLE_STATS file, the counts and t's timings:
+ * path_pattern with %p as the pid, in file_mode (PYSAMPLE_FILE_MODE), as
+ * output.c writes side files; rate_hz the current rate; native: add the
+ * native capture counts. */
+void ps_stats_write(const struct ps_tick_times *t, const char *path_pattern, int rate_hz,
+                    int native, int file_mode);
 
-/* fork() child: every count starts again from zero. */
+/* fork() child: every count starts again from zero (the timings are
+ * the context's: sampler.c resets them). */
 void ps_stats_child_after_fork(void);
 
 #endif
