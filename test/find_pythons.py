@@ -18,7 +18,7 @@ The interpreters of one C library are listed: glibc's by default, musl's
 with --libc musl (test/meson.build in a musl build: the library built there
 cannot load into a glibc process, nor the other way round).  An
 interpreter is musl's when its ELF program interpreter is ld-musl, or, one
-still being built, when its label ends in -musl.
+still being built, when its label ends in -musl or -musl-shared.
 
 --mark-primary appends " primary" to one line: the interpreter that also
 runs the scenarios whose outcome does not depend on the interpreter (the
@@ -83,7 +83,7 @@ def elf_interp(path):
 
 def libc_of(path, label=None):
     """"musl" or "glibc" (anything not musl)."""
-    if label is not None and label.endswith("-musl"):
+    if label is not None and label.endswith(("-musl", "-musl-shared")):
         return "musl"
     return "musl" if b"ld-musl" in elf_interp(os.path.realpath(path)) else "glibc"
 

@@ -19,6 +19,9 @@
 #   3.13-musl       3.13 built with musl-gcc (Debian's musl-tools) against
 #                   musl, libpython static: an Alpine-like interpreter, run
 #                   with the musl build of libpysample (scripts/check-musl)
+#   3.13-musl-shared  the same with --enable-shared: bin/python3.13 loads
+#                   lib/libpython3.13.so.1.0 through its rpath, as
+#                   python:3.13-alpine does; the embed suite needs it
 #   3.13-static     default configure, libpython linked statically   } built
 #   3.13t-static    --disable-gil (free-threaded), bin/python3.13t   } only
 #   3.13d-static    --with-pydebug, bin/python3.13                   } when
@@ -51,7 +54,9 @@ RECIPE=3
 # executable. 3.11-tracerefs only has to start and be refused.
 # 3.13-musl: the only musl interpreter (issue #37); last, since its tests
 # run last anyway (scripts/check-musl is run-tests' last step).
-ALL_VARIANTS=(3.13td-static 3.11-tracerefs 3.13-musl)
+# 3.13-musl-shared after it: the second musl build (shared libpython, as
+# Alpine's own), for the embed suite and the same suites again.
+ALL_VARIANTS=(3.13td-static 3.11-tracerefs 3.13-musl 3.13-musl-shared)
 # Built only when named: the single-purpose 3.13 builds (what ALL_VARIANTS
 # was before 3.13td-static), and 3.14, whose source the Debian archive
 # reachable here lists (forky, sid) but answers 404 for.
@@ -91,6 +96,7 @@ variant_flags() {   # configure flags that define a variant (prefix excluded)
         3.1[34]td-static) echo "$common --disable-gil --with-pydebug" ;;
         3.11-tracerefs)   echo "$common --with-trace-refs" ;;
         3.13-musl)        echo "$common" ;;
+        3.13-musl-shared) echo "$common --enable-shared" ;;
         *) return 1 ;;
     esac
 }
@@ -124,7 +130,8 @@ variant_expect() {  # expected "Py_GIL_DISABLED Py_DEBUG Py_TRACE_REFS"
     esac
 }
 
-is_musl() { [[ $1 == *-musl ]]; }
+is_musl() { [[ $1 == *-musl || $1 == *-musl-shared ]]; }
+is_shared() { [[ $1 == *-shared ]]; }
 
 variant_modules() { # what the interpreter must import to count as built
     # ctypes only if libffi built (build_musl_ffi).
@@ -433,8 +440,17 @@ verify_variant() {  # $1 variant, $2 log; prints the verification line
     got=$(awk '{print $(NF-2), $(NF-1), $NF}' <<<"$out")
     [[ $got == "$(variant_expect "$v")" ]] \
         || { echo "Py_GIL_DISABLED/Py_DEBUG/Py_TRACE_REFS are '$got', want '$(variant_expect "$v")'" >>"$log"; return 1; }
-    nm -D --defined-only "$exe" | awk '$3 == "_PyRuntime" {f = 1} END {exit !f}' \
-        || { echo "_PyRuntime is not in the dynamic symbol table of $exe" >>"$log"; return 1; }
+    # A shared build exports _PyRuntime from libpython, which its
+    # executable must name (and have found through its rpath: the import
+    # check above ran without LD_LIBRARY_PATH).
+    local dso=$exe
+    if is_shared "$v"; then
+        dso=$CACHE/$v/lib/libpython$(variant_minor "$v").so.1.0
+        readelf -d "$exe" | grep -q "NEEDED.*\[libpython$(variant_minor "$v")\.so" \
+            || { echo "$exe does not load libpython$(variant_minor "$v").so" >>"$log"; return 1; }
+    fi
+    nm -D --defined-only "$dso" | awk '$3 == "_PyRuntime" {f = 1} END {exit !f}' \
+        || { echo "_PyRuntime is not in the dynamic symbol table of $dso" >>"$log"; return 1; }
     if is_musl "$v"; then
         readelf -l "$exe" | grep -q 'interpreter: /lib/ld-musl-' \
             || { echo "$exe is not linked against musl (no ld-musl program interpreter)" >>"$log"; return 1; }
@@ -473,6 +489,9 @@ build_variant() {
         # alone, nothing built for glibc.
         opt+=(CC="$prefix/.musl-cc/cc" PKG_CONFIG_LIBDIR="${FFI_PC:-/nonexistent}"
               PKG_CONFIG_PATH= OPT="-g -O1")
+        # The shared build finds its libpython through an rpath, as
+        # Alpine's finds it in /usr/lib: no LD_LIBRARY_PATH in the tests.
+        is_shared "$v" && opt+=(LDFLAGS="-Wl,-rpath,$prefix/lib")
     fi
     local step
     # shellcheck disable=SC2086

@@ -259,22 +259,33 @@ def check_musl(wheel):
     check(b", musl, " in data and b"libc.musl-x86_64.so.1" in data, "musl wheel's library is built against musl")
 
 
-def musl_python():
-    """The first musl CPython test/find_pythons.py lists (test/pythons/build.sh
-    3.13-musl), or None."""
+def musl_pythons():
+    """The musl CPythons test/find_pythons.py lists (test/pythons/build.sh
+    3.13-musl, static, and 3.13-musl-shared)."""
     code, out, _err = run([sys.executable, os.path.join(SOURCE_ROOT, "test", "find_pythons.py"), "--libc", "musl"])
-    for line in out.splitlines() if code == 0 else ():
-        parts = line.split()
-        if len(parts) >= 2 and "pending=" not in line and os.access(parts[1], os.X_OK):
-            return parts[1]
-    return None
+    return [parts[1] for parts in (line.split() for line in (out.splitlines() if code == 0 else ()))
+            if len(parts) >= 2 and not any(p.startswith("pending=") for p in parts) and os.access(parts[1], os.X_OK)]
+
+
+def musl_accepts(python, wheel):
+    """pip decides whether a wheel installs from the running interpreter's
+    tags (packaging.tags.sys_tags: for musl, the version its ld-musl prints).
+    The musl CPython has no pip of its own, nor zlib to unpack a wheel, so
+    pip's own packaging, imported from this pip, is run by it: the wheel's
+    tag must be one it supports."""
+    import pip
+    tag = "-".join(os.path.basename(wheel)[:-len(".whl")].split("-")[-3:])
+    code, out, err = run([python, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                          "from pip._vendor.packaging import tags; print('\\n'.join(map(str, tags.sys_tags())))",
+                          os.path.dirname(os.path.dirname(pip.__file__))])
+    check(code == 0 and tag in out.split(), "%s's own tags include %s (%s)" % (python, tag, err.strip()[-200:]))
 
 
 def run_musl(wheel, work):
     """The musllinux wheel, installed by pip for its platform into a
-    directory: its library profiles the demo under the musl CPython."""
-    python = musl_python()
-    if python is None:
+    directory: its library profiles the demo under each musl CPython."""
+    pythons = musl_pythons()
+    if not pythons:
         print("SKIP musllinux wheel not run: no musl CPython built (test/pythons/build.sh 3.13-musl)")
         return
     target = os.path.join(work, "musl-site")
@@ -283,11 +294,18 @@ def run_musl(wheel, work):
                          env=dict(os.environ, PIP_ROOT_USER_ACTION="ignore"))
     if not check(code == 0, "musl wheel installs for musllinux_1_2_x86_64 (%s)" % err.strip()[-200:]):
         return
+    for python in pythons:
+        musl_accepts(python, wheel)
+        run_musl_app(python, target, work)
+
+
+def run_musl_app(python, target, work):
+    """The installed wheel's library profiles a two-thread program under python."""
     env = dict((k, v) for k, v in os.environ.items() if not k.startswith(("PYSAMPLE_", "PYTHON")) and k != "LD_PRELOAD")
     env["PYTHONPATH"] = target
     # The wheel's library preloaded by hand: the command line tool and the
     # demo need zlib, which the musl CPython is built without.
-    prof = os.path.join(work, "musl-demo.txt")
+    prof = os.path.join(work, "musl-demo.%s.txt" % os.path.basename(os.path.dirname(os.path.dirname(python))))
     app = os.path.join(work, "musl_app.py")
     with open(app, "w") as f:
         f.write("import threading, time\n\ndef burn_in_musl(n):\n    end = time.time() + n\n"

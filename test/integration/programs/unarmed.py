@@ -64,10 +64,20 @@ def count_progress():
     return n
 
 
-threading.Thread(target=waiter_wait, name="waiter", daemon=True).start()
-threading.Thread(target=mixer, name="mixer", daemon=True).start()
+threads = [threading.Thread(target=waiter_wait, name="waiter", daemon=True),
+           threading.Thread(target=mixer, name="mixer", daemon=True)]
+for t in threads:
+    t.start()
 print("ready %d" % os.getpid(), flush=True)
 n = count_progress()  # module line
+# Both threads end before the interpreter does: CPython 3.13 built against
+# musl dies of SIGSEGV at exit in about 1 run in 10 when a daemon thread is
+# still running Python then (it reads its thread state in drop_gil() after
+# finalization freed it; musl's malloc unmaps that memory, glibc's keeps
+# it), with no library anywhere; the tests check this program's status.
 done.set()
+ev.set()
+for t in threads:
+    t.join()
 print("progress %d" % n, flush=True)
 sys.exit(7)
