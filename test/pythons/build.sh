@@ -21,7 +21,9 @@
 #                   with the musl build of libpysample (scripts/check-musl)
 #   3.13-musl-shared  the same with --enable-shared: bin/python3.13 loads
 #                   lib/libpython3.13.so.1.0 through its rpath, as
-#                   python:3.13-alpine does; the embed suite needs it
+#                   python:3.13-alpine does; the embed suite needs it.
+#                   When it is there, 3.13-musl is linked from it (its
+#                   libpython3.13.a and python.o) in seconds, not built
 #   3.13-static     default configure, libpython linked statically   } built
 #   3.13t-static    --disable-gil (free-threaded), bin/python3.13t   } only
 #   3.13d-static    --with-pydebug, bin/python3.13                   } when
@@ -52,11 +54,11 @@ RECIPE=3
 # build, the three things none of them has: a free-threaded interpreter, a
 # debug 3.13 (read through _Py_DebugOffsets), and libpython linked into the
 # executable. 3.11-tracerefs only has to start and be refused.
-# 3.13-musl: the only musl interpreter (issue #37); last, since its tests
-# run last anyway (scripts/check-musl is run-tests' last step).
-# 3.13-musl-shared after it: the second musl build (shared libpython, as
-# Alpine's own), for the embed suite and the same suites again.
-ALL_VARIANTS=(3.13td-static 3.11-tracerefs 3.13-musl 3.13-musl-shared)
+# The musl interpreters (issue #37) last, since their tests run last anyway
+# (scripts/check-musl is run-tests' last step): 3.13-musl-shared (shared
+# libpython, as Alpine's own; the embed suite needs it), then 3.13-musl,
+# linked from its build in seconds (link_variant): one musl build for both.
+ALL_VARIANTS=(3.13td-static 3.11-tracerefs 3.13-musl-shared 3.13-musl)
 # Built only when named: the single-purpose 3.13 builds (what ALL_VARIANTS
 # was before 3.13td-static), and 3.14, whose source the Debian archive
 # reachable here lists (forky, sid) but answers 404 for.
@@ -186,6 +188,33 @@ build_musl_ffi() {  # $1 dir, $2 log
         say "libffi did not build for musl (see $log): no ctypes"
     fi
     rm -rf "${d:?}/ffi-src" "$d/ffi-build"
+}
+
+# 3.13-musl from 3.13-musl-shared's build when that is there: an
+# --enable-shared build also installs libpython3.13.a (position-independent)
+# and python.o, which link into an executable with libpython inside in a
+# second, where a build of its own took 23 minutes on a busy machine
+# (docs/ci.md). Its lib/ (standard library, extension modules) is a link
+# to the shared build's. The executable is what the static build makes:
+# all of libpython's code and _PyRuntime in it, exported (LINKFORSHARED).
+linked_from() { [[ $1 == 3.13-musl ]] && echo 3.13-musl-shared || true; }
+
+link_variant() {    # $1 variant, $2 the variant it is linked from, $3 log
+    local v=$1 from=$2 log=$3 base=$CACHE/$2 prefix=$CACHE/$1 minor cfg libs
+    minor=$(variant_minor "$v")
+    cfg=$(echo "$base/lib/python$minor/config-$minor"-*)
+    [[ -f $cfg/libpython$minor.a && -f $cfg/python.o ]] \
+        || { echo "no libpython$minor.a and python.o in $cfg" >>"$log"; return 1; }
+    libs=$("$base/bin/python$minor" -c 'import sysconfig as s
+print(*(s.get_config_var(v) or "" for v in ("LIBS", "SYSLIBS", "LINKFORSHARED")))') || return 1
+    mkdir -p "$prefix/bin" && ln -sfn "../$from/lib" "$prefix/lib" || return 1
+    echo "linking $v from $from: $cfg/python.o $cfg/libpython$minor.a $libs" >>"$log"
+    # shellcheck disable=SC2086
+    # Whole: the extension modules need libpython's functions that python.o
+    # does not (_interpreters: _PyInterpreterConfig_InitFromState), as
+    # the static build links every object of libpython.
+    "$base/.musl-cc/cc" -o "$prefix/bin/python$minor" "$cfg/python.o" \
+        -Wl,--whole-archive "$cfg/libpython$minor.a" -Wl,--no-whole-archive $libs >>"$log" 2>&1
 }
 
 variant_package() { echo "python$(variant_minor "$1")"; }
@@ -459,10 +488,44 @@ verify_variant() {  # $1 variant, $2 log; prints the verification line
     printf '%s\n' "$out"
 }
 
+# Writes the stamp of a variant that passed verification ($2: its line).
+write_stamp() {     # $1 variant, $2 verification line, $3 seconds, $4 how
+    {
+        stamp_key "$1"
+        printf 'source=%s\nbuild_seconds=%s\nbuilt=%s\nversion=%s\n%s' \
+            "$SRC_VERSION" "$3" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$2" "$4"
+    } >"$(stamp_file "$1").tmp"
+    mv "$(stamp_file "$1").tmp" "$(stamp_file "$1")"
+}
+
+# Links $1 from the variant linked_from names when that one is current;
+# fails (the caller builds it instead) when it is not or the link fails.
+try_link_variant() {
+    local v=$1 from log=$CACHE/logs/$1.log start out
+    from=$(linked_from "$v")
+    [[ -n $from ]] && variant_current "$from" || return 1
+    start=$(date +%s)
+    CURRENT_PREFIX=$CACHE/$v
+    rm -rf "${CURRENT_PREFIX:?}"
+    : >"$log"
+    if link_variant "$v" "$from" "$log" && out=$(verify_variant "$v" "$log"); then
+        SRC_VERSION=$(sed -n 's/^source=//p' "$(stamp_file "$from")")
+        write_stamp "$v" "$out" "$(( $(date +%s) - start ))" "linked_from=$from"$'\n'
+        CURRENT_PREFIX=
+        say "linked $v from $from: $(variant_exe "$v")"
+        say "  $out; _PyRuntime exported"
+        return 0
+    fi
+    cleanup_partial; CURRENT_PREFIX=
+    say "could not link $v from $from (see $log): building it"
+    return 1
+}
+
 build_variant() {
     local v=$1 prefix=$CACHE/$1 bdir=$CACHE/build/$1 log=$CACHE/logs/$1.log
     local targets=() install=1
     local opt=()
+    try_link_variant "$v" && return 0
     if build_only "$v"; then
         # Built where it stays: <cache>/<variant>/build (variant_exe), at
         # -O1, which compiles in half the time of the default -O3 and
@@ -503,12 +566,7 @@ build_variant() {
         die "FAILED to build $v at step '$step' (full log: $log)"
     fi
     secs=$(( $(date +%s) - start ))
-    {
-        stamp_key "$v"
-        printf 'source=%s\nbuild_seconds=%s\nbuilt=%s\nversion=%s\n' \
-            "$SRC_VERSION" "$secs" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$out"
-    } >"$(stamp_file "$v").tmp"
-    mv "$(stamp_file "$v").tmp" "$(stamp_file "$v")"
+    write_stamp "$v" "$out" "$secs" ""
     CURRENT_PREFIX=
     ((!install)) || rm -rf "$bdir"
     say "built $v in $((secs / 60))m$((secs % 60))s: $(variant_exe "$v")"
