@@ -8,6 +8,9 @@
  * are made from normal context with a getcontext() context standing for the
  * interrupted code's; the default action is tried in a fork child, which
  * must die of the signal (or not, for one the kernel ignores by default).
+ * Last, the program's side through the library's own sigaction() and
+ * signal() stand-ins (linked whole, as in the library): the table sends each
+ * signal to its keeper, and a query returns what the program installed.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,6 +24,8 @@
 #include "check.h"
 #include "platform/platform.h"
 #include "platform/sigview.h"
+#include "platform/stacks.h"
+#include "util/owner.h"
 
 /* What the last handler call saw. */
 static struct {
@@ -313,6 +318,106 @@ static void test_default_action(void)
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
 }
 
+/* ---- through the stand-ins ------------------------------------------------- */
+
+static void noop_write(int sig)
+{
+    (void)sig;
+}
+
+static void program_handler(int sig)
+{
+    (void)sig;
+}
+
+/* The kernel's handler for sig (what the program does not see). */
+static void (*kernel_handler(int sig))(int)
+{
+    struct sigaction k;
+    ps_real_sigaction(sig, NULL, &k);
+    return k.sa_handler;
+}
+
+/* SIGTERM (a PS_SIGKEEP_FATAL row): ours in the kernel while the program
+ * has it at default, and the program sees the default it set. */
+static void test_stand_ins_fatal(void)
+{
+    ps_fatal_signals_take_over(noop_write);
+    struct sigaction a, q;
+    CHECK(kernel_handler(SIGTERM) != SIG_DFL);
+    CHECK_EQ_INT(sigaction(SIGTERM, NULL, &q), 0);
+    CHECK(q.sa_handler == SIG_DFL);
+    memset(&a, 0, sizeof a);
+    a.sa_handler = SIG_DFL;
+    a.sa_flags = SA_RESTART;
+    sigemptyset(&a.sa_mask);
+    sigaddset(&a.sa_mask, SIGUSR1);
+    CHECK_EQ_INT(sigaction(SIGTERM, &a, NULL), 0);
+    CHECK_EQ_INT(sigaction(SIGTERM, NULL, &q), 0);
+    CHECK(q.sa_handler == SIG_DFL && (q.sa_flags & SA_RESTART));
+    CHECK_EQ_INT(sigismember(&q.sa_mask, SIGUSR1), 1);
+    CHECK(kernel_handler(SIGTERM) != SIG_DFL);
+    /* A handler replaces ours at once; SIG_DFL puts ours back. */
+    CHECK(signal(SIGTERM, program_handler) == SIG_DFL);
+    CHECK(kernel_handler(SIGTERM) == program_handler);
+    CHECK(signal(SIGTERM, SIG_DFL) == program_handler);
+    CHECK(kernel_handler(SIGTERM) != SIG_DFL && kernel_handler(SIGTERM) != program_handler);
+    CHECK_EQ_INT(sigaction(SIGTERM, NULL, &q), 0);
+    CHECK(q.sa_handler == SIG_DFL);
+    /* The program's own signal: straight to the kernel. */
+    CHECK(signal(SIGUSR1, program_handler) == SIG_DFL);
+    CHECK(kernel_handler(SIGUSR1) == program_handler);
+    signal(SIGUSR1, SIG_DFL);
+}
+
+static int urg_calls;
+static sigset_t urg_mask;
+
+static void urg_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)si;
+    (void)uc;
+    urg_calls++;
+    pthread_sigmask(SIG_BLOCK, NULL, &urg_mask);
+}
+
+/* SIGURG (the PS_SIGKEEP_NATIVE row) once native stacks installed ours: the
+ * program's handler goes into the view, and one SIGURG that is not a
+ * request of ours reaches it as the kernel would have delivered it. */
+static void test_stand_ins_native(void)
+{
+    char why[256];
+    if (ps_native_platform_init(why, sizeof why) != 0) {
+        fprintf(stderr, "native stacks refused here (%s): SIGURG not tried\n", why);
+        return;
+    }
+    void (*ours_urg)(int) = kernel_handler(SIGURG);
+    struct sigaction a, q;
+    memset(&a, 0, sizeof a);
+    a.sa_sigaction = urg_handler;
+    a.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    sigemptyset(&a.sa_mask);
+    sigaddset(&a.sa_mask, SIGWINCH);
+    CHECK_EQ_INT(sigaction(SIGURG, &a, &q), 0);
+    CHECK(q.sa_handler == SIG_DFL);
+    CHECK(kernel_handler(SIGURG) == ours_urg && ours_urg != SIG_DFL);
+    CHECK_EQ_INT(sigaction(SIGURG, NULL, &q), 0);
+    CHECK(q.sa_sigaction == urg_handler && (q.sa_flags & SA_RESETHAND));
+    raise(SIGURG);
+    CHECK_EQ_INT(urg_calls, 1);
+    CHECK_EQ_INT(sigismember(&urg_mask, SIGURG), 1);
+    CHECK_EQ_INT(sigismember(&urg_mask, SIGWINCH), 1);
+    /* Reset, flags and mask kept; the next one is ignored (SIGURG's default). */
+    CHECK_EQ_INT(sigaction(SIGURG, NULL, &q), 0);
+    CHECK(q.sa_handler == SIG_DFL && (q.sa_flags & SA_RESETHAND));
+    CHECK_EQ_INT(sigismember(&q.sa_mask, SIGWINCH), 1);
+    raise(SIGURG);
+    CHECK_EQ_INT(urg_calls, 1);
+    CHECK(signal(SIGURG, SIG_IGN) == SIG_DFL);
+    CHECK(kernel_handler(SIGURG) == ours_urg);
+}
+
 int main(void)
 {
     ps_interpose_init();
@@ -324,5 +429,8 @@ int main(void)
     test_ignore_and_default();
     test_loop_guard();
     test_default_action();
+    ps_owner_claim();
+    test_stand_ins_fatal();
+    test_stand_ins_native();
     CHECK_DONE();
 }
