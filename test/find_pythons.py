@@ -128,7 +128,7 @@ def candidates(extra):
 
 
 # The versions libpysample profiles (run.py refuses the others as a whole).
-SUPPORTED = ((3, 9), (3, 15))
+SUPPORTED = ((3, 9), (3, 16))
 
 
 def primary(found):

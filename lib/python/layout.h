@@ -52,7 +52,7 @@ enum ps_dk_kind {
 
 struct ps_layout {
     uint32_t hexversion;    /* PY_VERSION_HEX; micro 0 when only major.minor is known */
-    int minor;              /* 9 .. 15 (major is always 3) */
+    int minor;              /* 9 .. 15: the layouts read by (3.16.0a0 reads as 15) */
     int free_threaded;
     int from_debug_offsets; /* 1 if the offsets below came from _Py_DebugOffsets */
 

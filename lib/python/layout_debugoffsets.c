@@ -24,7 +24,7 @@
 #include "python/layout.h"
 #include "python/layout_debugoffsets_table.h"
 
-#define SUPPORTED "3.9-3.15"
+#define SUPPORTED "3.9-3.16"
 
 /* "3.15.0rc1", "3.16.0a0", "3.14.7" from a PY_VERSION_HEX (release level
  * 0xA alpha, 0xB beta, 0xC candidate, 0xF final). */
@@ -90,7 +90,7 @@ static void names_layout(const uint8_t *dbg, int v, int ft, uint32_t fr_size,
 {
     const struct ps_do_names_map *m = NULL;
     for (size_t i = 0; i < ps_do_names_maps_count; i++)
-        if (ps_do_names_maps[i].minor == ps_do_versions[v].minor &&
+        if (ps_do_names_maps[i].minor == l->minor &&
             ps_do_names_maps[i].free_threaded == ft)
             m = &ps_do_names_maps[i];
     l->inst_kind = PS_INST_NONE;
@@ -208,26 +208,41 @@ static void gc_layout(const uint8_t *dbg, int v, uint32_t ts_size, struct ps_lay
         l->ts_state = state;
 }
 
-/* The members of ps_do_expect[] must hold their type-given values. */
-static int layout_matches(const uint8_t *dbg, int v, int ft, const char *ver, char *why,
-                          size_t whylen)
+/* The first member of ps_do_expect[] that does not hold its type-given
+ * value in a block laid out as column col says (-1: all hold). */
+static int first_mismatch(const uint8_t *dbg, int col, int ft)
 {
-    const struct ps_do_version *m = &ps_do_versions[v];
     for (size_t i = 0; i < ps_do_expect_count; i++) {
-        const uint32_t pos = ps_do_expect[i].pos[v];
-        if (pos == 0)
-            continue;
-        uint64_t want = ft ? ps_do_expect[i].ft : ps_do_expect[i].gil, got = get64(dbg, pos);
-        if (got != want) {
-            snprintf(why, whylen, "CPython %s%s: its _Py_DebugOffsets is not laid out as "
-                     "3.%d's (%s is %llu, expected %llu), a patched or unknown build "
-                     "(supported: %s, 3.%d from %s)", ver, ft ? " (free-threaded)" : "",
-                     m->minor, ps_do_expect[i].what, (unsigned long long)got,
-                     (unsigned long long)want, SUPPORTED, m->minor, m->min_name);
-            return 0;
-        }
+        const uint32_t pos = ps_do_expect[i].pos[col];
+        uint64_t want = ft ? ps_do_expect[i].ft : ps_do_expect[i].gil;
+        if (pos != 0 && get64(dbg, pos) != want)
+            return (int)i;
     }
-    return 1;
+    return -1;
+}
+
+/* "(llist_node.prev is 16, expected 8)": member i of ps_do_expect[]. */
+static void say_mismatch(const uint8_t *dbg, int col, int ft, int i, char *buf, size_t len)
+{
+    snprintf(buf, len, "(%s is %llu, expected %llu)", ps_do_expect[i].what,
+             (unsigned long long)get64(dbg, ps_do_expect[i].pos[col]),
+             (unsigned long long)(ft ? ps_do_expect[i].ft : ps_do_expect[i].gil));
+}
+
+/* The members of ps_do_expect[] must hold their type-given values. */
+static int layout_matches(const uint8_t *dbg, const struct ps_do_version *m, int ft,
+                          const char *ver, char *why, size_t whylen)
+{
+    int i = first_mismatch(dbg, m->column, ft);
+    if (i < 0)
+        return 1;
+    char what[128];
+    say_mismatch(dbg, m->column, ft, i, what, sizeof what);
+    snprintf(why, whylen, "CPython %s%s: its _Py_DebugOffsets is not laid out as "
+             "3.%d's %s, a patched or unknown build (supported: %s, 3.%d from %s)",
+             ver, ft ? " (free-threaded)" : "", m->reads_as, what, SUPPORTED, m->minor,
+             m->min_name);
+    return 0;
 }
 
 /* Offset of field f from the block, checked against its struct's size
@@ -246,19 +261,49 @@ static uint32_t field_off(struct check *c, int v, int ft, enum ps_field f,
     return ft_only && off == 0 ? PS_NOFIELD : off;
 }
 
-/* The index of this minor version in ps_do_versions[], or -1 with why said:
+/*
+ * A version newer than every row of ps_do_versions[]: why names what
+ * differs from the newest layout known, or that nothing in the block
+ * does.  A newer CPython may keep the block's layout and still change
+ * what the values mean (frame owners, stackref tags, string bits): only
+ * versions checked against a real interpreter are read.
+ */
+static void say_unknown(const uint8_t *dbg, size_t do_len, const char *ver, char *why,
+                        size_t whylen)
+{
+    const struct ps_do_version *newest = &ps_do_versions[NKNOWN - 1];
+    uint64_t ft = do_len >= newest->total ? get64(dbg, 16) : 2;
+    char what[256] = "";
+    if (ft > 1 || memcmp(dbg, "xdebugpy", 8) != 0) {
+        snprintf(what, sizeof what, "; no _Py_DebugOffsets found");
+    } else {
+        char diff[128];
+        int i = first_mismatch(dbg, newest->column, (int)ft);
+        if (i >= 0)
+            say_mismatch(dbg, newest->column, (int)ft, i, diff, sizeof diff);
+        snprintf(what, sizeof what, "; its _Py_DebugOffsets %s 3.%d's%s%s", i >= 0 ?
+                 "differs from" : "is laid out as", newest->minor, i >= 0 ? " " : "",
+                 i >= 0 ? diff : ", but it was never checked on a real build");
+    }
+    snprintf(why, whylen, "CPython %s is not supported (supported: %s)%s", ver, SUPPORTED,
+             what);
+}
+
+/* The row of this minor version in ps_do_versions[], or -1 with why said:
  * a version not in the table, or a pre-release older than its block's
  * layout. */
-static int version_index(uint32_t hexversion, const char *ver, char *why, size_t whylen)
+static int version_index(const uint8_t *dbg, size_t do_len, uint32_t hexversion,
+                         const char *ver, char *why, size_t whylen)
 {
     int minor = (hexversion >> 16) & 0xff, v = -1;
-    for (int i = 0; i < NVERSIONS; i++)
+    for (int i = 0; i < NKNOWN; i++)
         if (ps_do_versions[i].minor == minor)
             v = i;
+    if (v < 0 && minor > ps_do_versions[NKNOWN - 1].minor) {
+        say_unknown(dbg, do_len, ver, why, whylen);
+        return -1;
+    }
     if (v < 0) {
-        /* A newer CPython may keep the block's layout and still change what
-         * the values mean (frame owners, stackref tags, string bits): only
-         * versions checked against a real interpreter are read. */
         snprintf(why, whylen, "CPython %s is not supported (supported: %s)", ver, SUPPORTED);
         return -1;
     }
@@ -275,10 +320,11 @@ static int version_index(uint32_t hexversion, const char *ver, char *why, size_t
 /* The block's head: the cookie, the version it says (the one Py_Version
  * says), the free-threading flag (0 or 1, into *ft), and the members whose
  * value the C types fix.  0 if it holds. */
-static int header_valid(const uint8_t *dbg, size_t do_len, uint32_t hexversion, int v,
-                        const char *ver, uint64_t *ft, char *why, size_t whylen)
+static int header_valid(const uint8_t *dbg, size_t do_len, uint32_t hexversion,
+                        const struct ps_do_version *m, const char *ver, uint64_t *ft,
+                        char *why, size_t whylen)
 {
-    if (do_len < ps_do_versions[v].total || memcmp(dbg, "xdebugpy", 8) != 0) {
+    if (do_len < m->total || memcmp(dbg, "xdebugpy", 8) != 0) {
         snprintf(why, whylen, "_Py_DebugOffsets cookie not found in _PyRuntime");
         return 0;
     }
@@ -293,7 +339,7 @@ static int header_valid(const uint8_t *dbg, size_t do_len, uint32_t hexversion, 
                  (unsigned long long)*ft);
         return 0;
     }
-    return layout_matches(dbg, v, (int)*ft, ver, why, whylen);
+    return layout_matches(dbg, m, (int)*ft, ver, why, whylen);
 }
 
 /* Every struct's size the block gives, each checked against ps_do_structs[]. */
@@ -400,11 +446,13 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     uint64_t ft = 0;
 
     version_name(hexversion, ver, sizeof ver);
-    int v = version_index(hexversion, ver, why, whylen);
-    if (v < 0)
+    int row = version_index(dbg, do_len, hexversion, ver, why, whylen);
+    if (row < 0)
         return PS_LAYOUT_UNSUPPORTED;
-    if (!header_valid(dbg, do_len, hexversion, v, ver, &ft, why, whylen))
+    const struct ps_do_version *m = &ps_do_versions[row];
+    if (!header_valid(dbg, do_len, hexversion, m, ver, &ft, why, whylen))
         return PS_LAYOUT_INVALID;
+    const int v = m->column;   /* every position below: this layout's */
 
     /* One pass: every step below checks against c, and the first problem
      * it finds is the one reported. */
@@ -413,7 +461,7 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     read_sizes(&c, v, sizes);
     memset(l, 0, sizeof *l);
     l->hexversion = hexversion;
-    l->minor = ps_do_versions[v].minor;
+    l->minor = m->reads_as;
     l->free_threaded = (int)ft;
     l->from_debug_offsets = 1;
     fields_layout(&c, v, (int)ft, sizes, l);

@@ -117,13 +117,27 @@ const struct ps_do_expect ps_do_expect[] = {
 
 const size_t ps_do_expect_count = sizeof ps_do_expect / sizeof ps_do_expect[0];
 
-const struct ps_do_version ps_do_versions[NVERSIONS] = {
+const struct ps_do_version ps_do_versions[NKNOWN] = {
     /* the block sits in pycore_runtime.h; fixed since 3.13.0rc2 */
-    { .minor = 13, .min_hexversion = 0x030D00C2, .min_name = "3.13.0rc2", .total = 584 },
+    { .minor = 13, .min_hexversion = 0x030D00C2, .min_name = "3.13.0rc2", .column = 0,
+      .reads_as = 13, .total = 584 },
     /* fixed since 3.14.0b2 */
-    { .minor = 14, .min_hexversion = 0x030E00B2, .min_name = "3.14.0b2", .total = 760 },
+    { .minor = 14, .min_hexversion = 0x030E00B2, .min_name = "3.14.0b2", .column = 1,
+      .reads_as = 14, .total = 760 },
     /* last_profiled_frame_seq arrived in 3.15.0b4 */
-    { .minor = 15, .min_hexversion = 0x030F00B4, .min_name = "3.15.0b4", .total = 888 },
+    { .minor = 15, .min_hexversion = 0x030F00B4, .min_name = "3.15.0b4", .column = 2,
+      .reads_as = 15, .total = 888 },
+    /* CPython's main branch at 999a046b24cf (3.16.0a0, 2026-08-21): its
+     * pycore_debug_offsets.h is 3.15's byte for byte, and what the block
+     * does not say was compared with 3.15's headers and holds (frame
+     * owners, Py_TAG_BITS, frame and generator states, str bits, the
+     * ints around co_firstlineno, tstate->state after _status, the line
+     * table; docs/support.md).  Read as 3.15 while the members whose
+     * values the C types fix (ps_do_expect[]) say the block is still
+     * laid out so: a later 3.16 that moves them is refused naming the
+     * member. */
+    { .minor = 16, .min_hexversion = 0x031000A0, .min_name = "3.16.0a0", .column = 2,
+      .reads_as = 15, .total = 888 },
 };
 
 const struct ps_do_struct ps_do_structs[PS_S_COUNT] = {

@@ -13,7 +13,10 @@
 
 #include "python/layout.h"
 
-#define NVERSIONS 3   /* 3.13, 3.14, 3.15 */
+/* Block layouts (columns of the tables below): 3.13's, 3.14's, 3.15's. */
+#define NVERSIONS 3
+/* Versions read (rows of ps_do_versions[]): 3.13, 3.14, 3.15, 3.16. */
+#define NKNOWN 4
 
 enum {
     DO_RT_SIZE = PS_F_COUNT, DO_IS_SIZE, DO_TS_SIZE, DO_FR_SIZE, DO_CO_SIZE, DO_OB_SIZE,
@@ -38,15 +41,21 @@ struct ps_do_expect {
 extern const struct ps_do_expect ps_do_expect[];
 extern const size_t ps_do_expect_count;
 
-/* The versions: earliest release with each block layout, and the block's
- * size (sizeof(_Py_DebugOffsets)). */
+/* The versions read, one row each, the one table that says which are
+ * accepted: its earliest release with the block layout it is read with,
+ * that layout (a column of the tables here), the minor version whose
+ * constants and other tables (frames, asyncio) it is read as, and the
+ * block's size (sizeof(_Py_DebugOffsets)).  A minor version not listed
+ * is refused. */
 struct ps_do_version {
     int minor;
     uint32_t min_hexversion;
     const char *min_name;      /* ... as the user knows it */
+    int column;                /* its block's layout: 0 3.13's, 1 3.14's, 2 3.15's */
+    int reads_as;              /* minor version of the layout tables used */
     uint32_t total;
 };
-extern const struct ps_do_version ps_do_versions[NVERSIONS];
+extern const struct ps_do_version ps_do_versions[NKNOWN];
 
 /* Where each struct's size is, and what size is plausible. */
 struct ps_do_struct {

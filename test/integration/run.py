@@ -153,7 +153,7 @@ def main():
         tests = [t for t in tests if t[0] in a.only.split(",")]
     unsupported = version < (3, 9)
     # Newer than the newest layout libpysample knows: refused as a whole.
-    too_new = version > (3, 15)
+    too_new = version > (3, 16)
     # 3.9-3.12 built --with-trace-refs: refused as a whole (3.13+ keeps the
     # object header, so there it is an ordinary interpreter).
     refused_trace_refs = trace_refs and version <= (3, 12)

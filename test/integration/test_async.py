@@ -17,14 +17,14 @@ MARK = re.compile(r'^\[task (.*) "(.*)"\]$')
 
 
 def supported(ctx):
-    """3.9-3.15 attribute tasks (GIL and free-threaded builds); a newer
+    """3.9-3.16 attribute tasks (GIL and free-threaded builds; 3.16.0a0 as 3.15); a newer
     Python is refused altogether (the core suite checks that)."""
-    return (3, 9) <= ctx.version <= (3, 15)
+    return (3, 9) <= ctx.version <= (3, 16)
 
 
 def run(ctx, scenario, env=None, rc=0):
     if not supported(ctx):
-        ctx.skip("asyncio tasks are attributed on 3.9-3.15")
+        ctx.skip("asyncio tasks are attributed on 3.9-3.16")
     e = dict(ASYNC)
     e.update(env or {})
     res = ctx.run([ctx.program("async_tasks.py"), scenario], env=e, timeout=180)
@@ -290,7 +290,7 @@ def test_late_import_found(ctx):
     """asyncio imported 0.7 s into the program is found when it is imported:
     the task's samples are there although the search had backed off."""
     if not supported(ctx):
-        ctx.skip("asyncio tasks are attributed on 3.9-3.15")
+        ctx.skip("asyncio tasks are attributed on 3.9-3.16")
     prog = ctx.program("async_late.py")
     res = ctx.run([prog], env=dict(ASYNC), timeout=120)
     ctx.check_clean_run(res, 0)
@@ -303,7 +303,7 @@ def test_late_import_found(ctx):
 
 def test_pure_python_asyncio_refused(ctx):
     if not supported(ctx):
-        ctx.skip("asyncio tasks are attributed on 3.9-3.15")
+        ctx.skip("asyncio tasks are attributed on 3.9-3.16")
     e = dict(ASYNC)
     res = ctx.run([ctx.program("async_tasks.py"), "pure_python"], env=e, timeout=120)
     ctx.check(res.rc == 0, "exit status %s" % res.rc, res.stderr)

@@ -621,14 +621,17 @@ def check_refused(ctx, what, line_ok, line_desc):
 
 
 def test_newer_python_refused(ctx):
-    """A CPython newer than the newest layout known here (3.16.0a0 from
-    CPython's main branch) may keep 3.15's _Py_DebugOffsets and still change
-    what the values mean, so it is refused, with one line naming its version
-    and the supported range (run.py runs only this test there)."""
+    """A CPython newer than the newest version known here (3.16: CPython's
+    main branch, read as 3.15 while its _Py_DebugOffsets is laid out as
+    3.15's) may keep that layout and still change what the values mean, so
+    it is refused, with one line naming its version, the supported range
+    and how its block compares with the newest layout known (run.py runs
+    only this test there; no such interpreter is built here today)."""
     want = "pysample: CPython %d.%d." % ctx.version
     check_refused(ctx, "a newer Python",
                   lambda l: l.startswith(want) and
-                  "is not supported (supported: 3.9-3.15); profiling is off" in l,
+                  "is not supported (supported: 3.9-3.16); its _Py_DebugOffsets " in l and
+                  l.endswith("; profiling is off"),
                   "one line %r... naming the supported range" % want)
 
 

@@ -27,33 +27,34 @@ import sysconfig
 import threading
 
 # Position of each member inside the block, one row per member, one column
-# per minor version ("-": the version has no such member).
+# per minor version ("-": the version has no such member).  3.16: CPython's
+# main branch at 999a046b24cf (3.16.0a0), whose header is 3.15's.
 POS_TABLE = """
-member              3.13  3.14  3.15
-rt_interp_head        40    40    40
-is_threads_head       72    72    72
-ts_interp            176   200   200
-ts_current_frame     184   208   208
-ts_thread_id         192   216   240
-ts_native_id         200   224   248
-fr_size              224   248   312
-fr_previous          232   256   320
-fr_executable        240   264   328
-fr_instr_ptr         248   272   336
-fr_owner             264   288   352
-fr_tlbc_index          -   304   368
-co_filename          280   320   384
-co_name              288   328   392
-co_qualname          296   336   400
-co_linetable         304   344   408
-co_firstlineno       312   352   416
-co_code_adaptive     344   384   448
-co_tlbc                -   392   456
-ob_type              360   408   472
-by_ob_size           520   600   696
-by_ob_sval           528   608   704
-un_length            552   632   728
-total                584   760   888
+member              3.13  3.14  3.15  3.16
+rt_interp_head        40    40    40    40
+is_threads_head       72    72    72    72
+ts_interp            176   200   200   200
+ts_current_frame     184   208   208   208
+ts_thread_id         192   216   240   240
+ts_native_id         200   224   248   248
+fr_size              224   248   312   312
+fr_previous          232   256   320   320
+fr_executable        240   264   328   328
+fr_instr_ptr         248   272   336   336
+fr_owner             264   288   352   352
+fr_tlbc_index          -   304   368   368
+co_filename          280   320   384   384
+co_name              288   328   392   392
+co_qualname          296   336   400   400
+co_linetable         304   344   408   408
+co_firstlineno       312   352   416   416
+co_code_adaptive     344   384   448   448
+co_tlbc                -   392   456   456
+ob_type              360   408   472   472
+by_ob_size           520   600   696   696
+by_ob_sval           528   608   704   704
+un_length            552   632   728   728
+total                584   760   888   888
 """
 
 

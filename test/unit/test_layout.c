@@ -46,6 +46,42 @@ static void check_gc_damage(const struct fixture *f, size_t gc_size_pos, size_t 
     CHECK(l.gc_collecting != PS_NOFIELD);
 }
 
+/* Versions after 3.15: main's 3.16.0a0 is read while its block is laid
+ * out as 3.15's, a newer one is refused; either names what differs. */
+static void check_future(const struct fixture *f)
+{
+    struct ps_layout l;
+    char why[256];
+    uint8_t b[1024];
+
+    /* A version newer than every one known: refused, saying whether its
+     * block is laid out as the newest known (3.16's, which is 3.15's). */
+    int newest_layout = ((f->version >> 16) & 0xff) >= 15;
+    memcpy(b, f->block, sizeof b);
+    put64(b, 8, 0x031100F0);
+    CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, 0x031100F0, &l, why, sizeof why),
+                 PS_LAYOUT_UNSUPPORTED);
+    CHECK(strncmp(why, "CPython 3.17.0 is not supported (supported: 3.9-3.16); its "
+                  "_Py_DebugOffsets ", 76) == 0);
+    fprintf(stderr, "  %s\n", why);
+    CHECK(strstr(why, newest_layout ? "is laid out as 3.16's, but it was never checked"
+                                    : "differs from 3.16's (") != NULL);
+
+    /* CPython's main branch (3.16.0a0) is read as 3.15 while its block is
+     * laid out as 3.15's; a block laid out otherwise is refused, naming
+     * the member that differs. */
+    memcpy(b, f->block, sizeof b);
+    put64(b, 8, 0x031000A0);
+    CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, 0x031000A0, &l, why, sizeof why),
+                 newest_layout ? PS_LAYOUT_OK : PS_LAYOUT_INVALID);
+    if (newest_layout)
+        CHECK_EQ_INT(l.minor, 15);
+    else
+        CHECK(strncmp(why, "CPython 3.16.0a0", 16) == 0 &&
+              strstr(why, "is not laid out as 3.15's (") != NULL &&
+              strstr(why, "(supported: 3.9-3.16, 3.16 from 3.16.0a0)") != NULL);
+}
+
 /* Each kind of damage must make the block unusable.  ts_frame_pos and
  * co_size_pos: where this version's block keeps thread_state.current_frame
  * and code_object.size. */
@@ -71,17 +107,7 @@ static void check_refusals(const struct fixture *f, size_t ts_frame_pos, size_t 
                  PS_LAYOUT_UNSUPPORTED);
     CHECK(strstr(why, "pre-release") != NULL);
 
-    memcpy(b, f->block, sizeof b);  /* a version from the future */
-    put64(b, 8, 0x031000F0);
-    CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, 0x031000F0, &l, why, sizeof why),
-                 PS_LAYOUT_UNSUPPORTED);
-    CHECK(strstr(why, "CPython 3.16.0 is not supported (supported: 3.9-3.15)") != NULL);
-
-    memcpy(b, f->block, sizeof b);  /* CPython's main branch: 3.15's block, 3.16 */
-    put64(b, 8, 0x031000A0);
-    CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, 0x031000A0, &l, why, sizeof why),
-                 PS_LAYOUT_UNSUPPORTED);
-    CHECK(strcmp(why, "CPython 3.16.0a0 is not supported (supported: 3.9-3.15)") == 0);
+    check_future(f);
 
     memcpy(b, f->block, sizeof b);
     put64(b, 16, 2);  /* free_threaded flag must be 0 or 1 */
@@ -171,56 +197,101 @@ static void check_313(const struct fixture *f)
  */
 /* One row per field (layout.h's ps_fields), one column per fixture kind:
  * 3.14, 3.15, 3.14t, 3.15t (free-threaded: 32-byte object header,
- * tlbc_index and co_tlbc present). */
-#define NWANT 4
+ * tlbc_index and co_tlbc present), 3.16 (CPython's main branch at
+ * 999a046b24cf, read as 3.15: its GIL build's PyCodeObject lost
+ * _co_unique_id, so co_code_adaptive moved, and the block says so). */
+#define NWANT 5
 static const struct { int minor, ft; size_t ts_frame_pos, co_size_pos; } want_of[NWANT] = {
     /* positions in the block, for check_refusals */
     { 14, 0, 208, 312 }, { 15, 0, 208, 376 }, { 14, 1, 208, 312 }, { 15, 1, 208, 376 },
+    { 16, 0, 208, 376 },
 };
 #define NO PS_NOFIELD
 #define X 0xfffffffeu  /* not captured from the live interpreter: not checked */
-#define WANT(f, a, b, c, d) [f] = { a, b, c, d }
+#define WANT(f, a, b, c, d, e) [f] = { a, b, c, d, e }
 static const uint32_t wants[PS_F_COUNT][NWANT] = {
-    /* field                  3.14  3.15  3.14t  3.15t */
-    WANT(PS_F_RT_FINALIZING, 784, 912, 784, 912),
-    WANT(PS_F_RT_INTERP_HEAD, 808, 936, 808, 936),
-    WANT(PS_F_IS_NEXT, 7272, 7264, 7272, 7264),
-    WANT(PS_F_IS_THREADS_HEAD, 7344, 7336, 7344, 7336),
-    WANT(PS_F_TS_NEXT, 8, 8, 8, 8),
-    WANT(PS_F_TS_INTERP, 16, 16, 16, 16),
-    WANT(PS_F_TS_FRAME, 72, 72, 72, 72),
-    WANT(PS_F_TS_THREAD_ID, 152, 176, 152, 176),
-    WANT(PS_F_TS_NATIVE_ID, 160, 184, 160, 184),
-    WANT(PS_F_FR_BACK, 8, 8, 8, 8),
-    WANT(PS_F_FR_CODE, 0, 0, 0, 0),
-    WANT(PS_F_FR_POS, 56, 56, 56, 56),
-    WANT(PS_F_FR_OWNER, 74, 74, 78, 78),
-    WANT(PS_F_OB_TYPE, 8, 8, 24, 24),
-    WANT(PS_F_CO_FILENAME, 112, 112, 128, 128),
-    WANT(PS_F_CO_NAME, 120, 120, 136, 136),
-    WANT(PS_F_CO_QUALNAME, 128, 128, 144, 144),
-    WANT(PS_F_CO_LINETABLE, 136, 136, 152, 152),
-    WANT(PS_F_CO_NUNITS, 16, 16, 32, 32),
-    WANT(PS_F_CO_CODE_ADAPTIVE, 208, 208, 232, 232),
-    WANT(PS_F_BYTES_SIZE, 16, 16, 32, 32),
-    WANT(PS_F_BYTES_SVAL, 32, 32, 48, 48),
-    WANT(PS_F_STR_LENGTH, 16, 16, 32, 32),
-    WANT(PS_F_STR_STATE, 32, 32, 48, 48),
+    /* field                  3.14  3.15  3.14t  3.15t  3.16 */
+    WANT(PS_F_RT_FINALIZING, 784, 912, 784, 912, 912),
+    WANT(PS_F_RT_INTERP_HEAD, 808, 936, 808, 936, 936),
+    WANT(PS_F_IS_NEXT, 7272, 7264, 7272, 7264, 7264),
+    WANT(PS_F_IS_THREADS_HEAD, 7344, 7336, 7344, 7336, 7336),
+    WANT(PS_F_TS_NEXT, 8, 8, 8, 8, 8),
+    WANT(PS_F_TS_INTERP, 16, 16, 16, 16, 16),
+    WANT(PS_F_TS_FRAME, 72, 72, 72, 72, 72),
+    WANT(PS_F_TS_THREAD_ID, 152, 176, 152, 176, 176),
+    WANT(PS_F_TS_NATIVE_ID, 160, 184, 160, 184, 184),
+    WANT(PS_F_FR_BACK, 8, 8, 8, 8, 8),
+    WANT(PS_F_FR_CODE, 0, 0, 0, 0, 0),
+    WANT(PS_F_FR_POS, 56, 56, 56, 56, 56),
+    WANT(PS_F_FR_OWNER, 74, 74, 78, 78, 74),
+    WANT(PS_F_OB_TYPE, 8, 8, 24, 24, 8),
+    WANT(PS_F_CO_FILENAME, 112, 112, 128, 128, 112),
+    WANT(PS_F_CO_NAME, 120, 120, 136, 136, 120),
+    WANT(PS_F_CO_QUALNAME, 128, 128, 144, 144, 128),
+    WANT(PS_F_CO_LINETABLE, 136, 136, 152, 152, 136),
+    WANT(PS_F_CO_NUNITS, 16, 16, 32, 32, 16),
+    WANT(PS_F_CO_CODE_ADAPTIVE, 208, 208, 232, 232, 200),
+    WANT(PS_F_BYTES_SIZE, 16, 16, 32, 32, 16),
+    WANT(PS_F_BYTES_SVAL, 32, 32, 48, 48, 32),
+    WANT(PS_F_STR_LENGTH, 16, 16, 32, 32, 16),
+    WANT(PS_F_STR_STATE, 32, 32, 48, 48, 32),
     /* absent in some or all of these builds, or not checked */
-    WANT(PS_F_IS_CEVAL_GIL, 16, 16, 16, 16),
-    WANT(PS_F_IS_GC, 7408, 7400, 7408, 7400),
-    WANT(PS_F_RT_GIL, NO, NO, NO, NO),
-    WANT(PS_F_IS_ID, X, X, X, X),
-    WANT(PS_F_IS_MODULES, X, X, X, X),
-    WANT(PS_F_TS_CFRAME, NO, NO, NO, NO),
-    WANT(PS_F_CF_CURRENT_FRAME, NO, NO, NO, NO),
-    WANT(PS_F_FR_TLBC_INDEX, NO, NO, 72, 72),
-    WANT(PS_F_FR_IS_ENTRY, NO, NO, NO, NO),
-    WANT(PS_F_CO_FIRSTLINENO, 68, 68, 84, 84),
-    WANT(PS_F_CO_TLBC, NO, NO, 224, 224),
-    WANT(PS_F_CO_STACKSIZE, 64, 64, 80, 80),
-    WANT(PS_F_CO_NLOCALSPLUS, 72, 72, 88, 88),
+    WANT(PS_F_IS_CEVAL_GIL, 16, 16, 16, 16, 16),
+    WANT(PS_F_IS_GC, 7408, 7400, 7408, 7400, 7400),
+    WANT(PS_F_RT_GIL, NO, NO, NO, NO, NO),
+    WANT(PS_F_IS_ID, X, X, X, X, X),
+    WANT(PS_F_IS_MODULES, X, X, X, X, X),
+    WANT(PS_F_TS_CFRAME, NO, NO, NO, NO, NO),
+    WANT(PS_F_CF_CURRENT_FRAME, NO, NO, NO, NO, NO),
+    WANT(PS_F_FR_TLBC_INDEX, NO, NO, 72, 72, NO),
+    WANT(PS_F_FR_IS_ENTRY, NO, NO, NO, NO, NO),
+    WANT(PS_F_CO_FIRSTLINENO, 68, 68, 84, 84, 68),
+    WANT(PS_F_CO_TLBC, NO, NO, 224, 224, NO),
+    WANT(PS_F_CO_STACKSIZE, 64, 64, 80, 80, 64),
+    WANT(PS_F_CO_NLOCALSPLUS, 72, 72, 88, 88, 72),
 };
+
+/*
+ * A 3.15 block with its version said to be 3.16.0a0 (CPython's main
+ * branch, whose pycore_debug_offsets.h is 3.15's): read exactly as the
+ * 3.15 block is.  A 3.16 that inserts a member into the block (as
+ * 3.15.0b4 did into thread_state) is refused in one line naming the
+ * member found out of place; one that only appends after the members
+ * read is still read.
+ */
+static void check_next(const struct fixture *f)
+{
+    struct ps_layout as15, as16;
+    char why[256] = "";
+    uint8_t b[1024];
+
+    CHECK_EQ_INT(ps_layout_from_debug_offsets(f->block, sizeof f->block, f->version, &as15,
+                                              why, sizeof why), PS_LAYOUT_OK);
+    memcpy(b, f->block, sizeof b);
+    put64(b, 8, 0x031000A0);
+    CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, 0x031000A0, &as16, why, sizeof why),
+                 PS_LAYOUT_OK);
+    CHECK_EQ_INT(as16.hexversion, 0x031000A0);
+    as16.hexversion = as15.hexversion;
+    CHECK(memcmp(&as15, &as16, sizeof as15) == 0);
+
+    memcpy(b, f->block, sizeof b);   /* one more member after thread_state.status */
+    memmove(b + 272, b + 264, sizeof b - 272);
+    put64(b, 8, 0x031000A0);
+    put64(b, 264, 1);
+    CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, 0x031000A0, &as16, why, sizeof why),
+                 PS_LAYOUT_INVALID);
+    CHECK(strncmp(why, "CPython 3.16.0a0", 16) == 0 &&
+          strstr(why, "is not laid out as 3.15's (err_stackitem.exc_value is ") != NULL &&
+          strstr(why, ", expected 0)") != NULL);
+    fprintf(stderr, "  %s\n", why);
+
+    memcpy(b, f->block, sizeof b);   /* one more member after the block */
+    put64(b, 8, 0x031000A0);
+    put64(b, 888, 12345);
+    CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, 0x031000A0, &as16, why, sizeof why),
+                 PS_LAYOUT_OK);
+}
 
 static void check_new(const struct fixture *f)
 {
@@ -238,7 +309,7 @@ static void check_new(const struct fixture *f)
     if (rc != PS_LAYOUT_OK)
         fprintf(stderr, "%s: refused: %s\n", f->name, why);
     CHECK_EQ_INT(rc, PS_LAYOUT_OK);
-    CHECK_EQ_INT(l.minor, minor);
+    CHECK_EQ_INT(l.minor, minor == 16 ? 15 : minor);   /* 3.16.0a0 reads as 3.15 */
     CHECK_EQ_INT(l.free_threaded, ft);
     for (int fld = 0; fld < PS_F_COUNT; fld++) {
         if (wants[fld][w] == X)
@@ -273,12 +344,12 @@ static void check_new(const struct fixture *f)
      * refused, naming the version and the member that did not match (as
      * the 3.15 block was, read with a table not taken from 3.15.0's header). */
     uint8_t b[1024];
-    uint32_t other = minor == 15 ? 0x030E07F0 : 0x030F00F0;
+    uint32_t other = minor >= 15 ? 0x030E07F0 : 0x030F00F0;
     memcpy(b, f->block, sizeof b);
     put64(b, 8, other);
     CHECK_EQ_INT(ps_layout_from_debug_offsets(b, sizeof b, other, &l, why, sizeof why),
                  PS_LAYOUT_INVALID);
-    CHECK(strncmp(why, minor == 15 ? "CPython 3.14.7" : "CPython 3.15.0", 14) == 0);
+    CHECK(strncmp(why, minor >= 15 ? "CPython 3.14.7" : "CPython 3.15.0", 14) == 0);
     CHECK(strstr(why, "is not laid out as") != NULL && strstr(why, "expected") != NULL);
     fprintf(stderr, "  %s\n", why);
 }
@@ -338,6 +409,8 @@ static void check_fixture(struct fixture *f, void *ctx)
         check_new(f);
         seen->newer++;
     }
+    if (((f->version >> 16) & 0xff) == 15)
+        check_next(f);
 }
 
 int main(void)
@@ -348,7 +421,7 @@ int main(void)
     struct seen seen = { 0, 0 };
     each_fixture("debug_offsets-", check_fixture, &seen);
     CHECK(seen.v313 >= 3);  /* the GIL, free-threaded and debug fixtures */
-    CHECK(seen.newer >= 5);  /* 3.14, 3.14t, 3.15, 3.15t, 3.15d */
+    CHECK(seen.newer >= 6);  /* 3.14, 3.14t, 3.15, 3.15t, 3.15d, 3.16 */
 
     for (int minor = 9; minor <= 12; minor++) {
         CHECK_EQ_INT(ps_layout_legacy(minor, 0x030000F0u | ((unsigned)minor << 16), &l, why,
