@@ -35,6 +35,7 @@
  */
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/counters.h"
@@ -54,7 +55,16 @@ struct pcent {
     uint8_t kind;
 };
 
-static struct pcent cache[PS_PCCACHE];
+/* The sampler context's cache (native.h), not a file-level table: made
+ * only where native stacks are asked for. */
+struct ps_native_names {
+    struct pcent e[PS_PCCACHE];
+};
+
+struct ps_native_names *ps_native_names_new(void)
+{
+    return calloc(1, sizeof(struct ps_native_names));
+}
 
 /* Outcomes of the native samples (PYSAMPLE_STATS), counted by the sampler
  * thread, read by whoever writes the statistics: relaxed atomics. */
@@ -81,9 +91,10 @@ static uint32_t marker(struct ps_symtab *t, const char *s)
 /* Name and kind of a native frame; a is the address looked up (a return
  * address minus one, so that a call at the very end of a function is
  * named after that function). */
-static const struct pcent *resolve(struct ps_symtab *t, uintptr_t a)
+static const struct pcent *resolve(struct ps_native_names *names, struct ps_symtab *t,
+                                   uintptr_t a)
 {
-    struct pcent *e = &cache[(a ^ (a >> 13)) & (PS_PCCACHE - 1)];
+    struct pcent *e = &names->e[(a ^ (a >> 13)) & (PS_PCCACHE - 1)];
     uint32_t objs_gen = ps_objs_generation();
     if (e->pc == a && e->tab == t && e->syms_gen == t->generation && e->objs_gen == objs_gen &&
         e->func != PS_ID_NONE)
@@ -156,15 +167,15 @@ struct natives {
     int n, evals, inner_eval, outer_eval;
 };
 
-static void classify_native(struct ps_symtab *t, const uintptr_t *pcs, int npcs,
-                            struct natives *nv)
+static void classify_native(const struct ps_native_merge_req *rq, struct natives *nv)
 {
-    nv->n = npcs < PS_NATIVE_MAX ? npcs : PS_NATIVE_MAX;
+    const uintptr_t *pcs = rq->pcs;
+    nv->n = rq->npcs < PS_NATIVE_MAX ? rq->npcs : PS_NATIVE_MAX;
     nv->evals = 0;
     nv->inner_eval = -1;
     nv->outer_eval = -1;
     for (int i = 0; i < nv->n; i++) {
-        const struct pcent *e = resolve(t, i == 0 ? pcs[i] : pcs[i] - 1);
+        const struct pcent *e = resolve(rq->names, rq->syms, i == 0 ? pcs[i] : pcs[i] - 1);
         nv->kind[i] = e->kind;
         nv->func[i] = e->func;
         if (e->kind == K_EVAL) {
@@ -254,7 +265,7 @@ int ps_native_merge(const struct ps_native_merge_req *rq)
     struct natives nv;
     int outcome;
     group_python(rq->py, rq->npy, &g);
-    classify_native(rq->syms, rq->pcs, rq->npcs, &nv);
+    classify_native(rq, &nv);
     const char *why = merge_refused(rq, &g, &nv, &outcome);
     if (why != NULL) {
         count(&outcomes[outcome]);

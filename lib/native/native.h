@@ -44,14 +44,20 @@ enum ps_unwind_stop {
     PS_STOP_N
 };
 
+/* The unwinder's cache of rules (unwind.c): one per sampler context
+ * (context.h), made at set-up; NULL when out of memory. */
+struct ps_unwind_rules;
+struct ps_unwind_rules *ps_unwind_rules_new(void);
+
 /*
  * Unwinds regs into pcs[0..] (innermost first; pcs[0] is the interrupted
  * pc, the others return addresses).  Returns the count; *stop says why
  * the walk ended (PS_STOP_ROOT: at the root; anything else: truncated).
  * Reads only through ps_read; allocates nothing, takes no lock.  One
- * thread at a time (the sampler's): it keeps a cache of unwind rules.
+ * thread at a time per ur (the sampler's): the rules found are kept in it.
  */
-int ps_unwind(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop);
+int ps_unwind(struct ps_unwind_rules *ur, const struct ps_regs *regs, uintptr_t *pcs, int max,
+              int *stop);
 
 
 /* How frames were unwound, for PYSAMPLE_STATS: rules found in the cache,
@@ -79,7 +85,13 @@ struct ps_pyframe {
  * One merge: the two walks of a sample, and where the stack goes.  Set
  * what applies with designated initialisers.
  */
+/* The merge's cache of native frames' names (merge.c): one per sampler
+ * context (context.h), made at set-up; NULL when out of memory. */
+struct ps_native_names;
+struct ps_native_names *ps_native_names_new(void);
+
 struct ps_native_merge_req {
+    struct ps_native_names *names;  /* the caller's cache, one thread at a time */
     struct ps_symtab *syms;
     enum ps_native_mode mode;
     const struct ps_pyframe *py;    /* the Python walk, innermost first */

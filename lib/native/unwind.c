@@ -31,10 +31,12 @@
  * handler's frame (Linux: the C library's return trampoline) is crossed
  * into the context the signal interrupted, from the kernel's signal frame.
  *
- * No allocation, no lock: it runs while a thread is held in our handler.
+ * No allocation, no lock: it runs while a thread is held in our handler
+ * (its rule cache is allocated once, at the sampler's set-up).
  */
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -129,7 +131,7 @@ enum how { H_OFFSET = 1, H_VAL_OFFSET, H_REG, H_DROP };
 
 struct urule {
     uintptr_t at;           /* the lookup address */
-    uint32_t gen;           /* rules_gen when filled (0: never) */
+    uint32_t gen;           /* the rules' gen when filled (0: never) */
     uint8_t kind;
     uint8_t stop;           /* K_STOP: why (enum ps_unwind_stop) */
     int8_t cfa_reg;         /* -1: the CFA is an expression's (never cached) */
@@ -140,14 +142,20 @@ struct urule {
     struct { int32_t off; uint8_t reg, how; } saved[PS_RULE_SAVED];
 };
 
-static struct urule rules[PS_RULES];
-static uint32_t rules_gen = 1;
+/* The sampler's cache of rules (native.h): its context's, not a
+ * file-level table, and allocated only where native stacks are asked
+ * for. */
+struct ps_unwind_rules {
+    uint32_t objs_seen;     /* ps_objs_generation() the rules are for */
+    uint32_t gen;           /* valid entries are of this generation */
+    struct urule slot[PS_RULES];
+};
 
-static void forget_rules(void)
+static void forget_rules(struct ps_unwind_rules *ur)
 {
-    if (++rules_gen == 0) {   /* wrapped: no old entry may look valid */
-        memset(rules, 0, sizeof rules);
-        rules_gen = 1;
+    if (++ur->gen == 0) {   /* wrapped: no old entry may look valid */
+        memset(ur->slot, 0, sizeof ur->slot);
+        ur->gen = 1;
     }
 }
 
@@ -337,14 +345,14 @@ static int sigframe_step(struct ps_regs *rs)
 /* One CFI step (frame pointers where there is no CFI): 1, 0 at the root,
  * 2 into an interrupted context (exact pc, maybe another stack), or
  * -cause. */
-static int cfi_step(struct ps_regs *rs, int first)
+static int cfi_step(struct ps_unwind_rules *ur, struct ps_regs *rs, int first)
 {
     uintptr_t pc = rs->r[PS_REG_PC], at = first ? pc : pc - 1;
-    struct urule *slot = &rules[(at ^ (at >> 11) ^ (at >> 22)) & (PS_RULES - 1)];
+    struct urule *slot = &ur->slot[(at ^ (at >> 11) ^ (at >> 22)) & (PS_RULES - 1)];
     struct urule fresh;
     const struct urule *ru = slot;
     uint64_t cfa = 0;
-    if (slot->gen == rules_gen && slot->at == at) {
+    if (slot->gen == ur->gen && slot->at == at) {
         BUMP(counts[C_HITS]);
     } else {
         int keep = find_rule(at, rs, &fresh, &cfa);
@@ -356,7 +364,7 @@ static int cfi_step(struct ps_regs *rs, int first)
         ru = &fresh;
         if (keep) {
             fresh.at = at;
-            fresh.gen = rules_gen;
+            fresh.gen = ur->gen;
             *slot = fresh;
         }
     }
@@ -377,8 +385,13 @@ static int cfi_step(struct ps_regs *rs, int first)
 
 #else
 
-static void forget_rules(void)
+struct ps_unwind_rules {
+    uint32_t objs_seen;     /* (no rules where CFI is not followed) */
+};
+
+static void forget_rules(struct ps_unwind_rules *ur)
 {
+    (void)ur;
 }
 
 #endif /* PS_ARCH_CFI */
@@ -398,11 +411,12 @@ static int leaf_return(struct ps_regs *rs)
 /* One step up from rs: 1, 2 into an interrupted context (exact pc, maybe
  * another stack), 0 at the root, or -cause.  Frame pointers only where
  * this CPU's CFI is not followed. */
-static int step(struct ps_regs *rs, int exact)
+static int step(struct ps_unwind_rules *ur, struct ps_regs *rs, int exact)
 {
 #if PS_ARCH_CFI
-    return cfi_step(rs, exact);
+    return cfi_step(ur, rs, exact);
 #else
+    (void)ur;
     (void)exact;
     return fp_step(rs, 0);
 #endif
@@ -425,7 +439,8 @@ static int landed(const struct ps_regs *rs, uint64_t old_sp, int was_exact, int 
     return 0;
 }
 
-static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
+static int walk(struct ps_unwind_rules *ur, const struct ps_regs *regs, uintptr_t *pcs, int max,
+                int *stop)
 {
     struct ps_regs rs = *regs;
     int n = 0;
@@ -452,7 +467,7 @@ static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
         }
         uint64_t old_sp = rs.r[PS_REG_SP];
         int was_exact = exact;
-        int rc = step(&rs, exact);
+        int rc = step(ur, &rs, exact);
         if (rc <= 0) {
             *stop = -rc;
             return n;
@@ -468,15 +483,23 @@ static int walk(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
     }
 }
 
-int ps_unwind(const struct ps_regs *regs, uintptr_t *pcs, int max, int *stop)
+struct ps_unwind_rules *ps_unwind_rules_new(void)
 {
-    static uint32_t objs_seen;
-    if (ps_objs_generation() != objs_seen) {
-        objs_seen = ps_objs_generation();
-        forget_rules();
+    struct ps_unwind_rules *ur = calloc(1, sizeof *ur);
+    if (ur != NULL)
+        forget_rules(ur);   /* generation 1: no zeroed slot looks valid */
+    return ur;
+}
+
+int ps_unwind(struct ps_unwind_rules *ur, const struct ps_regs *regs, uintptr_t *pcs, int max,
+              int *stop)
+{
+    if (ps_objs_generation() != ur->objs_seen) {
+        ur->objs_seen = ps_objs_generation();
+        forget_rules(ur);
     }
     uint64_t t0 = ps_now_ns();
-    int n = walk(regs, pcs, max, stop);
+    int n = walk(ur, regs, pcs, max, stop);
     ADD(counts[C_NS], ps_now_ns() - t0);
     ADD(counts[C_FRAMES], (uint64_t)n);
     ADD(counts[C_WALKS], 1);

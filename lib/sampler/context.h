@@ -39,6 +39,8 @@ struct ps_sample_bufs {
     uint8_t *entry;             /* per scratch frame: first of its eval call */
     struct ps_pyframe *pyframes;
     uintptr_t pcs[PS_NATIVE_MAX];
+    struct ps_unwind_rules *rules;  /* the unwinder's rule cache (unwind.c) */
+    struct ps_native_names *names;  /* native frames' names (merge.c) */
 };
 
 struct ps_sampler_ctx {

@@ -68,7 +68,9 @@ int ps_threadsample_setup(struct ps_sampler_ctx *ctx)
     if (cfg->native) {
         b->entry = calloc(frames, 1);
         b->pyframes = malloc(frames * sizeof *b->pyframes);
-        if (b->entry == NULL || b->pyframes == NULL)
+        b->rules = ps_unwind_rules_new();
+        b->names = ps_native_names_new();
+        if (b->entry == NULL || b->pyframes == NULL || b->rules == NULL || b->names == NULL)
             return -1;
     }
     return 0;
@@ -96,7 +98,7 @@ static void native_take(struct ps_sample_bufs *b, long tid, struct walk *w)
      * frames, the rest is [native: truncated]. */
     int most = ps_mem_mode() == PS_READ_DIRECT ? PS_NATIVE_MAX : PS_NATIVE_MAX_SLOW;
     if (w->cap >= 0)
-        w->npcs = ps_unwind(&regs, b->pcs, most, &w->stop);
+        w->npcs = ps_unwind(b->rules, &regs, b->pcs, most, &w->stop);
 }
 
 /* Lets a thread native_take held go: 1 if what was read meanwhile is
@@ -201,7 +203,7 @@ static int native_frames(struct ps_tick_ctx *t, const struct walk *w, int d)
         b->pyframes[i].entry = b->entry[i];
     }
     return d + ps_native_merge(&(struct ps_native_merge_req){
-                   .syms = &t->p->syms, .mode = (enum ps_native_mode)ps_settings()->native,
+                   .names = b->names, .syms = &t->p->syms, .mode = (enum ps_native_mode)ps_settings()->native,
                    .py = b->pyframes, .npy = w->py.n,
                    .pcs = b->pcs, .npcs = w->native_ok ? w->npcs : 0, .stop = w->stop,
                    .no_native_why = w->cap >= 0 && !w->native_ok ? "[native: unavailable]" : NULL,

@@ -636,6 +636,9 @@ static void regs(uint64_t pc, uint64_t sp, uint64_t fp, uint64_t ret)
 }
 
 static struct ps_symtab syms_tab;
+/* The caches a sampler context holds (made in main). */
+static struct ps_unwind_rules *rules;
+static struct ps_native_names *names;
 
 /* Renders a merged stack: "a;b;c", root first, as a collapsed line. */
 static void render(const uint64_t *fr, int n, char *out, size_t cap)
@@ -691,7 +694,7 @@ static void sample(struct nsample *o, int npy)
         o->n = o->trunc = 0;
         o->cap = ps_native_capture(TARGET_TID, &r);
         if (o->cap >= 0)
-            o->n = ps_unwind(&r, o->pcs, 64, &o->trunc);
+            o->n = ps_unwind(rules, &r, o->pcs, 64, &o->trunc);
         uint8_t ts[sizeof(struct fake_ts)];
         o->copy_rc = ps_read(ts, (uintptr_t)&ts_live, sizeof ts) == 0
                          ? ps_framecopy_begin(&py, TARGET_TID, (uintptr_t)&ts_live, ts, 16)
@@ -710,7 +713,7 @@ static void sample(struct nsample *o, int npy)
     struct ps_pyframe pf[1] = { { ps_frame(ps_sym_python(&syms_tab, "py_caller", "app.py"), 7), 1 } };
     uint64_t out[128];
     int d = ps_native_merge(&(struct ps_native_merge_req){
-        .syms = &syms_tab, .mode = PS_NATIVE_ON, .py = pf, .npy = npy, .pcs = o->pcs,
+        .names = names, .syms = &syms_tab, .mode = PS_NATIVE_ON, .py = pf, .npy = npy, .pcs = o->pcs,
         .npcs = o->release == 0 ? o->n : 0, .stop = o->trunc, .out = out, .cap = 128 });
     render(out, d, o->text, sizeof o->text);
 }
@@ -1012,6 +1015,10 @@ static void run_mechanism(void)
 int main(int argc, char **argv)
 {
     self_pid = getpid();
+    rules = ps_unwind_rules_new();
+    names = ps_native_names_new();
+    if (rules == NULL || names == NULL)
+        return 1;
     if (ps_plat_read_init() != 0) {
         printf("FAIL read-init: the probe read failed\n");
         return 1;

@@ -45,6 +45,10 @@
 #define NOINLINE __attribute__((noinline))
 
 static volatile int sink;
+/* The caches a sampler context holds (made in main: the signal handler
+ * below unwinds too). */
+static struct ps_unwind_rules *rules;
+static struct ps_native_names *names;
 static uintptr_t pcs[PS_NATIVE_MAX];
 static int npcs, truncated;
 
@@ -54,7 +58,7 @@ NOINLINE static void leaf_capture(void)
     struct ps_regs rs;
     getcontext(&uc);
     ps_regs_from_context(&uc, &rs);
-    npcs = ps_unwind(&rs, pcs, PS_NATIVE_MAX, &truncated);
+    npcs = ps_unwind(rules, &rs, pcs, PS_NATIVE_MAX, &truncated);
     sink++;
 }
 
@@ -166,17 +170,17 @@ static void test_unwind(void)
     int tr;
     ps_regs_set(&rs, PS_REG_PC, 0x1234);
     ps_regs_set(&rs, PS_REG_SP, 0x2000);
-    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &tr), 1);
+    CHECK_EQ_INT(ps_unwind(rules, &rs, out, 8, &tr), 1);
     CHECK_EQ_INT(tr, PS_STOP_NO_OBJECT);
     ps_regs_set(&rs, PS_REG_PC, (uintptr_t)&middle + 4);
-    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &tr), 1);   /* [sp] unreadable */
+    CHECK_EQ_INT(ps_unwind(rules, &rs, out, 8, &tr), 1);   /* [sp] unreadable */
     CHECK(tr != PS_STOP_ROOT);
     ps_regs_set(&rs, PS_REG_SP, UINT64_MAX - 7);
-    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &tr), 1);
+    CHECK_EQ_INT(ps_unwind(rules, &rs, out, 8, &tr), 1);
     CHECK(tr != PS_STOP_ROOT);
     /* No registers at all. */
     rs.valid = 0;
-    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &tr), 0);
+    CHECK_EQ_INT(ps_unwind(rules, &rs, out, 8, &tr), 0);
     CHECK_EQ_INT(tr, PS_STOP_NO_REGS);
 }
 
@@ -309,7 +313,7 @@ static void test_rules(void)
     /* The CFI's walk: leaf -> F_FP (by the leaf's CFI, not by rbp, which
      * points at F_FP's frame and would skip it) -> F_ROOT. */
     ps_unwind_counts(&c0);
-    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &stop), 3);
+    CHECK_EQ_INT(ps_unwind(rules, &rs, out, 8, &stop), 3);
     CHECK_EQ_INT(stop, PS_STOP_ROOT);
     CHECK_EQ_INT(out[0], base + F_LEAF + 0x20);
     CHECK_EQ_INT(out[1], base + F_FP + 0x40);
@@ -321,7 +325,7 @@ static void test_rules(void)
 
     /* Again: every rule from the cache, the same walk. */
     memset(out, 0, sizeof out);
-    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &stop), 3);
+    CHECK_EQ_INT(ps_unwind(rules, &rs, out, 8, &stop), 3);
     CHECK_EQ_INT(stop, PS_STOP_ROOT);
     CHECK_EQ_INT(out[1], base + F_FP + 0x40);
     CHECK_EQ_INT(out[2], base + F_ROOT + 0x10);
@@ -330,7 +334,7 @@ static void test_rules(void)
     CHECK_EQ_INT(c2.misses - c1.misses, 0);
 
     /* Cut after one frame: the frame limit is a cause of its own. */
-    CHECK_EQ_INT(ps_unwind(&rs, out, 1, &stop), 1);
+    CHECK_EQ_INT(ps_unwind(rules, &rs, out, 1, &stop), 1);
     CHECK_EQ_INT(stop, PS_STOP_MAX);
 
     /* A frame-pointer frame whose rbp is 0 is no root: the CFI says rbp
@@ -339,11 +343,11 @@ static void test_rules(void)
     ps_regs_set(&fr, PS_REG_PC, base + F_FP + 0x40);
     ps_regs_set(&fr, PS_REG_SP, S);
     ps_regs_set(&fr, PS_REG_FP, 0);
-    CHECK_EQ_INT(ps_unwind(&fr, out, 8, &stop), 1);
+    CHECK_EQ_INT(ps_unwind(rules, &fr, out, 8, &stop), 1);
     CHECK(stop != PS_STOP_ROOT);
     /* ... and one whose rbp is not known (a blocked thread: sp, pc). */
     fr.valid &= ~(1ull << PS_REG_FP);
-    CHECK_EQ_INT(ps_unwind(&fr, out, 8, &stop), 1);
+    CHECK_EQ_INT(ps_unwind(rules, &fr, out, 8, &stop), 1);
     CHECK_EQ_INT(stop, PS_STOP_REGISTER);
 
     /* A signal handler's frame (F_SIG, the trampoline): the walk goes on
@@ -361,7 +365,7 @@ static void test_rules(void)
     for (int i = 0; i < 2; i++) {   /* twice: the second time from the cache */
         ps_regs_set(&fr, PS_REG_PC, base + F_SIG + 0x8);
         memset(out, 0, sizeof out);
-        CHECK_EQ_INT(ps_unwind(&fr, out, 8, &stop), 3);
+        CHECK_EQ_INT(ps_unwind(rules, &fr, out, 8, &stop), 3);
         CHECK_EQ_INT(stop, PS_STOP_ROOT);
         CHECK_EQ_INT(out[1], base + F_FP);
         CHECK_EQ_INT(out[2], base + F_ROOT + 0x30);
@@ -370,7 +374,7 @@ static void test_rules(void)
      * without end are cut, saying why. */
     put_ptr(gregs + 8 * REG_RIP, base + F_SIG + 0x8);
     put_ptr(gregs + 8 * REG_RSP, U);
-    CHECK_EQ_INT(ps_unwind(&fr, out, 8, &stop), 5);
+    CHECK_EQ_INT(ps_unwind(rules, &fr, out, 8, &stop), 5);
     CHECK_EQ_INT(stop, PS_STOP_SIGNAL);
     ps_regs_set(&fr, PS_REG_SP, S);
 
@@ -378,7 +382,7 @@ static void test_rules(void)
     ps_unwind_counts(&c0);
     ps_regs_set(&fr, PS_REG_PC, base + F_GAP + 0x8);
     ps_regs_set(&fr, PS_REG_FP, B);
-    CHECK_EQ_INT(ps_unwind(&fr, out, 8, &stop), 2);
+    CHECK_EQ_INT(ps_unwind(rules, &fr, out, 8, &stop), 2);
     CHECK_EQ_INT(stop, PS_STOP_ROOT);
     CHECK_EQ_INT(out[1], base + F_ROOT + 0x10);
     ps_unwind_counts(&c1);
@@ -388,13 +392,13 @@ static void test_rules(void)
      * leaf's CFA is rsp + 32): the cache must not answer for the old one. */
     obj.eh_hdr = hdr2;
     CHECK_EQ_INT(ps_objs_replace(&obj, 1), 0);
-    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &stop), 2);
+    CHECK_EQ_INT(ps_unwind(rules, &rs, out, 8, &stop), 2);
     CHECK_EQ_INT(stop, PS_STOP_ROOT);
     CHECK_EQ_INT(out[1], base + F_ROOT + 0x20);
 
     /* Gone altogether: its addresses are in no object. */
     CHECK_EQ_INT(ps_objs_replace(NULL, 0), 0);
-    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &stop), 1);
+    CHECK_EQ_INT(ps_unwind(rules, &rs, out, 8, &stop), 1);
     CHECK_EQ_INT(stop, PS_STOP_NO_OBJECT);
 
     /* The real objects again, for what follows. */
@@ -442,17 +446,17 @@ static void test_a64_leaf(void)
     ps_regs_set(&rs, PS_REG_RA, base + F_FP + 0x24);
     uintptr_t out[8];
     int stop;
-    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &stop), 3);
+    CHECK_EQ_INT(ps_unwind(rules, &rs, out, 8, &stop), 3);
     CHECK_EQ_INT(stop, PS_STOP_ROOT);
     CHECK_EQ_INT(out[1], base + F_FP + 0x24);
     CHECK_EQ_INT(out[2], base + F_ROOT + 0x10);
     /* A blocked thread's capture has no x30: the leaf ends the walk. */
     rs.valid &= ~(1ull << PS_REG_RA);
-    CHECK_EQ_INT(ps_unwind(&rs, out, 8, &stop), 1);
+    CHECK_EQ_INT(ps_unwind(rules, &rs, out, 8, &stop), 1);
     CHECK_EQ_INT(stop, PS_STOP_REGISTER);
     /* Above frame 0 a frame that does not move sp is no frame. */
     ps_regs_set(&rs, PS_REG_RA, base + F_LEAF + 0x44);   /* "returns" into the leaf */
-    CHECK(ps_unwind(&rs, out, 8, &stop) <= 2 && stop == PS_STOP_BAD_FRAME);
+    CHECK(ps_unwind(rules, &rs, out, 8, &stop) <= 2 && stop == PS_STOP_BAD_FRAME);
     ps_objs_free();
     CHECK_EQ_INT(ps_objs_refresh(0), 1);
 }
@@ -561,7 +565,7 @@ static void test_merge(void)
     uint64_t st[PS_NATIVE_MAX + 8];
     char buf[4096];
 
-    const struct ps_native_merge_req on = { .syms = &t, .mode = PS_NATIVE_ON, .py = py, .npy = 2,
+    const struct ps_native_merge_req on = { .names = names, .syms = &t, .mode = PS_NATIVE_ON, .py = py, .npy = 2,
                                             .pcs = pcs, .npcs = npcs, .out = st,
                                             .cap = PS_NATIVE_MAX + 8 };
     int d = ps_native_merge(&on);
@@ -654,7 +658,7 @@ static void on_usr1(int sig)
     struct ps_regs rs;
     getcontext(&uc);
     ps_regs_from_context(&uc, &rs);
-    sig_n = ps_unwind(&rs, sig_pcs, PS_NATIVE_MAX, &sig_stop);
+    sig_n = ps_unwind(rules, &rs, sig_pcs, PS_NATIVE_MAX, &sig_stop);
     in_handler++;
 }
 
@@ -704,6 +708,9 @@ static void run_all(const char *path)
 int main(void)
 {
     CHECK_EQ_INT(ps_mem_init(), 0);
+    rules = ps_unwind_rules_new();
+    names = ps_native_names_new();
+    CHECK(rules != NULL && names != NULL);
     test_objects();
     /* The syscall path, then the guarded direct one the sampler uses. */
     run_all("syscall");
