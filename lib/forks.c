@@ -15,7 +15,6 @@
 #include "profile/profile.h"
 #include "sampler/forkpause.h"
 #include "sampler/sampler.h"
-#include "sampler/sessions.h"
 #include "sampler/state.h"
 #include "sampler/stats.h"
 #include "sampler/writer.h"
@@ -87,7 +86,7 @@ static const struct {
     { ps_sampler_child_loop, NULL },
     { ps_sampler_child_threads, NULL },
     { ps_sampler_child_native, NULL },
-    { ps_sessions_child_after_fork, NULL },
+    { ps_sampler_child_sessions, NULL },
     { NULL, child_restart },
 };
 

@@ -24,6 +24,7 @@
 #include "native/native.h"
 #include "python/runtime.h"
 #include "sampler/budget.h"
+#include "sampler/sessions.h"
 #include "sampler/stats.h"
 #include "sampler/threadinfo.h"
 #include "sampler/weight.h"
@@ -50,6 +51,7 @@ struct ps_sampler_ctx {
     uint64_t next_flush;        /* PYSAMPLE_FLUSH_INTERVAL; 0: none */
     unsigned run;               /* runs of SAMPLING begun (weight.h: cpu mode) */
     struct ps_tick_times times; /* PYSAMPLE_STATS: lateness, tick work (stats.h) */
+    struct ps_session session;  /* armed mode's session under way (sessions.h) */
     /* tick.c's, from one tick to the next */
     struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
     int gil_only;               /* PYSAMPLE_GIL, where this build has a GIL to read */

@@ -42,7 +42,7 @@ static void wait_armed(struct ps_sampler_ctx *ctx, uint64_t deadline)
     while (!ps_sampler_stop_asked() && !ps_sampler_write_requested() &&
            ps_sampler_active() == was && ps_now_ns() < deadline && ps_sampler_armed() &&
            !((deadline == UINT64_MAX || !was) && ps_orphan_news())) {
-        uint64_t moment = ps_sessions_deadline();
+        uint64_t moment = ps_sessions_deadline(&ctx->session);
         ps_control_wait(moment < deadline ? moment : deadline);
         ps_sessions_serve(ctx);
     }

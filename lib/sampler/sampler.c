@@ -27,6 +27,7 @@
 #include "profile/profile.h"
 #include "sampler/loop.h"
 #include "sampler/orphan.h"
+#include "sampler/sessions.h"
 #include "sampler/sampler.h"
 #include "sampler/state.h"
 #include "sampler/threadinfo.h"
@@ -44,7 +45,7 @@ static struct {
 
     pthread_mutex_t join_lock;  /* one thread joins the sampler thread */
     pthread_t thread;
-} sampler = { .join_lock = PTHREAD_MUTEX_INITIALIZER };
+} sampler = { .ctx.session = PS_SESSION_NONE, .join_lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* PYSAMPLE_NATIVE: what capture needs on this platform (Linux: the
  * SIGURG handler), or a note and Python frames only. */
@@ -235,6 +236,11 @@ void ps_sampler_prepare_fork(void)
 void ps_sampler_child_threads(void)
 {
     ps_threadinfo_child_after_fork(&sampler.ctx.threads);
+}
+
+void ps_sampler_child_sessions(void)
+{
+    ps_sessions_child_after_fork(&sampler.ctx.session);
 }
 
 void ps_sampler_child_native(void)

@@ -56,6 +56,8 @@ void ps_sampler_child_loop(void);
  * forking thread; the child forgets every thread but it. */
 void ps_sampler_prepare_fork(void);
 void ps_sampler_child_threads(void);
+/* The armed session's (sessions.h): the parent's is not the child's. */
+void ps_sampler_child_sessions(void);
 /* The native capture's part, if it was set up (native.h). */
 void ps_sampler_child_native(void);
 void ps_sampler_child_restart(int was_running);

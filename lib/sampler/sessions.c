@@ -23,23 +23,14 @@
 #include "control/control.h"
 #include "platform/platform.h"
 #include "profile/profile.h"
+#include "sampler/context.h"
 #include "sampler/quality.h"
 #include "sampler/state.h"
 #include "sampler/sessions.h"
 #include "settings.h"
 
-enum session { SES_NONE = 0, SES_RECORD, SES_TOP, SES_STARTED };
 
-static struct {
-    enum session ses;
-    int conn;                 /* its connection (-1: start/stop, none held) */
-    int rate;
-    int cpu, native, async_tasks;  /* as asked (-1: the process's) */
-    uint64_t start, end, next, interval;
-    struct ps_stats base;
-} s = { .conn = -1 };
-
-static const char *session_name(enum session v)
+static const char *session_name(enum ps_session_kind v)
 {
     return v == SES_RECORD ? "record" : v == SES_TOP ? "top" : v == SES_STARTED ? "start" : "none";
 }
@@ -85,15 +76,15 @@ static const char *cannot_tick(void)
 }
 
 /* Why no session can start now, or NULL. */
-static const char *cannot_sample(void)
+static const char *cannot_sample(struct ps_session *s)
 {
-    static char why[160];
+    char *why = s->why;
     const char *no = cannot_tick();
     if (no != NULL)
         return no;
-    if (s.ses != SES_NONE) {
-        snprintf(why, sizeof why, "busy: a `pysample %s` of this process is under way",
-                 session_name(s.ses));
+    if (s->ses != SES_NONE) {
+        snprintf(why, sizeof s->why, "busy: a `pysample %s` of this process is under way",
+                 session_name(s->ses));
         return why;
     }
     if (ps_sampler_sampling())
@@ -101,9 +92,9 @@ static const char *cannot_sample(void)
     return NULL;
 }
 
-static const char *begin_session(enum session v, int conn, const struct ps_ctl_request *r)
+static const char *begin_session(struct ps_session *s, enum ps_session_kind v, int conn, const struct ps_ctl_request *r)
 {
-    const char *why = cannot_sample();
+    const char *why = cannot_sample(s);
     if (why != NULL)
         return why;
     if ((why = ps_settings_use(r->cpu, r->native, r->async_tasks)) != NULL)
@@ -112,35 +103,35 @@ static const char *begin_session(enum session v, int conn, const struct ps_ctl_r
         ps_settings_use(-1, -1, -1);
         return "out of memory";
     }
-    s.ses = v;
-    s.conn = conn;
-    s.rate = r->rate_hz > 0 ? r->rate_hz : ps_settings_process()->rate_hz;
-    s.cpu = r->cpu;
-    s.native = r->native;
-    s.async_tasks = r->async_tasks;
-    s.start = ps_now_ns();
-    ps_sampler_stats(&s.base);
-    ps_sampler_set_rate(s.rate);
+    s->ses = v;
+    s->conn = conn;
+    s->rate = r->rate_hz > 0 ? r->rate_hz : ps_settings_process()->rate_hz;
+    s->cpu = r->cpu;
+    s->native = r->native;
+    s->async_tasks = r->async_tasks;
+    s->start = ps_now_ns();
+    ps_sampler_stats(&s->base);
+    ps_sampler_set_rate(s->rate);
     ps_sampler_set_active(1);
     ps_control_note_session(1);
     return NULL;
 }
 
 /* Ends the session; its profile goes to connection send_to (-1: nobody). */
-static void end_session(int send_to)
+static void end_session(struct ps_session *s, int send_to)
 {
-    if (s.ses == SES_NONE)
+    if (s->ses == SES_NONE)
         return;
     ps_sampler_set_active(0);
     if (send_to >= 0 && ps_control_open(send_to)) {
         struct ps_quality q;
         char how[32];
-        snprintf(how, sizeof how, "armed %s", session_name(s.ses));
-        quality_now(&q, how, &s.base, s.start, s.rate);
+        snprintf(how, sizeof how, "armed %s", session_name(s->ses));
+        quality_now(&q, how, &s->base, s->start, s->rate);
         send_rendered(send_to, &q, 1);
     }
-    s.ses = SES_NONE;
-    s.conn = -1;
+    s->ses = SES_NONE;
+    s->conn = -1;
     ps_settings_use(-1, -1, -1);
     ps_sampler_set_rate(ps_settings_process()->rate_hz);
     ps_profile_lend(0);
@@ -215,8 +206,9 @@ static int added(const char *before, size_t blen, const char *after, size_t alen
 /* dump beside a session: the stacks one tick of every thread adds to it. */
 static void dump_beside(struct ps_sampler_ctx *ctx, int conn, const struct ps_ctl_request *r)
 {
-    if ((r->cpu >= 0 && r->cpu != s.cpu) || (r->native >= 0 && r->native != s.native) ||
-        (r->async_tasks >= 0 && r->async_tasks != s.async_tasks)) {
+    const struct ps_session *s = &ctx->session;
+    if ((r->cpu >= 0 && r->cpu != s->cpu) || (r->native >= 0 && r->native != s->native) ||
+        (r->async_tasks >= 0 && r->async_tasks != s->async_tasks)) {
         ps_control_finish(conn, "err", "busy: a session with other --mode/--native/--async settings "
                                        "is under way");
         return;
@@ -250,8 +242,9 @@ static void dump_beside(struct ps_sampler_ctx *ctx, int conn, const struct ps_ct
 
 static void dump(struct ps_sampler_ctx *ctx, int conn, const struct ps_ctl_request *r)
 {
+    const struct ps_session *s = &ctx->session;
     const char *why = cannot_tick();
-    if (why == NULL && s.ses != SES_NONE) {
+    if (why == NULL && s->ses != SES_NONE) {
         dump_beside(ctx, conn, r);
         return;
     }
@@ -281,15 +274,15 @@ static void dump(struct ps_sampler_ctx *ctx, int conn, const struct ps_ctl_reque
 
 /* ---- the other commands -------------------------------------------------------- */
 
-static void status(int conn)
+static void status(const struct ps_session *s, int conn)
 {
     struct ps_quality q;
     struct ps_stats zero;
     memset(&zero, 0, sizeof zero);
     char how[64];
-    snprintf(how, sizeof how, "armed %s", session_name(s.ses));
-    if (s.ses != SES_NONE)
-        quality_now(&q, how, &s.base, s.start, s.rate);
+    snprintf(how, sizeof how, "armed %s", session_name(s->ses));
+    if (s->ses != SES_NONE)
+        quality_now(&q, how, &s->base, s->start, s->rate);
     else
         quality_now(&q, how, &zero, ps_now_ns(), 0);
     char meta[1024];
@@ -298,80 +291,81 @@ static void status(int conn)
         ps_control_finish(conn, "ok", "");
 }
 
-static void stop(int conn)
+static void stop(struct ps_session *s, int conn)
 {
     char why[200];
-    if (s.ses == SES_STARTED) {
-        end_session(conn);
+    if (s->ses == SES_STARTED) {
+        end_session(s, conn);
         return;
     }
     snprintf(why, sizeof why, "not started: run `pysample start --pid %ld` first%s%s%s", (long)getpid(),
-             s.ses != SES_NONE ? " (a `pysample " : "", s.ses != SES_NONE ? session_name(s.ses) : "",
-             s.ses != SES_NONE ? "` is under way)" : "");
+             s->ses != SES_NONE ? " (a `pysample " : "", s->ses != SES_NONE ? session_name(s->ses) : "",
+             s->ses != SES_NONE ? "` is under way)" : "");
     ps_control_finish(conn, "err", why);
 }
 
 static void request(struct ps_sampler_ctx *ctx, int conn, const struct ps_ctl_request *r)
 {
+    struct ps_session *s = &ctx->session;
     const char *no;
     char why[200];
     switch (r->verb) {
     case PS_CTL_STATUS:
-        status(conn);
+        status(s, conn);
         return;
     case PS_CTL_DUMP:
         dump(ctx, conn, r);
         return;
     case PS_CTL_RECORD:
     case PS_CTL_TOP:
-        if ((no = begin_session(r->verb == PS_CTL_RECORD ? SES_RECORD : SES_TOP, conn, r)) != NULL) {
+        if ((no = begin_session(s, r->verb == PS_CTL_RECORD ? SES_RECORD : SES_TOP, conn, r)) != NULL) {
             ps_control_finish(conn, "err", no);
             return;
         }
         if (r->verb == PS_CTL_RECORD) {
-            s.end = s.start + (uint64_t)r->duration_s * 1000000000ull;
-            snprintf(why, sizeof why, "sampling at %d Hz for %d s", s.rate, r->duration_s);
+            s->end = s->start + (uint64_t)r->duration_s * 1000000000ull;
+            snprintf(why, sizeof why, "sampling at %d Hz for %d s", s->rate, r->duration_s);
             ps_control_frame(conn, "started", why, strlen(why));
         } else {
-            s.interval = (uint64_t)r->interval_ms * 1000000ull;
-            s.next = s.start + s.interval;
+            s->interval = (uint64_t)r->interval_ms * 1000000ull;
+            s->next = s->start + s->interval;
         }
         return;
     case PS_CTL_START:
-        if ((no = begin_session(SES_STARTED, -1, r)) != NULL) {
+        if ((no = begin_session(s, SES_STARTED, -1, r)) != NULL) {
             ps_control_finish(conn, "err", no);
             return;
         }
-        snprintf(why, sizeof why, "sampling at %d Hz until `pysample stop --pid %ld`", s.rate,
+        snprintf(why, sizeof why, "sampling at %d Hz until `pysample stop --pid %ld`", s->rate,
                  (long)getpid());
         ps_control_finish(conn, "ok", why);
         return;
     case PS_CTL_STOP:
-        stop(conn);
+        stop(s, conn);
         return;
     }
 }
 
 /* The session's moments: the end of a record, the next frame of top. */
-static void timers(uint64_t now)
+static void timers(struct ps_session *s, uint64_t now)
 {
-    if (s.ses == SES_RECORD && now >= s.end) {
-        end_session(s.conn);
-    } else if (s.ses == SES_TOP && now >= s.next) {
+    if (s->ses == SES_RECORD && now >= s->end) {
+        end_session(s, s->conn);
+    } else if (s->ses == SES_TOP && now >= s->next) {
         /* A client still reading the previous frame skips this one. */
-        if (!ps_control_sending(s.conn)) {
+        if (!ps_control_sending(s->conn)) {
             struct ps_quality q;
-            quality_now(&q, "armed top", &s.base, s.start, s.rate);
-            send_rendered(s.conn, &q, 0);
+            quality_now(&q, "armed top", &s->base, s->start, s->rate);
+            send_rendered(s->conn, &q, 0);
         }
-        while (s.ses == SES_TOP && s.next <= now)
-            s.next += s.interval;
+        while (s->ses == SES_TOP && s->next <= now)
+            s->next += s->interval;
     }
 }
 
-uint64_t ps_sessions_deadline(void)
+uint64_t ps_sessions_deadline(const struct ps_session *s)
 {
-    return s.ses == SES_RECORD ? s.end : s.ses == SES_TOP ? s.next : UINT64_MAX;
+    return s->ses == SES_RECORD ? s->end : s->ses == SES_TOP ? s->next : UINT64_MAX;
 }
 
 void ps_sessions_serve(struct ps_sampler_ctx *ctx)
@@ -380,16 +374,16 @@ void ps_sessions_serve(struct ps_sampler_ctx *ctx)
     while (ps_control_next(&cmd)) {
         if (cmd.kind == PS_CTL_CMD_REQUEST)
             request(ctx, cmd.conn, &cmd.req);
-        else if (s.ses != SES_NONE && cmd.conn == s.conn)
-            end_session(-1);  /* its client went away */
+        else if (ctx->session.ses != SES_NONE && cmd.conn == ctx->session.conn)
+            end_session(&ctx->session, -1);  /* its client went away */
     }
-    timers(ps_now_ns());
+    timers(&ctx->session, ps_now_ns());
 }
 
-void ps_sessions_child_after_fork(void)
+void ps_sessions_child_after_fork(struct ps_session *s)
 {
-    if (s.ses != SES_NONE)
+    if (s->ses != SES_NONE)
         ps_settings_use(-1, -1, -1);
-    s.ses = SES_NONE;
-    s.conn = -1;
+    s->ses = SES_NONE;
+    s->conn = -1;
 }
