@@ -484,7 +484,8 @@ void ps_lifecycle_before_exec(void)
     ps_section_enter(&sec, NULL);
     struct ps_stats st;
     ps_sampler_stats(&st);
-    if (st.samples > 0 && (!life.forked || ps_python_position(ps_sampler_python()) != life.fork_position))
+    if (st.samples > 0 &&
+        (!life.forked || ps_python_position(ps_sampler_python()) != life.fork_position))
         ps_writer_write_now(0);
     ps_section_leave(&sec);
 }

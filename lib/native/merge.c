@@ -57,8 +57,13 @@ struct pcent {
 
 /* The sampler context's cache (native.h), not a file-level table: made
  * only where native stacks are asked for. */
+/* Outcomes of the native samples (PYSAMPLE_STATS), counted by the
+ * merging thread, read by whoever writes the statistics: relaxed atomics. */
+enum { O_ROOT = 0, O_UNAVAILABLE, O_MISMATCH, O_N };
+
 struct ps_native_names {
     struct pcent e[PS_PCCACHE];
+    _Atomic uint64_t outcomes[O_N], truncated_by[PS_STOP_N];
 };
 
 struct ps_native_names *ps_native_names_new(void)
@@ -66,10 +71,6 @@ struct ps_native_names *ps_native_names_new(void)
     return calloc(1, sizeof(struct ps_native_names));
 }
 
-/* Outcomes of the native samples (PYSAMPLE_STATS), counted by the sampler
- * thread, read by whoever writes the statistics: relaxed atomics. */
-enum { O_ROOT = 0, O_UNAVAILABLE, O_MISMATCH, O_N };
-static _Atomic uint64_t outcomes[O_N], truncated_by[PS_STOP_N];
 
 /* The names of enum ps_unwind_stop, for the statistics. */
 static const char *const stop_names[PS_STOP_N] = {
@@ -251,12 +252,12 @@ static int merged(const struct ps_native_merge_req *rq, const struct groups *g,
 }
 
 /* The unwind's outcome, for ps_native_stats: at the root, or cut, by cause. */
-static void count_merged(int stop)
+static void count_merged(struct ps_native_names *nn, int stop)
 {
     if (stop == PS_STOP_ROOT)
-        count(&outcomes[O_ROOT]);
+        count(&nn->outcomes[O_ROOT]);
     else
-        count(&truncated_by[stop > 0 && stop < PS_STOP_N ? stop : PS_STOP_CFI]);
+        count(&nn->truncated_by[stop > 0 && stop < PS_STOP_N ? stop : PS_STOP_CFI]);
 }
 
 int ps_native_merge(const struct ps_native_merge_req *rq)
@@ -268,29 +269,30 @@ int ps_native_merge(const struct ps_native_merge_req *rq)
     classify_native(rq, &nv);
     const char *why = merge_refused(rq, &g, &nv, &outcome);
     if (why != NULL) {
-        count(&outcomes[outcome]);
+        count(&rq->names->outcomes[outcome]);
         return python_alone(rq, why);
     }
-    count_merged(rq->stop);
+    count_merged(rq->names, rq->stop);
     return merged(rq, &g, &nv);
 }
 
-int ps_native_stats(char *buf, size_t len)
+int ps_native_stats(struct ps_unwind_rules *ur, struct ps_native_names *nn, char *buf,
+                    size_t len)
 {
     uint64_t tr = 0;
     for (int i = 1; i < PS_STOP_N; i++)
-        tr += atomic_load_explicit(&truncated_by[i], memory_order_relaxed);
+        tr += atomic_load_explicit(&nn->truncated_by[i], memory_order_relaxed);
     struct ps_unwind_counts u;
-    ps_unwind_counts(&u);
+    ps_unwind_counts(ur, &u);
     size_t n = 0;
     int m = snprintf(buf, len,
                      "native_root %llu\nnative_truncated %llu\nnative_unavailable %llu\n"
                      "native_mismatch %llu\nnative_rule_hits %llu\nnative_rule_misses %llu\n"
                      "native_fp_frames %llu\nnative_nocfi_frames %llu\nnative_signal_frames %llu\n"
                      "native_unwinds %llu\nnative_unwind_frames %llu\nnative_unwind_ns %llu\n",
-                     (unsigned long long)atomic_load(&outcomes[O_ROOT]), (unsigned long long)tr,
-                     (unsigned long long)atomic_load(&outcomes[O_UNAVAILABLE]),
-                     (unsigned long long)atomic_load(&outcomes[O_MISMATCH]),
+                     (unsigned long long)atomic_load(&nn->outcomes[O_ROOT]), (unsigned long long)tr,
+                     (unsigned long long)atomic_load(&nn->outcomes[O_UNAVAILABLE]),
+                     (unsigned long long)atomic_load(&nn->outcomes[O_MISMATCH]),
                      (unsigned long long)u.hits, (unsigned long long)u.misses,
                      (unsigned long long)u.fp_frames, (unsigned long long)u.nocfi_frames,
                      (unsigned long long)u.signal_frames,
@@ -299,16 +301,16 @@ int ps_native_stats(char *buf, size_t len)
     for (int i = 1; m > 0 && (size_t)m < len - n && i < PS_STOP_N; i++) {
         n += (size_t)m;
         m = snprintf(buf + n, len - n, "native_truncated_%s %llu\n", stop_names[i],
-                     (unsigned long long)atomic_load(&truncated_by[i]));
+                     (unsigned long long)atomic_load(&nn->truncated_by[i]));
     }
     if (m < 0 || (size_t)m >= len - n)
         return 0;
     return (int)(n + (size_t)m);
 }
 
-void ps_native_stats_reset(void)
+void ps_native_stats_reset(struct ps_unwind_rules *ur, struct ps_native_names *nn)
 {
-    ps_counters_zero(outcomes, O_N);
-    ps_counters_zero(truncated_by, PS_STOP_N);
-    ps_unwind_counts_reset();
+    ps_counters_zero(nn->outcomes, O_N);
+    ps_counters_zero(nn->truncated_by, PS_STOP_N);
+    ps_unwind_counts_reset(ur);
 }

@@ -69,8 +69,8 @@ struct ps_unwind_counts {
     uint64_t hits, misses, fp_frames, nocfi_frames, signal_frames;
     uint64_t walks, frames, ns;
 };
-void ps_unwind_counts(struct ps_unwind_counts *c);
-void ps_unwind_counts_reset(void);
+void ps_unwind_counts(struct ps_unwind_rules *ur, struct ps_unwind_counts *c);
+void ps_unwind_counts_reset(struct ps_unwind_rules *ur);
 
 /* --- merging (merge.c) ---------------------------------------------------- */
 
@@ -111,16 +111,18 @@ struct ps_native_merge_req {
 int ps_native_merge(const struct ps_native_merge_req *rq);
 
 /*
- * The native samples' outcomes so far, as PYSAMPLE_STATS lines into buf:
+ * The native samples' outcomes so far (counted in nn by the merges, in ur
+ * by the unwinds), as PYSAMPLE_STATS lines into buf:
  * native_root (unwound to the root), native_truncated and, per cause,
  * native_truncated_<cause> (enum ps_unwind_stop), native_unavailable,
  * native_mismatch; then how frames were unwound and what the walks cost
  * (ps_unwind_counts: native_rule_hits ... native_unwind_ns).
  * Returns the length written (0 if it does not fit).
  */
-int ps_native_stats(char *buf, size_t len);
+int ps_native_stats(struct ps_unwind_rules *ur, struct ps_native_names *nn, char *buf,
+                    size_t len);
 /* In a forked child: those counts start from zero, as the sampler's own
  * statistics do (the child's file says what the child did). */
-void ps_native_stats_reset(void);
+void ps_native_stats_reset(struct ps_unwind_rules *ur, struct ps_native_names *nn);
 
 #endif

@@ -55,10 +55,10 @@
 
 /* ---- frame pointers ------------------------------------------------------ */
 
-/* Counters of how frames were unwound (PYSAMPLE_STATS), written by the
- * sampler thread only: relaxed loads and stores, no read-modify-write. */
+/* Counters of how frames were unwound (PYSAMPLE_STATS), in the rules
+ * (struct ps_unwind_rules), written by their thread only: relaxed loads
+ * and stores, no read-modify-write. */
 enum { C_HITS, C_MISSES, C_FP, C_NOCFI, C_SIGNAL, C_WALKS, C_FRAMES, C_NS, C_N };
-static _Atomic uint64_t counts[C_N];
 #define ADD(x, v) atomic_store_explicit(&(x), atomic_load_explicit(&(x), memory_order_relaxed) + (v), \
                                         memory_order_relaxed)
 #define BUMP(x) ADD(x, 1)
@@ -146,6 +146,7 @@ struct urule {
  * file-level table, and allocated only where native stacks are asked
  * for. */
 struct ps_unwind_rules {
+    _Atomic uint64_t counts[C_N];
     uint32_t objs_seen;     /* ps_objs_generation() the rules are for */
     uint32_t gen;           /* valid entries are of this generation */
     struct urule slot[PS_RULES];
@@ -334,11 +335,11 @@ static int apply(const struct urule *ru, uint64_t cfa, struct ps_regs *rs, int e
  * which is exact, not a return address; that context may be on another
  * stack (sigaltstack), so the step need not move up.  2, or -cause.
  */
-static int sigframe_step(struct ps_regs *rs)
+static int sigframe_step(struct ps_unwind_rules *ur, struct ps_regs *rs)
 {
     if (ps_sigframe_regs(rs->r[PS_REG_SP], rs) != 0)
         return -PS_STOP_READ;
-    BUMP(counts[C_SIGNAL]);
+    BUMP(ur->counts[C_SIGNAL]);
     return 2;
 }
 
@@ -353,14 +354,14 @@ static int cfi_step(struct ps_unwind_rules *ur, struct ps_regs *rs, int first)
     const struct urule *ru = slot;
     uint64_t cfa = 0;
     if (slot->gen == ur->gen && slot->at == at) {
-        BUMP(counts[C_HITS]);
+        BUMP(ur->counts[C_HITS]);
     } else {
         int keep = find_rule(at, rs, &fresh, &cfa);
         if (keep == -PS_STOP_NO_OBJECT && ps_is_sigreturn(pc))
-            return sigframe_step(rs);
+            return sigframe_step(ur, rs);
         if (keep < 0)
             return keep;
-        BUMP(counts[C_MISSES]);
+        BUMP(ur->counts[C_MISSES]);
         ru = &fresh;
         if (keep) {
             fresh.at = at;
@@ -370,15 +371,15 @@ static int cfi_step(struct ps_unwind_rules *ur, struct ps_regs *rs, int first)
     }
     switch (ru->kind) {
     case K_NOCFI:
-        BUMP(counts[C_NOCFI]);
+        BUMP(ur->counts[C_NOCFI]);
         return fp_step(rs, 0);
     case K_STOP:
         if (ru->stop == PS_STOP_SIGNAL)
-            return sigframe_step(rs);
+            return sigframe_step(ur, rs);
         return -ru->stop;
     default:
         if (ru->fp)
-            BUMP(counts[C_FP]);
+            BUMP(ur->counts[C_FP]);
         return apply(ru, cfa, rs, first);
     }
 }
@@ -386,6 +387,7 @@ static int cfi_step(struct ps_unwind_rules *ur, struct ps_regs *rs, int first)
 #else
 
 struct ps_unwind_rules {
+    _Atomic uint64_t counts[C_N];
     uint32_t objs_seen;     /* (no rules where CFI is not followed) */
 };
 
@@ -500,22 +502,22 @@ int ps_unwind(struct ps_unwind_rules *ur, const struct ps_regs *regs, uintptr_t 
     }
     uint64_t t0 = ps_now_ns();
     int n = walk(ur, regs, pcs, max, stop);
-    ADD(counts[C_NS], ps_now_ns() - t0);
-    ADD(counts[C_FRAMES], (uint64_t)n);
-    ADD(counts[C_WALKS], 1);
+    ADD(ur->counts[C_NS], ps_now_ns() - t0);
+    ADD(ur->counts[C_FRAMES], (uint64_t)n);
+    ADD(ur->counts[C_WALKS], 1);
     return n;
 }
 
-void ps_unwind_counts(struct ps_unwind_counts *c)
+void ps_unwind_counts(struct ps_unwind_rules *ur, struct ps_unwind_counts *c)
 {
     uint64_t v[C_N];
-    ps_counters_read(counts, v, C_N);
+    ps_counters_read(ur->counts, v, C_N);
     *c = (struct ps_unwind_counts){ .hits = v[C_HITS], .misses = v[C_MISSES], .fp_frames = v[C_FP],
                                     .nocfi_frames = v[C_NOCFI], .signal_frames = v[C_SIGNAL],
                                     .walks = v[C_WALKS], .frames = v[C_FRAMES], .ns = v[C_NS] };
 }
 
-void ps_unwind_counts_reset(void)
+void ps_unwind_counts_reset(struct ps_unwind_rules *ur)
 {
-    ps_counters_zero(counts, C_N);
+    ps_counters_zero(ur->counts, C_N);
 }

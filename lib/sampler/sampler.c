@@ -249,7 +249,8 @@ void ps_sampler_child_native(void)
      * it was not held. */
     if (sampler.setup_done && ps_settings()->native) {
         ps_native_after_fork();
-        ps_native_stats_reset();
+        if (sampler.ctx.buf.rules != NULL && sampler.ctx.buf.names != NULL)
+            ps_native_stats_reset(sampler.ctx.buf.rules, sampler.ctx.buf.names);
     }
 }
 

@@ -92,7 +92,8 @@ static const char *cannot_sample(struct ps_session *s)
     return NULL;
 }
 
-static const char *begin_session(struct ps_session *s, enum ps_session_kind v, int conn, const struct ps_ctl_request *r)
+static const char *begin_session(struct ps_session *s, enum ps_session_kind v, int conn,
+                                 const struct ps_ctl_request *r)
 {
     const char *why = cannot_sample(s);
     if (why != NULL)
@@ -298,9 +299,10 @@ static void stop(struct ps_session *s, int conn)
         end_session(s, conn);
         return;
     }
+    int busy = s->ses != SES_NONE;
     snprintf(why, sizeof why, "not started: run `pysample start --pid %ld` first%s%s%s", (long)getpid(),
-             s->ses != SES_NONE ? " (a `pysample " : "", s->ses != SES_NONE ? session_name(s->ses) : "",
-             s->ses != SES_NONE ? "` is under way)" : "");
+             busy ? " (a `pysample " : "", busy ? session_name(s->ses) : "",
+             busy ? "` is under way)" : "");
     ps_control_finish(conn, "err", why);
 }
 
@@ -318,7 +320,8 @@ static void request(struct ps_sampler_ctx *ctx, int conn, const struct ps_ctl_re
         return;
     case PS_CTL_RECORD:
     case PS_CTL_TOP:
-        if ((no = begin_session(s, r->verb == PS_CTL_RECORD ? SES_RECORD : SES_TOP, conn, r)) != NULL) {
+        no = begin_session(s, r->verb == PS_CTL_RECORD ? SES_RECORD : SES_TOP, conn, r);
+        if (no != NULL) {
             ps_control_finish(conn, "err", no);
             return;
         }

@@ -275,7 +275,7 @@ void ps_sampler_write_stats(const struct ps_sampler_ctx *ctx)
     const struct ps_config *cfg = ps_settings();
     const char *path = ps_settings_process()->stats_path;
     if (path[0])
-        ps_stats_write(&ctx->times, path, atomic_load(&st.rate_hz), cfg->native,
+        ps_stats_write(ctx, path, atomic_load(&st.rate_hz), cfg->native,
                        cfg->file_mode);
 }
 

@@ -31,6 +31,7 @@
 #include "platform/platform.h"
 #include "profile/output.h"
 #include "profile/profile.h"
+#include "sampler/context.h"
 #include "sampler/stats.h"
 #include "util/message.h"
 
@@ -244,9 +245,10 @@ static int put_read_mode(char *buf, size_t size, int *n)
     return 0;
 }
 
-void ps_stats_write(const struct ps_tick_times *t, const char *path_pattern, int rate_hz,
+void ps_stats_write(const struct ps_sampler_ctx *ctx, const char *path_pattern, int rate_hz,
                     int native, int file_mode)
 {
+    const struct ps_tick_times *t = &ctx->times;
     char path[1100], buf[4096];
     int n = 0;
     if (put_counts(t, buf, sizeof buf, &n, rate_hz) != 0 || put_read_mode(buf, sizeof buf, &n) != 0)
@@ -258,7 +260,8 @@ void ps_stats_write(const struct ps_tick_times *t, const char *path_pattern, int
         int before = n;
         if (put_native(buf, sizeof buf, &n) != 0)
             n = before;
-        n += ps_native_stats(buf + n, sizeof buf - (size_t)n);
+        if (ctx->buf.rules != NULL && ctx->buf.names != NULL)
+            n += ps_native_stats(ctx->buf.rules, ctx->buf.names, buf + n, sizeof buf - (size_t)n);
     }
     stats_path(path_pattern, path, sizeof path);
     /* As the profile is written (output.c): atomically, in the user's

@@ -64,11 +64,13 @@ void ps_stats_tick_took(struct ps_tick_times *t, uint64_t ns);
 /* The counts into st (the rates are the sampler's: state.c adds them). */
 void ps_stats_read(struct ps_stats *st);
 
-/* Writes the PYSAMPLE_STATS file, the counts and t's timings:
- * path_pattern with %p as the pid, in file_mode (PYSAMPLE_FILE_MODE), as
- * output.c writes side files; rate_hz the current rate; native: add the
- * native capture counts. */
-void ps_stats_write(const struct ps_tick_times *t, const char *path_pattern, int rate_hz,
+/* Writes the PYSAMPLE_STATS file, the counts and the timings of the
+ * sampler context ctx (context.h): path_pattern with %p as the pid, in
+ * file_mode (PYSAMPLE_FILE_MODE), as output.c writes side files; rate_hz
+ * the current rate; native: add the native capture counts (and ctx's
+ * unwinds and merges). */
+struct ps_sampler_ctx;
+void ps_stats_write(const struct ps_sampler_ctx *ctx, const char *path_pattern, int rate_hz,
                     int native, int file_mode);
 
 /* fork() child: every count starts again from zero (the timings are

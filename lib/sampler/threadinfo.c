@@ -29,7 +29,8 @@ void ps_threadinfo_target(struct ps_threads *th, long pid)
     th->pid = (pid_t)pid;
 }
 
-int ps_threadinfo_ids(const struct ps_threads *th, const struct ps_layout *L, const uint8_t *ts, long *tid, uintptr_t *pth)
+int ps_threadinfo_ids(const struct ps_threads *th, const struct ps_layout *L, const uint8_t *ts,
+                      long *tid, uintptr_t *pth)
 {
     *tid = -1;
     if (L->ts_native_id != PS_NOFIELD) {

@@ -58,7 +58,8 @@ void ps_threadinfo_target(struct ps_threads *th, long pid);
  * ancestor) stands for our main thread.  -1 if the thread state is not
  * yet bound to any OS thread.
  */
-int ps_threadinfo_ids(const struct ps_threads *th, const struct ps_layout *L, const uint8_t *ts, long *tid, uintptr_t *pth);
+int ps_threadinfo_ids(const struct ps_threads *th, const struct ps_layout *L, const uint8_t *ts,
+                      long *tid, uintptr_t *pth);
 
 /* The sampler's memory of thread tid (new, or reclaimed from a thread long
  * gone, when it has none). */

@@ -203,7 +203,8 @@ static int native_frames(struct ps_tick_ctx *t, const struct walk *w, int d)
         b->pyframes[i].entry = b->entry[i];
     }
     return d + ps_native_merge(&(struct ps_native_merge_req){
-                   .names = b->names, .syms = &t->p->syms, .mode = (enum ps_native_mode)ps_settings()->native,
+                   .names = b->names, .syms = &t->p->syms,
+                   .mode = (enum ps_native_mode)ps_settings()->native,
                    .py = b->pyframes, .npy = w->py.n,
                    .pcs = b->pcs, .npcs = w->native_ok ? w->npcs : 0, .stop = w->stop,
                    .no_native_why = w->cap >= 0 && !w->native_ok ? "[native: unavailable]" : NULL,

@@ -713,7 +713,8 @@ static void sample(struct nsample *o, int npy)
     struct ps_pyframe pf[1] = { { ps_frame(ps_sym_python(&syms_tab, "py_caller", "app.py"), 7), 1 } };
     uint64_t out[128];
     int d = ps_native_merge(&(struct ps_native_merge_req){
-        .names = names, .syms = &syms_tab, .mode = PS_NATIVE_ON, .py = pf, .npy = npy, .pcs = o->pcs,
+        .names = names, .syms = &syms_tab, .mode = PS_NATIVE_ON, .py = pf, .npy = npy,
+        .pcs = o->pcs,
         .npcs = o->release == 0 ? o->n : 0, .stop = o->trunc, .out = out, .cap = 128 });
     render(out, d, o->text, sizeof o->text);
 }

@@ -145,9 +145,9 @@ static void test_unwind(void)
     uintptr_t first[PS_NATIVE_MAX];
     int nfirst = npcs, ofirst = find("outer");
     memcpy(first, pcs, sizeof first);
-    ps_unwind_counts(&c0);
+    ps_unwind_counts(rules, &c0);
     outer();
-    ps_unwind_counts(&c1);
+    ps_unwind_counts(rules, &c1);
     CHECK(npcs >= 5);
     CHECK_EQ_INT(truncated, PS_STOP_ROOT);   /* reached _start's undefined return address */
     CHECK_EQ_INT(npcs, nfirst);
@@ -312,13 +312,13 @@ static void test_rules(void)
 
     /* The CFI's walk: leaf -> F_FP (by the leaf's CFI, not by rbp, which
      * points at F_FP's frame and would skip it) -> F_ROOT. */
-    ps_unwind_counts(&c0);
+    ps_unwind_counts(rules, &c0);
     CHECK_EQ_INT(ps_unwind(rules, &rs, out, 8, &stop), 3);
     CHECK_EQ_INT(stop, PS_STOP_ROOT);
     CHECK_EQ_INT(out[0], base + F_LEAF + 0x20);
     CHECK_EQ_INT(out[1], base + F_FP + 0x40);
     CHECK_EQ_INT(out[2], base + F_ROOT + 0x10);
-    ps_unwind_counts(&c1);
+    ps_unwind_counts(rules, &c1);
     CHECK_EQ_INT(c1.misses - c0.misses, 3);
     CHECK_EQ_INT(c1.hits - c0.hits, 0);
     CHECK_EQ_INT(c1.fp_frames - c0.fp_frames, 1);   /* F_FP's frame, by its CFI */
@@ -329,7 +329,7 @@ static void test_rules(void)
     CHECK_EQ_INT(stop, PS_STOP_ROOT);
     CHECK_EQ_INT(out[1], base + F_FP + 0x40);
     CHECK_EQ_INT(out[2], base + F_ROOT + 0x10);
-    ps_unwind_counts(&c2);
+    ps_unwind_counts(rules, &c2);
     CHECK_EQ_INT(c2.hits - c1.hits, 3);
     CHECK_EQ_INT(c2.misses - c1.misses, 0);
 
@@ -379,13 +379,13 @@ static void test_rules(void)
     ps_regs_set(&fr, PS_REG_SP, S);
 
     /* No CFI for the pc (the gap): the frame-pointer chain, then CFI. */
-    ps_unwind_counts(&c0);
+    ps_unwind_counts(rules, &c0);
     ps_regs_set(&fr, PS_REG_PC, base + F_GAP + 0x8);
     ps_regs_set(&fr, PS_REG_FP, B);
     CHECK_EQ_INT(ps_unwind(rules, &fr, out, 8, &stop), 2);
     CHECK_EQ_INT(stop, PS_STOP_ROOT);
     CHECK_EQ_INT(out[1], base + F_ROOT + 0x10);
-    ps_unwind_counts(&c1);
+    ps_unwind_counts(rules, &c1);
     CHECK_EQ_INT(c1.nocfi_frames - c0.nocfi_frames, 1);
 
     /* Another object at the same address whose CFI says otherwise (the
@@ -546,7 +546,7 @@ static long long stat_of(const char *name)
 {
     char buf[2048], key[96];
     buf[0] = '\n';   /* so that the first line is found as the others */
-    CHECK(ps_native_stats(buf + 1, sizeof buf - 1) > 0);
+    CHECK(ps_native_stats(rules, names, buf + 1, sizeof buf - 1) > 0);
     snprintf(key, sizeof key, "\n%s ", name);
     const char *p = strstr(buf, key);
     return p ? strtoll(p + strlen(key), NULL, 10) : -1;
@@ -565,7 +565,8 @@ static void test_merge(void)
     uint64_t st[PS_NATIVE_MAX + 8];
     char buf[4096];
 
-    const struct ps_native_merge_req on = { .names = names, .syms = &t, .mode = PS_NATIVE_ON, .py = py, .npy = 2,
+    const struct ps_native_merge_req on = { .names = names, .syms = &t, .mode = PS_NATIVE_ON,
+                                            .py = py, .npy = 2,
                                             .pcs = pcs, .npcs = npcs, .out = st,
                                             .cap = PS_NATIVE_MAX + 8 };
     int d = ps_native_merge(&on);
@@ -635,11 +636,11 @@ static void test_merge(void)
     CHECK_EQ_INT(stat_of("native_truncated_max") - tmax, 1);
     CHECK_EQ_INT(stat_of("native_truncated") - tr, 1);
     char small[16];
-    CHECK_EQ_INT(ps_native_stats(small, sizeof small), 0);
+    CHECK_EQ_INT(ps_native_stats(rules, names, small, sizeof small), 0);
 
     /* A forked child's counts start from zero. */
     CHECK(stat_of("native_unwinds") > 0);
-    ps_native_stats_reset();
+    ps_native_stats_reset(rules, names);
     CHECK_EQ_INT(stat_of("native_root"), 0);
     CHECK_EQ_INT(stat_of("native_truncated_max"), 0);
     CHECK_EQ_INT(stat_of("native_unwinds"), 0);
@@ -672,9 +673,9 @@ static void test_signal_frame(void)
 {
     struct ps_unwind_counts c0, c1;
     signal(SIGUSR1, on_usr1);
-    ps_unwind_counts(&c0);
+    ps_unwind_counts(rules, &c0);
     raiser();
-    ps_unwind_counts(&c1);
+    ps_unwind_counts(rules, &c1);
     signal(SIGUSR1, SIG_DFL);
     CHECK_EQ_INT(in_handler, 1);
     CHECK(c1.signal_frames > c0.signal_frames);
