@@ -26,8 +26,8 @@
  * Between 1 and 3 nothing may take a lock the stopped thread might hold,
  * or we wait for it forever: no malloc, no printf, no symbol bound lazily
  * (dyld's lock), no pthread call that locks.  What runs there from here is
- * copy_chain() and what it calls: this file's code and memcpy into its own
- * static buffer; ps_read() (memread.c: atomics, then the platform's
+ * copy_chain() and what it calls: this file's code and memcpy into the
+ * take's buffer (on the sampler thread's stack); ps_read() (memread.c: atomics, then the platform's
  * recorded read); walkplan.c's ps_thread_top_frame (pure code and
  * ps_read); the inline link rules of frames.h.  Whatever needs memory or
  * the C library is done before step 1: the room (ps_thread_suspend), the
@@ -46,15 +46,18 @@
 #define FRAME_MAX 512           /* the most of a frame a walk reads (walkplan.c) */
 
 /* The spans of the copy being taken: the last one read is [lo, hi) in
- * buf (lo == hi: none), used bytes of SPAN_ROOM are spent.  Static: the
- * copy is taken while a thread is stopped, where nothing may allocate, and
- * only by the sampler thread. */
-static struct {
+ * buf (lo == hi: none), used bytes of SPAN_ROOM are spent.  One take's,
+ * on the sampler thread's stack (ps_framecopy_take): the copy is taken
+ * while a thread is stopped, where nothing may allocate, and nothing of
+ * it is kept to the next. */
+struct spans {
     uintptr_t lo, hi;
     size_t used;
     unsigned char buf[SPAN + FRAME_MAX];
-} span;
-static uintptr_t page_mask;     /* ~(page size - 1), once known */
+};
+/* ~(page size - 1), once known: the machine's, the same for every thread
+ * (written once, by the sampler thread; a fork child's is the parent's). */
+static uintptr_t page_mask;
 
 /* The page size, asked of the C library before the first stop (not
  * inside it: a first call may bind the symbol lazily). */
@@ -78,38 +81,38 @@ static void room(const struct ps_layout *L, size_t frames, size_t *reads, size_t
 }
 
 /* n bytes at addr lie in the last span read. */
-static int in_span(uintptr_t addr, size_t n)
+static int in_span(const struct spans *sp, uintptr_t addr, size_t n)
 {
-    return span.lo < span.hi && addr >= span.lo && addr <= span.hi && n <= span.hi - addr;
+    return sp->lo < sp->hi && addr >= sp->lo && addr <= sp->hi && n <= sp->hi - addr;
 }
 
 /* Reads [lo, frame + n) in one recorded read, lo as far as SPAN below the
  * frame within its page: on 3.11+ the older frames usually lie there.
  * While SPAN_ROOM lasts (the room reserved for spans); a failed read is
  * fine, the frame is then read alone.  n <= FRAME_MAX, so it fits buf. */
-static void read_span(uintptr_t frame, size_t n)
+static void read_span(struct spans *sp, uintptr_t frame, size_t n)
 {
     uintptr_t page = frame & page_mask;
     uintptr_t lo = frame - page > SPAN ? frame - SPAN : page;
     size_t len = (size_t)(frame - lo) + n;
-    if (span.used + SPAN + n > SPAN_ROOM)
+    if (sp->used + SPAN + n > SPAN_ROOM)
         return;
-    span.used += SPAN + n;
-    span.lo = span.hi = 0;   /* a failed read may have left buf half written */
-    if (ps_read(span.buf, lo, len) == 0) {
-        span.lo = lo;
-        span.hi = lo + len;
+    sp->used += SPAN + n;
+    sp->lo = sp->hi = 0;   /* a failed read may have left buf half written */
+    if (ps_read(sp->buf, lo, len) == 0) {
+        sp->lo = lo;
+        sp->hi = lo + len;
     }
 }
 
 /* The frame at frame (n bytes) into fr: from the last span, from a new
  * span (3.11+), else read alone.  0, or -1 if it cannot be read. */
-static int copy_frame(uint8_t *fr, uintptr_t frame, size_t n, int spans)
+static int copy_frame(struct spans *sp, uint8_t *fr, uintptr_t frame, size_t n)
 {
-    if (spans && !in_span(frame, n))
-        read_span(frame, n);
-    if (in_span(frame, n)) {
-        memcpy(fr, span.buf + (frame - span.lo), n);
+    if (sp != NULL && !in_span(sp, frame, n))
+        read_span(sp, frame, n);
+    if (sp != NULL && in_span(sp, frame, n)) {
+        memcpy(fr, sp->buf + (frame - sp->lo), n);
         return 0;
     }
     return ps_read(fr, frame, n);
@@ -122,10 +125,12 @@ static int copy_frame(uint8_t *fr, uintptr_t frame, size_t n, int spans)
  * find out what it makes of it).  0, or -1 if the thread state could not
  * be read.
  */
-static int copy_chain(const struct ps_python *py, uintptr_t tsp, uint8_t *ts, size_t budget)
+static int copy_chain(struct spans *sp, const struct ps_python *py, uintptr_t tsp, uint8_t *ts,
+                      size_t budget)
 {
     const struct ps_layout *L = &py->L;
-    int spans = L->frame_kind == PS_FRAMES_INTERP;
+    if (L->frame_kind != PS_FRAMES_INTERP)
+        sp = NULL;   /* frames are not side by side: read alone */
     uint8_t fr[FRAME_MAX];
     uintptr_t frame;
     if (ps_read(ts, tsp, L->ts_read) != 0)
@@ -133,7 +138,7 @@ static int copy_chain(const struct ps_python *py, uintptr_t tsp, uint8_t *ts, si
     if (ps_thread_top_frame(py, ts, &frame) != 0)
         return 0;
     for (; frame != 0 && budget > 0; budget--) {
-        if (!ps_frame_addr_ok(frame) || copy_frame(fr, frame, L->fr_read, spans) != 0)
+        if (!ps_frame_addr_ok(frame) || copy_frame(sp, fr, frame, L->fr_read) != 0)
             break;
         uintptr_t back = ps_frame_back(L, fr);
         if (back == frame)
@@ -157,13 +162,14 @@ int ps_framecopy_take(const struct ps_python *py, long tid, uintptr_t tsp, uint8
     size_t frames = (size_t)ps_walk_budget(max_frames), reads, bytes;
     room(L, frames, &reads, &bytes);
     know_page();
-    span.lo = span.hi = 0;
-    span.used = 0;
+    struct spans sp;
+    sp.lo = sp.hi = 0;
+    sp.used = 0;
     int stopped = ps_thread_suspend(tid, reads, bytes);
     if (stopped != 0)
         return stopped > 0 ? 0 : -1;   /* read live, or the thread has ended */
     /* --- stopped: nothing below may allocate or lock (header) ---------- */
-    int ts_ok = copy_chain(py, tsp, ts, frames) == 0;
+    int ts_ok = copy_chain(&sp, py, tsp, ts, frames) == 0;
     ps_thread_resume(ts_ok);
     /* --- running again ------------------------------------------------- */
     return ts_ok ? 0 : -1;   /* its thread state is gone: nothing to walk */
