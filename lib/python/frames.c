@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "python/frames.h"
+#include "python/framebatch.h"
 #include "python/framecode.h"
 #include "python/walkplan.h"
 #include "memory/memread.h"
@@ -288,7 +289,10 @@ struct span {
      * frame at address 0 would match, and the walk never reads one. */
     uintptr_t lo, last;
     uint64_t read_no;                      /* the read that filled buf */
-    uint8_t buf[PS_FRAME_SPAN + 512];
+    union {
+        uint8_t buf[PS_FRAME_SPAN + 512];
+        struct frame_batch batch;          /* 3.9/3.10 instead (framebatch.h) */
+    };
     uint8_t one[512];                      /* a frame read alone */
 };
 
@@ -370,8 +374,10 @@ static inline int walk_begin(struct walk *w, struct walk_plan *plan, struct span
     int rc = ps_walk_plan_init(plan, rq->py, rq->cc, rq->syms, rq->lines);
     if (rc != 0)
         return rc;
-    /* 3.9/3.10 read every frame alone, after any code object read before
-     * it: no slot could ever serve one, so none is kept. */
+    /* 3.9/3.10 read a frame alone, after any code object read before it:
+     * no slot could serve one, so none is kept until the walk copies its
+     * frames in batches (batch_now). */
+    sp->batch.i = sp->batch.n = 0;
     *w = (struct walk){ .p = plan, .rq = rq, .sp = sp, .wc = wc,
                         .codes = plan->interp ? wc : NULL, .top = rq->frame,
                         .seen = plan->objects ? seen : NULL,
@@ -438,6 +444,24 @@ static inline int report_frame(struct walk *w, uintptr_t frame, const uint8_t *f
     return 1;
 }
 
+/* 3.9/3.10: are the frames from here on copied in batches?  Past the
+ * first PS_BATCH_FROM (framebatch.h says why); from then on the walk's
+ * code objects are kept, to serve the batch's later frames. */
+static inline int batch_now(struct walk *w)
+{
+    if (!w->p->batch || w->n < PS_BATCH_FROM)
+        return 0;
+    w->codes = w->wc;
+    return 1;
+}
+
+/* Frames a batch may copy: no more than the walk may read or report. */
+static inline int batch_cap(const struct walk *w)
+{
+    int left = w->rq->max - w->n + 1;
+    return left < w->budget + 1 ? left : w->budget + 1;
+}
+
 /* One link of the chain: the frame at *frame copied, checked, resolved
  * and reported if shown.  1 with *frame moved on to its link, 0 if the
  * walk is cut here (its budget or max spent), or a PS_WALK_ error. */
@@ -454,7 +478,8 @@ static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintp
         return 0;
     }
     if (!ps_frame_addr_ok(at) ||
-        (fr = frame_bytes(p, w->sp, w->wc, at, w->n, w->above, &fr_read)) == NULL)
+        (fr = batch_now(w) ? batch_bytes(p, &w->sp->batch, w->wc, at, batch_cap(w), &fr_read)
+                       : frame_bytes(p, w->sp, w->wc, at, w->n, w->above, &fr_read)) == NULL)
         return PS_WALK_UNREADABLE;
     uintptr_t back = word_at(fr, p->fr_back);
     if (link_torn(w, at, fr, back))

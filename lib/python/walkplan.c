@@ -58,7 +58,8 @@ int ps_walk_plan_init(struct walk_plan *p, const struct ps_python *py, struct ps
         .co_code_adaptive = L->co_code_adaptive,
         .objects = L->frame_kind == PS_FRAMES_OBJECT, .interp = (uint8_t)interp,
         .rootless_torn = interp && L->minor >= 12, .none_is_entry = interp && L->minor >= 13,
-        .wide_ok = interp && !ps_plat_walk_reads_copy, .pos_kind = (uint8_t)L->pos_kind,
+        .wide_ok = interp && !ps_plat_walk_reads_copy,
+        .batch = L->frame_kind == PS_FRAMES_OBJECT && !ps_plat_walk_reads_copy, .pos_kind = (uint8_t)L->pos_kind,
         .tlbc = L->fr_tlbc_index != PS_NOFIELD && L->co_tlbc != PS_NOFIELD,
     };
     return 0;

@@ -39,6 +39,7 @@ struct walk_plan {
     uint8_t rootless_torn;         /* 3.12+: a Python frame with no previous is torn */
     uint8_t none_is_entry;         /* 3.13+: an executable that is not code is an entry frame */
     uint8_t wide_ok;               /* span reads (3.11+, not on a suspended copy) */
+    uint8_t batch;                 /* frames copied in batches (3.9/3.10, likewise) */
     uint8_t pos_kind;              /* enum ps_pos_kind */
     uint8_t tlbc;                  /* 3.14t: thread-local bytecode copies */
 };

@@ -399,7 +399,7 @@ static void test_walk_fault(struct ps_codecache *cc, struct ps_symtab *syms,
     caller_gone.back = (uintptr_t)(page + 64);  /* (make_frame would count a reference there) */
     make_frame(&code_gone, NULL, (struct fake_code *)(page + 128));
 
-    uint64_t out[16];
+    uint64_t out[32];
     struct ps_walk_res res;
     const struct ps_walk_req rq = { .py = &py, .cc = cc, .syms = syms, .out = out, .max = 16 };
     int held = ps_mem_batch_begin();
@@ -414,11 +414,56 @@ static void test_walk_fault(struct ps_codecache *cc, struct ps_symtab *syms,
         CHECK_EQ_INT(ps_read(&word, (uintptr_t)page, sizeof word), -1);
         CHECK_EQ_INT(walk_from(rq, (uintptr_t)good, &res), 3);
     }
+    /* Cut at max just above that caller, 17 frames down (batched past
+     * the 16th): the frames copied ahead (framebatch.h) stop where the
+     * walk stops, so the bad link below is never read and the cut stack
+     * stands. */
+    static struct fake_frame callees[17];
+    for (int i = 0; i < 17; i++)
+        make_frame(&callees[i], i > 0 ? &callees[i - 1] : &caller_gone, code);
+    struct ps_walk_req rq_cut = rq;
+    rq_cut.max = 17;
+    CHECK_EQ_INT(walk_from(rq_cut, (uintptr_t)&callees[16], &res), 17);
+    CHECK_EQ_INT(res.truncated, 1);
     ps_mem_batch_end(held);
     /* Outside the batch the same walks give the same answers. */
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)&caller_gone, &res), PS_WALK_UNREADABLE);
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)good, &res), 3);
     munmap(page, 4096);
+}
+
+/*
+ * 3.9/3.10: frames copied in batches (framebatch.h), so that one read of
+ * a code object serves every frame of the batch copied before it: a
+ * 100-deep recursion of one function resolves its code object for each
+ * of the first 16 frames (read alone), then once per batch of 64 (twice),
+ * not once per frame, and reports the same stack.
+ */
+static void test_frame_batch(struct ps_codecache *cc, struct ps_symtab *syms, uintptr_t file)
+{
+    static struct fake_str s_r;
+    static struct fake_code c_r;
+    static struct fake_frame deep[100];
+    make_code(&c_r, make_str(&s_r, "rec"), file, 30);
+    for (int i = 0; i < 100; i++)
+        make_frame(&deep[i], i > 0 ? &deep[i - 1] : NULL, &c_r);
+    uint64_t out[128];
+    struct ps_walk_res res;
+    struct ps_walk_req rq = { .py = &py, .cc = cc, .syms = syms, .out = out, .max = 128 };
+    uint64_t before = cc->hits + cc->misses;
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&deep[99], &res), 100);
+    CHECK_EQ_INT(cc->hits + cc->misses - before, 16 + 2);
+    for (int i = 0; i < 100; i++)
+        CHECK_EQ_INT(out[i] >> 32, ps_sym_python(syms, "rec", "app.py"));
+    /* Cut at max inside a batch, and a freed frame in its middle: the
+     * checks see each copied frame as before. */
+    rq.max = 10;
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&deep[99], &res), 10);
+    CHECK_EQ_INT(res.truncated, 1);
+    rq.max = 128;
+    deep[70].refcnt = 0;
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&deep[99], &res), PS_WALK_INCONSISTENT);
+    deep[70].refcnt = 2;
 }
 
 int main(void)
@@ -557,6 +602,7 @@ int main(void)
     test_codecache_bounds(file);
     test_data_stack(file);
     test_walk_fault(&cc, &syms, &fr[2], &c_f);
+    test_frame_batch(&cc, &syms, file);
 
     ps_codecache_clear(&cc);
     free(cc.e);
