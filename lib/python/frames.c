@@ -24,6 +24,7 @@
 #include "python/frames.h"
 #include "python/framebatch.h"
 #include "python/framecode.h"
+#include "python/frameseen.h"
 #include "python/walkplan.h"
 #include "memory/memread.h"
 #include "platform/platform.h"
@@ -156,7 +157,8 @@ static inline int frame_freed(const struct walk_plan *p, const uint8_t *fr)
  * as well, and may have moved on to another line: that walk is torn too.
  * (A frame freed in between has 0: frame_freed.)  Either way walk_thread
  * tries again from a fresh thread state.  A stitch whose frame has a
- * callee again at its new place passes this check: seen_twice() below.
+ * callee again at its new place passes this check: seen_twice()
+ * (frameseen.h).
  */
 static inline int frame_holds_callee(const struct walk_plan *p, const uint8_t *fr)
 {
@@ -165,44 +167,6 @@ static inline int frame_holds_callee(const struct walk_plan *p, const uint8_t *f
         return 1;
     memcpy(&refcnt, fr, sizeof refcnt);
     return refcnt >= 2;
-}
-
-/*
- * 3.9/3.10: the frame objects walked so far.  A chain never holds one
- * object twice, but a stitched walk can, with every reference count
- * right: a thread's calls take its frame objects back in turn (the
- * zombie frame, then the free list), each one level deeper than before,
- * so a walk that read the innermost frames, then their caller after the
- * thread had returned and called again -- the caller having a callee
- * again at its new place, which frame_holds_callee() cannot tell -- goes
- * on down the new chain and meets the frames it began with again (13
- * frames of a function that never recursed more than 12 deep: a stack
- * deeper than the thread's frame objects must repeat one).  A 512-bit
- * filter of the addresses keeps the exact search rare; only the first
- * PS_SEEN_MAX frames are remembered.
- */
-#define PS_SEEN_MAX 256
-
-struct seen {
-    uint64_t bits[8];
-    int n;
-    uintptr_t at[PS_SEEN_MAX];
-};
-
-/* Records frame: 1 if the walk met it before (a torn walk). */
-static int seen_twice(struct seen *s, uintptr_t frame)
-{
-    unsigned h = (unsigned)(((frame >> 3) * 0x9E3779B97F4A7C15u) >> 55);
-    uint64_t bit = (uint64_t)1 << (h & 63);
-    if (s->bits[h >> 6] & bit) {
-        for (int i = 0; i < s->n; i++)
-            if (s->at[i] == frame)
-                return 1;
-    }
-    s->bits[h >> 6] |= bit;
-    if (s->n < PS_SEEN_MAX)
-        s->at[s->n++] = frame;
-    return 0;
 }
 
 /* Marks frame i as the first one its evaluation-loop call ran. */
@@ -382,10 +346,8 @@ static inline int walk_begin(struct walk *w, struct walk_plan *plan, struct span
                         .codes = plan->interp ? wc : NULL, .top = rq->frame,
                         .seen = plan->objects ? seen : NULL,
                         .budget = ps_walk_budget(rq->max) };
-    if (plan->objects) {
-        memset(seen->bits, 0, sizeof seen->bits);
-        seen->n = 0;
-    }
+    if (plan->objects)
+        seen_begin(seen);
     return 0;
 }
 

@@ -464,6 +464,15 @@ static void test_frame_batch(struct ps_codecache *cc, struct ps_symtab *syms, ui
     deep[70].refcnt = 0;
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)&deep[99], &res), PS_WALK_INCONSISTENT);
     deep[70].refcnt = 2;
+    /* A walk that meets a frame again (seen_twice, frameseen.h) whether
+     * it was remembered in the list (the walk's 10th frame) or the table
+     * (its 50th): torn. */
+    deep[0].back = (uintptr_t)&deep[90];
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&deep[99], &res), PS_WALK_INCONSISTENT);
+    deep[0].back = (uintptr_t)&deep[50];
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&deep[99], &res), PS_WALK_INCONSISTENT);
+    deep[0].back = 0;
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&deep[99], &res), 100);
 }
 
 int main(void)
