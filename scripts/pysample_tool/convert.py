@@ -30,8 +30,7 @@ def add_options(parser):
     options.output(parser)
     options.rate(parser, help="the sampling rate the profile was taken at: adds time values (pprof: "
                               "cpu or wall nanoseconds; speedscope: milliseconds)")
-    parser.add_argument("--mode", choices=("cpu", "wall"), default=None,
-                        help="what the time values measure, with --rate (default: the mode in the "
+    options.mode(parser, help="what the time values measure, with --rate (default: the mode in the "
                              "profile's .quality.json, else wall, the library's default mode)")
     options.addresses(parser)
 

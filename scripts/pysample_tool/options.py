@@ -93,6 +93,13 @@ def choose_format(fmt, output):
     return fmt or implied or "collapsed"
 
 
+def mode(parser, help):
+    """--mode wall|cpu: args.mode, None when not given (each command says
+    what None means: the library's default, the process's PYSAMPLE_MODE,
+    the profile's .quality.json)."""
+    parser.add_argument("--mode", choices=("wall", "cpu"), default=None, help=help)
+
+
 def addresses(parser):
     """How the commands that show stacks (all that call grouped) merge
     frames.  --addresses: args.addresses; without it the commands merge

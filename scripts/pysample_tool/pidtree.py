@@ -86,7 +86,7 @@ def _output_for(output, pid, master_pid):
 
 
 def record_tree(args, save):
-    """record --pid PID --subprocesses.  save: record.save_remote_profile.
+    """record --pid PID --subprocesses.  save: recordpid.save_remote_profile.
     Returns the exit status: 0 if some process had samples."""
     if args.output == "-":
         raise ToolError("--subprocesses writes one profile per process: give -o a file name "

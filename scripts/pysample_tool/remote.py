@@ -31,7 +31,7 @@ import struct
 import sys
 import time
 
-from . import deadline, peercheck
+from . import deadline, options, peercheck
 from .common import PROG, ToolError, printable
 
 MAGIC = "pysample/1"
@@ -51,8 +51,7 @@ def add_pid_option(parser, required=False, help=None):
 def add_session_options(parser):
     """--mode, --native and --async for a command that only has --pid
     (dump, top): what the session samples (record has its own)."""
-    parser.add_argument("--mode", choices=("wall", "cpu"),
-                        help="wall (every thread) or cpu (only threads on a CPU) for this session "
+    options.mode(parser, help="wall (every thread) or cpu (only threads on a CPU) for this session "
                              "(default: the process's PYSAMPLE_MODE)")
     parser.add_argument("--async", dest="async_tasks", action="store_true",
                         help="asyncio tasks (a --pid process must have PYSAMPLE_ASYNC=1)")

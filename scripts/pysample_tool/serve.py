@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 
-from . import push, remote, targets
+from . import options, push, remote, targets
 from .common import PROG, VERSION, ToolError
 
 try:
@@ -110,8 +110,7 @@ def add_options(parser):
                         help="the longest ?seconds= a scrape may ask for (default: 60)")
     parser.add_argument("--rate", type=int, metavar="HZ",
                         help="samples per second of each session (default: each process's PYSAMPLE_RATE)")
-    parser.add_argument("--mode", choices=("wall", "cpu"),
-                        help="wall or cpu for each session (default: each process's PYSAMPLE_MODE)")
+    options.mode(parser, help="wall or cpu for each session (default: each process's PYSAMPLE_MODE)")
     parser.add_argument("--label", metavar="KEY=VALUE", action="append", default=[],
                         help="a label for every sample (a process's own PYSAMPLE_* labels win)")
     parser.add_argument("--select", metavar="KEY=VALUE", action="append", default=[],

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: MIT
 
 from . import options, remote
-from .record import save_remote_profile
+from .recordpid import save_remote_profile
 
 NAME = "stop"
 HELP = "stop sampling a running armed process and write its profile"

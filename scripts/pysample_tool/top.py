@@ -17,6 +17,7 @@ import time
 from . import deadline, filters, options, remote
 from .collapsed import KIND_MARKER, KIND_NATIVE, Frame, describe, parse_collapsed
 from .common import PROG, ToolError, percent, printable, write_output
+from .launch import command_to_run, library_or_fail, preload_environment
 
 NO_FRAMES = Frame(KIND_MARKER, "[no Python frames]", None, None)
 
@@ -212,7 +213,6 @@ def run_command(args):
     and shows its live table until it exits.  Its output goes to a file, so
     that it does not scroll the table away; the file is named at the end.
     Returns the command's exit status, 128+N for a signal N."""
-    from .record import command_to_run, library_or_fail, preload_environment
     args.quiet = True
     command = command_to_run(args)
     library = library_or_fail()

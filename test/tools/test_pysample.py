@@ -1528,7 +1528,7 @@ class RecordTests(TempDirTestCase):
     def test_host_name_adds_no_directory(self):
         # As the library names its files (lib/profile/output.c): a host name
         # from a UTS namespace or a pod can hold '/' and '..'.
-        from pysample_tool.record import expand_template
+        from pysample_tool.deliver import expand_template
         self.assertEqual(expand_template("out/%h.txt", 1, "../../x/y", 2), "out/.._.._x_y.txt")
         self.assertEqual(expand_template("out/%h/p.txt", 1, "..", 2), "out/__/p.txt")
         self.assertEqual(expand_template("out/%h-%p.txt", 7, "web-1", 2), "out/web-1-7.txt")
