@@ -25,6 +25,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "programs")
 
+# The tests' own readers of the formats, shared with the tool tests.
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "helpers"))
+from formats import decode_pprof, unescape, values_by_leaf  # noqa: E402,F401
+
 
 def once(fn):
     """Marks a scenario whose outcome does not depend on the interpreter
@@ -76,10 +80,6 @@ def wait_for(cond, seconds, step=0.01):
     while not cond() and time.monotonic() < give_up:
         time.sleep(step)
     return cond()
-
-
-def unescape(s):
-    return re.sub(r"%([0-9A-F]{2})", lambda m: chr(int(m.group(1), 16)), s)
 
 
 class Stack:

@@ -818,59 +818,6 @@ def test_cpu_mode_charges_cpu_where_it_was_spent(ctx):
               100 * waits / cpu), counts, p.dump())
 
 
-def _pprof_cpu_by_leaf(data):
-    """{leaf function: sum of the "cpu" values} of an uncompressed pprof."""
-    def fields(buf):
-        i = 0
-        while i < len(buf):
-            key, i = varint(buf, i)
-            if key & 7 == 0:
-                value, i = varint(buf, i)
-            else:
-                n, i = varint(buf, i)
-                value, i = buf[i:i + n], i + n
-            yield key >> 3, value
-
-    def varint(buf, i):
-        shift = value = 0
-        while True:
-            b = buf[i]
-            i += 1
-            value |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                return value, i
-
-    def packed(buf):
-        i, out = 0, []
-        while i < len(buf):
-            v, i = varint(buf, i)
-            out.append(v)
-        return out
-
-    strings, types, samples, loc_func, func_name = [], [], [], {}, {}
-    for f, v in fields(data):
-        if f == 6:
-            strings.append(v.decode())
-        elif f == 1:
-            types.append(dict(fields(v)).get(1, 0))
-        elif f == 2:
-            s = dict((k, packed(x)) for k, x in fields(v) if k in (1, 2))
-            samples.append((s.get(1, []), s.get(2, [])))
-        elif f == 4:
-            loc = dict(fields(v))
-            loc_func[loc[1]] = dict(fields(loc[4])).get(1)
-        elif f == 5:
-            fn = dict(fields(v))
-            func_name[fn[1]] = fn.get(2, 0)
-    cpu = [strings[t] for t in types].index("cpu")
-    out = {}
-    for locs, values in samples:
-        leaf = strings[func_name[loc_func[locs[0]]]]
-        out[leaf] = out.get(leaf, 0) + values[cpu]
-    return out
-
-
 def test_cpu_mode_pprof_values_are_cpu_time(ctx):
     """`pysample convert --to pprof` of a cpu-mode profile: the "cpu"
     values of each thread's samples add up to the CPU time it measured
@@ -884,7 +831,7 @@ def test_cpu_mode_pprof_values_are_cpu_time(ctx):
                           env=env, capture_output=True, text=True, timeout=120)
     ctx.check(conv.returncode == 0, "convert failed", conv.stderr[-2000:])
     with open(out, "rb") as f:
-        cpu = _pprof_cpu_by_leaf(f.read())
+        cpu = harness.values_by_leaf(harness.decode_pprof(f.read()), "cpu")
     for name in ("spinner", "poller"):
         ns = cpu.get(name, 0)
         ctx.check(used[name] * 0.8 - 3 * period <= ns / 1e9 <= used[name] + period,

@@ -28,8 +28,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_pysample import (BUILD_ROOT, FRONT_END, PYTHON, TempDirTestCase, clean_env,  # noqa: E402
-                           decode_pprof, real_library)
+from helpers import (BUILD_ROOT, FRONT_END, PYTHON, TempDirTestCase, clean_env,  # noqa: E402
+                     decode_pprof, real_library)
 import waiting  # noqa: E402
 
 GIVE_UP = 60   # seconds any wait of these tests may take on a loaded machine
