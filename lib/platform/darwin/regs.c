@@ -157,8 +157,11 @@ int ps_sigframe_regs(uint64_t sp, struct ps_regs *rs)
 
 int ps_native_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-    /* No signal is used on macOS: the kernel's action is the program's. */
-    return ps_real_sigaction(sig, act, old);
+    /* No signal is used on macOS: the kernel's action is the program's.
+     * A plain call reaches libSystem's (dyld does not apply our own
+     * __interpose section to us: darwin/libc.c), and keeps this file
+     * linkable alone in scripts/cross-macos's logic checks. */
+    return sigaction(sig, act, old);
 }
 
 void ps_native_after_fork(void)
