@@ -44,6 +44,40 @@ class ErrorTests(TempDirTestCase):
         args.insert(1, path)
         return pysample(*args, cwd=self.tmp)
 
+    def test_a_long_wait_looks_at_the_target_less_and_less(self):
+        """An answer that takes 3 s (a record's duration) is waited for
+        with a few looks at the target's state, not 4 a second: serve waits
+        so on each of its targets, and its CPU grew with the scrape's length
+        (docs/performance.md).  A target seen stopped is still looked at
+        every SLICE_S, and given up on after STOPPED_S."""
+        import socket
+        import threading
+        from pysample_tool import deadline
+        from pysample_tool.common import ToolError
+        looks, why = [], []
+        real = deadline.stopped
+        deadline.stopped = lambda pid: looks.append(pid) or (why[0] if why else None)
+        a, b = socket.socketpair()
+        timer = threading.Timer(3.0, b.send, [b"done"])
+        try:
+            timer.start()
+            got = deadline.call(a, deadline.Wait(os.getpid(), 30, "answer", "x"), a.recv, 16)
+            self.assertEqual(got, b"done")
+            # 0.25, 0.75 and 1.75 s (was every 0.25 s: 11 looks)
+            self.assertLessEqual(len(looks), 5, "%d looks at the target in a 3 s wait" % len(looks))
+            del looks[:]
+            why.append("is stopped (a test)")
+            with self.assertRaises(ToolError) as raised:
+                deadline.call(a, deadline.Wait(os.getpid(), 30, "answer", "x"), a.recv, 16)
+            self.assertIn("is stopped (a test)", str(raised.exception))
+            # STOPPED_S / SLICE_S + 1 = 9 looks, fewer if the machine is slow
+            self.assertGreaterEqual(len(looks), 6, "a stopped target looked at only %d times" % len(looks))
+        finally:
+            timer.cancel()
+            deadline.stopped = real
+            a.close()
+            b.close()
+
     def test_missing_file(self):
         for command in self.READERS:
             with self.subTest(command=command[0]):
