@@ -15,6 +15,7 @@ void ps_budget_start(struct ps_budget *b, double share, int max_hz, uint64_t now
     b->rate_hz = max_hz;
     b->window_ns = now;
     b->window_cpu = cpu;
+    b->window_max = PS_BUDGET_FIRST_TICKS;
 }
 
 int ps_budget_update(struct ps_budget *b, uint64_t now, int64_t cpu)
@@ -25,6 +26,7 @@ int ps_budget_update(struct ps_budget *b, uint64_t now, int64_t cpu)
     b->window_ns = now;
     b->window_cpu = cpu;
     b->window_ticks = 0;
+    b->window_max = PS_BUDGET_WINDOW_TICKS;
     if (b->share <= 0 || wall == 0 || ticks == 0 || used < 0)
         return b->rate_hz;
     /* The CPU clock counts in the kernel's units (1 ns here, up to a

@@ -58,6 +58,29 @@ static void test_converges_under_budget(void)
     CHECK_EQ_INT((long)b.adjustments, 7);   /* 1800 450 900 1800 3600 7200 9000 */
 }
 
+/* A 1 s session at 1 kHz where a tick costs 20 us (2 % of a core) under a
+ * 1 % budget, ticking at the budget's rate as the sampler does: its whole
+ * CPU, the first window's included, stays within the budget (the first
+ * window of 200 ticks at the full rate made it 11.2 ms of 10). */
+static void test_first_window_within_budget(void)
+{
+    struct ps_budget b;
+    memset(&b, 0, sizeof b);
+    uint64_t start = 5000 * MS, now = start;
+    int64_t cpu = 0;
+    ps_budget_start(&b, 0.01, 1000, now, cpu);
+    while (now < start + 1000 * MS) {
+        cpu += 20000;
+        ps_budget_tick(&b);
+        if (ps_budget_due(&b, now))
+            ps_budget_update(&b, now, cpu);
+        now += 1000000000ull / (uint64_t)b.rate_hz;
+    }
+    CHECK(cpu <= 10 * (int64_t)MS);
+    CHECK(cpu >= 8 * (int64_t)MS);    /* and not far under it */
+    CHECK_EQ_INT(b.rate_hz, 450);
+}
+
 static void test_limits(void)
 {
     struct ps_budget b;
@@ -86,6 +109,7 @@ static void test_limits(void)
 int main(void)
 {
     test_converges_under_budget();
+    test_first_window_within_budget();
     test_limits();
     CHECK_DONE();
 }
