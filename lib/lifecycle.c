@@ -283,7 +283,8 @@ static void python_loaded(ps_sym_lookup lookup, void *ctx, const char *path)
  */
 static void say_unknown_names_unprofiled(void)
 {
-    if (ps_env_initial("PYSAMPLE_OUTPUT", NULL) != NULL || ps_env_initial("PYSAMPLE_ARM", NULL) != NULL)
+    if (ps_env_initial("PYSAMPLE_OUTPUT", NULL) != NULL ||
+        ps_env_initial("PYSAMPLE_ARM", NULL) != NULL)
         return;
     if (ps_config_unknown_names(NULL, NULL, NULL) == 0 || !ps_python_present())
         return;
@@ -437,8 +438,9 @@ static void say_low_rate(void)
         return;
     ps_say("the profile of process %ld was sampled %.1f times a second, not the %d requested "
            "(%s); %llu ticks were skipped", (long)getpid(), achieved, st.requested_hz,
-           st.budget_adjustments ? "PYSAMPLE_CPU_BUDGET lowered the rate"
-                                 : "the sampler woke late: a loaded machine, or a rate too high for it",
+           st.budget_adjustments
+               ? "PYSAMPLE_CPU_BUDGET lowered the rate"
+               : "the sampler woke late: a loaded machine, or a rate too high for it",
            (unsigned long long)st.late_ticks);
 }
 

@@ -305,6 +305,19 @@ class ManPageTests(unittest.TestCase):
                 code, out, err = run([groff, "-man", "-ww", "-z", os.path.join(SOURCE_ROOT, "docs", "man", page)])
                 self.assertEqual((code, err), (0, ""))
 
+    def test_man_page_describes_every_diff_option(self):
+        """pysample.1's diff (synopsis and section) was written before
+        --base, --confidence, --time, --focus ... : each option diff --help
+        lists must appear there."""
+        code, out, err = run([FRONT_END, "diff", "--help"])
+        self.assertEqual(code, 0, err)
+        options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", out.decode())) - {"--help"}
+        self.assertGreater(len(options), 10, out)
+        with open(os.path.join(SOURCE_ROOT, "docs", "man", "pysample.1")) as f:
+            page = f.read()
+        missing = sorted(o for o in options if o.replace("-", "\\-") not in page)
+        self.assertEqual(missing, [], "diff options missing from docs/man/pysample.1")
+
     def test_man_page_lists_every_library_variable(self):
         with open(os.path.join(SOURCE_ROOT, "docs", "man", "libpysample.7")) as f:
             page = f.read()
