@@ -181,10 +181,10 @@ struct timespec ps_stat_mtime(const struct stat *st);
 /* --- process ------------------------------------------------------------ */
 
 /* When this process started, on the wall clock, rounded early; an exec
- * keeps it.  Where it cannot be known (Linux without a readable /proc):
- * the epoch, before every file, never a time after an exec (output.c
- * would take the previous image's profile for one left over).  macOS:
- * still this image's start (darwin/process.c). */
+ * keeps it (Linux: /proc; macOS: proc_pidinfo).  Where it cannot be
+ * known (Linux without a readable /proc): the epoch, before every file,
+ * never a time after an exec (output.c would take the previous image's
+ * profile for one left over). */
 void ps_process_start_time(struct timespec *out);
 
 /* 1 if this process runs with privileges its invoker lacks (secure

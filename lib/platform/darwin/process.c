@@ -1,12 +1,10 @@
 /*
  * darwin/process.c - this process and its parent, on macOS (platform.h).
- * Not yet what Linux reads from /proc (docs/macos.md): the start time is
- * this image's (so an exec'ed image takes its predecessor's file for one
- * left over and replaces it; proc_pidinfo's pbi_start_tvsec, which exec
- * keeps, would be the process's), and a parent is never recognised (a child of a
- * profiled Python with a template without %p takes the name only if free),
- * and the fatal signals are not taken over.
+ * Not yet what Linux reads from /proc (docs/macos.md): a parent is never
+ * recognised (a child of a profiled Python with a template without %p
+ * takes the name only if free), and the fatal signals are not taken over.
  */
+#include <libproc.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,9 +15,22 @@ int ps_secure_execution(void)
     return issetugid() || getuid() != geteuid() || getgid() != getegid();
 }
 
+/*
+ * The process's start, which exec keeps (the kernel's proc, as Linux's
+ * /proc/self/task/PID/stat): this image's own start made an exec'd image
+ * take its predecessor's profile for one left over and replace it
+ * (output.c).  Not known: the epoch, before every file, as on Linux.
+ */
 void ps_process_start_time(struct timespec *out)
 {
-    clock_gettime(CLOCK_REALTIME, out);
+    struct proc_bsdinfo info;
+    out->tv_sec = 0;
+    out->tv_nsec = 0;
+    if (proc_pidinfo(getpid(), PROC_PIDTBSDINFO, 0, &info, (int)sizeof info) != (int)sizeof info ||
+        info.pbi_start_tvusec >= 1000000)
+        return;
+    out->tv_sec = (time_t)info.pbi_start_tvsec;
+    out->tv_nsec = (long)info.pbi_start_tvusec * 1000;
 }
 
 int ps_parent_profiles_to(const char *tmpl)
