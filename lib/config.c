@@ -71,17 +71,25 @@ static void warnf(void (*warn)(void *, const char *), void *ctx, const char *fmt
     warn(ctx, msg);
 }
 
-static int get_int(ps_env_get get, void *ctx, void (*warn)(void *, const char *),
-                   const char *name, long lo, long hi, long def, const char *range)
+/* Where variables are read from and where their complaints go: the three
+ * travel together through every reader below. */
+struct env_src {
+    ps_env_get get;
+    void *ctx;
+    void (*warn)(void *, const char *);
+};
+
+static int get_int(const struct env_src *e, const char *name, long lo, long hi, long def,
+                   const char *range)
 {
-    const char *s = get(name, ctx);
+    const char *s = e->get(name, e->ctx);
     long v;
     if (s == NULL)
         return (int)def;
     if (parse_int(s, lo, hi, &v) != 0) {
         char tail[128];
         snprintf(tail, sizeof tail, "%s; using %ld", range, def);
-        warnf(warn, ctx, "%s='%.64s' is not %s", name, s, tail);
+        warnf(e->warn, e->ctx, "%s='%.64s' is not %s", name, s, tail);
         return (int)def;
     }
     return (int)v;
@@ -117,16 +125,16 @@ static int parse_bool(const char *s)
  * empty_is_def (an empty PYSAMPLE_LINES is reported).
  */
 
-static int get_bool(ps_env_get get, void *ctx, void (*warn)(void *, const char *),
-                    const char *name, int def, int empty_is_def, const char *otherwise)
+static int get_bool(const struct env_src *e, const char *name, int def, int empty_is_def,
+                    const char *otherwise)
 {
-    const char *s = get(name, ctx);
+    const char *s = e->get(name, e->ctx);
     if (s == NULL || (empty_is_def && *s == '\0'))
         return def;
     int b = parse_bool(s);
     if (b >= 0)
         return b;
-    warnf(warn, ctx, "%s='%.64s' is neither 1/yes/true/on nor 0/no/false/off; %s", name, s,
+    warnf(e->warn, e->ctx, "%s='%.64s' is neither 1/yes/true/on nor 0/no/false/off; %s", name, s,
           otherwise);
     return def;
 }
@@ -291,32 +299,33 @@ static void check_format(ps_env_get get, void *ctx, warn_fn warn)
  * order of their messages. */
 void ps_config_parse(struct ps_config *c, ps_env_get get, void *ctx, warn_fn warn)
 {
+    const struct env_src e = {get, ctx, warn};
     memset(c, 0, sizeof *c);
     get_output(c, get, ctx, warn);
-    c->rate_hz = get_int(get, ctx, warn, "PYSAMPLE_RATE", 1, PS_MAX_RATE, PS_DEFAULT_RATE,
+    c->rate_hz = get_int(&e, "PYSAMPLE_RATE", 1, PS_MAX_RATE, PS_DEFAULT_RATE,
                          "a whole number of samples per second from 1 to 100000");
-    c->max_depth = get_int(get, ctx, warn, "PYSAMPLE_MAX_DEPTH", 1, PS_LIMIT_MAX_DEPTH,
+    c->max_depth = get_int(&e, "PYSAMPLE_MAX_DEPTH", 1, PS_LIMIT_MAX_DEPTH,
                            PS_DEFAULT_MAX_DEPTH, "a frame count from 1 to 65536");
-    c->flush_interval_s = get_int(get, ctx, warn, "PYSAMPLE_FLUSH_INTERVAL", 0, 86400,
+    c->flush_interval_s = get_int(&e, "PYSAMPLE_FLUSH_INTERVAL", 0, 86400,
                                   PS_DEFAULT_FLUSH_S,
                                   "a number of seconds from 0 (only at exit) to 86400");
-    c->max_stacks = get_int(get, ctx, warn, "PYSAMPLE_MAX_STACKS", 100, 10000000,
+    c->max_stacks = get_int(&e, "PYSAMPLE_MAX_STACKS", 100, 10000000,
                             PS_DEFAULT_MAX_STACKS, "a count from 100 to 10000000");
     c->mode = get_mode(get, ctx, warn);
-    c->lines = get_bool(get, ctx, warn, "PYSAMPLE_LINES", 1, 0, "using 1");
-    c->async_tasks = get_bool(get, ctx, warn, "PYSAMPLE_ASYNC", 0, 1, "using 0");
-    c->gil_only = get_bool(get, ctx, warn, "PYSAMPLE_GIL", 0, 1, "using 0");
+    c->lines = get_bool(&e, "PYSAMPLE_LINES", 1, 0, "using 1");
+    c->async_tasks = get_bool(&e, "PYSAMPLE_ASYNC", 0, 1, "using 0");
+    c->gil_only = get_bool(&e, "PYSAMPLE_GIL", 0, 1, "using 0");
     c->native = get_native(get, ctx, warn);
     c->file_mode = get_file_mode(get, ctx, warn);
-    c->arm = get_bool(get, ctx, warn, "PYSAMPLE_ARM", 0, 1, "not armed");
+    c->arm = get_bool(&e, "PYSAMPLE_ARM", 0, 1, "not armed");
     get_control_dir(c, get, ctx, warn);
     c->cpu_budget = get_cpu_budget(get, ctx, warn);
-    c->max_threads_per_tick = get_int(get, ctx, warn, "PYSAMPLE_MAX_THREADS_PER_TICK", 0, 1000000, 0,
+    c->max_threads_per_tick = get_int(&e, "PYSAMPLE_MAX_THREADS_PER_TICK", 0, 1000000, 0,
                                       "a thread count from 1 to 1000000, or 0 for all");
-    c->quality_sidecar = get_bool(get, ctx, warn, "PYSAMPLE_QUALITY", 0, 1, "using 0");
-    c->verbose = get_bool(get, ctx, warn, "PYSAMPLE_VERBOSE", 0, 1, "using 0");
-    c->timeline = get_bool(get, ctx, warn, "PYSAMPLE_TIMELINE", 0, 1, "no timeline");
-    c->timeline_max = get_int(get, ctx, warn, "PYSAMPLE_TIMELINE_MAX", 1, 100000000,
+    c->quality_sidecar = get_bool(&e, "PYSAMPLE_QUALITY", 0, 1, "using 0");
+    c->verbose = get_bool(&e, "PYSAMPLE_VERBOSE", 0, 1, "using 0");
+    c->timeline = get_bool(&e, "PYSAMPLE_TIMELINE", 0, 1, "no timeline");
+    c->timeline_max = get_int(&e, "PYSAMPLE_TIMELINE_MAX", 1, 100000000,
                               PS_DEFAULT_TIMELINE_MAX, "a record count from 1 to 100000000");
     c->write_signal = get_write_signal(get, ctx, warn);
     get_stats_path(c, get, ctx);

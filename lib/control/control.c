@@ -129,8 +129,8 @@ static void open_listen(uint64_t now)
         snprintf(own, sizeof own, "%s" PS_CTLSOCK_SUFFIX, base);
         ps_ctlsweep(ctl.dir, (unsigned)geteuid(), own, now + PS_CTL_SWEEP_NS);
     }
-    int fd = ps_ctlsock_listen(ctl.dir, base, ctl.shown, sizeof ctl.shown, ctl.file, sizeof ctl.file,
-                               why, sizeof why);
+    const struct ps_ctlsock_names out = {ctl.shown, sizeof ctl.shown, ctl.file, sizeof ctl.file};
+    int fd = ps_ctlsock_listen(ctl.dir, base, &out, why, sizeof why);
     if (fd >= 0 && ps_fd_own(&ctl.lfd, fd) == 0) {
         struct stat st;
         ctl.file_ino = ctl.file[0] && lstat(ctl.file, &st) == 0 ? (uint64_t)st.st_ino : 0;

@@ -43,16 +43,25 @@ const char *ps_ctlsock_default_dir(void);
 /* The identity of this process's PID namespace (0: none, or unknown). */
 unsigned long long ps_ctlsock_pidns(void);
 
+/* Where ps_ctlsock_listen puts the names it made: the name as the user
+ * sees it (shownlen bytes of room) and the file's path, if any (filelen). */
+struct ps_ctlsock_names {
+    char *shown;
+    size_t shownlen;
+    char *file;
+    size_t filelen;
+};
+
 /*
  * Listens on base ("pysample.<uid>.<pidns>.<pid>") in dir ("" = abstract).
  * A file of that name is removed first only if it is a socket of our own
  * uid (an earlier process that had our pid: a container's pid 1
  * restarted); anything else there is refused, never touched.  Returns the
  * descriptor, or a negative errno with why filled in; the name as the user
- * sees it is copied to shown, the file (if any) to file.
+ * sees it is copied to out->shown, the file (if any) to out->file.
  */
-int ps_ctlsock_listen(const char *dir, const char *base, char *shown, size_t shownlen, char *file,
-                      size_t filelen, char *why, size_t whylen);
+int ps_ctlsock_listen(const char *dir, const char *base, const struct ps_ctlsock_names *out,
+                      char *why, size_t whylen);
 
 /* 1 if fd is a socket bound to the name shown (as ps_ctlsock_listen made
  * it), else 0. */

@@ -169,17 +169,23 @@ static int fill_buffer(void *ctx, ps_output_put_fn put, void *put_ctx)
     return put(put_ctx, b->data, b->len);
 }
 
-/* Writes fill's content to a new temporary file next to path; its identity
+/* What a file is filled with: fill called with ctx. */
+struct content {
+    ps_output_fill_fn fill;
+    void *ctx;
+};
+
+/* Writes c's content to a new temporary file next to path; its identity
  * in *st.  A failed fill leaves no file behind. */
-static int write_temp(const char *path, ps_output_fill_fn fill, void *ctx, int mode,
-                      char *tmp, size_t tmplen, struct stat *st)
+static int write_temp(const char *path, const struct content *c, int mode, char *tmp,
+                      size_t tmplen, struct stat *st)
 {
     int fd = open_temp(path, mode, tmp, tmplen);
     if (fd < 0)
         return fd;
     /* The umask may have narrowed the mode; the user asked for this one. */
     fchmod(fd, (mode_t)mode);
-    int rc = fill(ctx, put_fd, &fd);
+    int rc = c->fill(c->ctx, put_fd, &fd);
     if (rc != 0) {
         close(fd);
         unlink(tmp);
@@ -202,7 +208,8 @@ static int write_temp(const char *path, ps_output_fill_fn fill, void *ctx, int m
 static int write_atomic_with(const char *path, ps_output_fill_fn fill, void *ctx, int mode)
 {
     char tmp[4200];
-    int rc = write_temp(path, fill, ctx, mode, tmp, sizeof tmp, NULL);
+    const struct content c = {fill, ctx};
+    int rc = write_temp(path, &c, mode, tmp, sizeof tmp, NULL);
     if (rc != 0)
         return rc;
     if (rename(tmp, path) != 0) {
@@ -499,6 +506,7 @@ static void claim(unsigned k, const struct stat *tmpst)
 static int write_own(ps_output_fill_fn fill, void *ctx, char *written, size_t writtenlen)
 {
     char path[4096], tmp[4200];
+    const struct content c = {fill, ctx};
     struct skipped sk = { .path = "" };
     struct stat tmpst;
     int rc;
@@ -508,7 +516,7 @@ static int write_own(ps_output_fill_fn fill, void *ctx, char *written, size_t wr
     if ((rc = candidate(0, path, sizeof path)) != 0)
         return rc;
     /* Every candidate is in the same directory as the first. */
-    if ((rc = write_temp(path, fill, ctx, output.mode, tmp, sizeof tmp, &tmpst)) != 0)
+    if ((rc = write_temp(path, &c, output.mode, tmp, sizeof tmp, &tmpst)) != 0)
         return rc;
     for (unsigned k = output.claimed ? output.cand : 0; k < PS_MAX_CANDIDATES; k++) {
         if ((rc = candidate(k, path, sizeof path)) != 0 ||

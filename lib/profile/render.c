@@ -80,11 +80,13 @@ static size_t line_len(const struct texts *lt, const struct texts *ft, const uin
     return len;
 }
 
-/* Writes that line -- label, ";frame"..., " count" -- at p, which has
- * line_len() bytes of room, and returns its length. */
+/* Writes line l -- label, ";frame"..., " count", its frames fidx (l's
+ * off already applied) -- at p, which has line_len() bytes of room, and
+ * returns its length. */
 static size_t put_line(const struct texts *lt, const struct texts *ft, const uint32_t *fidx,
-                       uint32_t label, uint32_t depth, uint64_t count, char *p)
+                       const struct line *l, char *p)
 {
+    uint32_t label = l->label, depth = l->depth;
     size_t llen = lt->len[label], o;
     memcpy(p, lt->buf + lt->off[label], llen);
     o = llen;
@@ -95,7 +97,7 @@ static size_t put_line(const struct texts *lt, const struct texts *ft, const uin
         o += ft->len[f];
     }
     p[o++] = ' ';
-    o += ps_fmt_u64(p + o, count);
+    o += ps_fmt_u64(p + o, l->count);
     return o;
 }
 
@@ -107,7 +109,8 @@ static char *line_text(const struct render *r, const struct ps_stack *s)
     char *p = ps_arena_alloc(r->scratch, line_len(&r->lt, &r->ft, fidx, s->label, s->depth) + 1);
     if (p == NULL)
         return NULL;
-    p[put_line(&r->lt, &r->ft, fidx, s->label, s->depth, s->count, p)] = '\0';
+    const struct line l = {s->count, s->off, s->label, s->depth};
+    p[put_line(&r->lt, &r->ft, fidx, &l, p)] = '\0';
     return p;
 }
 
@@ -264,7 +267,7 @@ static int emit_lines(const struct ps_rendered *rd, struct emit *e)
             return rc;
         if (need <= e->cap - e->used) {
             char *p = e->buf + e->used;
-            size_t o = put_line(&rd->lt, &rd->ft, fidx, l->label, l->depth, l->count, p);
+            size_t o = put_line(&rd->lt, &rd->ft, fidx, l, p);
             p[o++] = '\n';
             e->used += o;
             continue;
@@ -273,7 +276,7 @@ static int emit_lines(const struct ps_rendered *rd, struct emit *e)
         char *big = ps_arena_alloc(&e->mem, need);
         if (big == NULL)
             return -ENOMEM;
-        size_t o = put_line(&rd->lt, &rd->ft, fidx, l->label, l->depth, l->count, big);
+        size_t o = put_line(&rd->lt, &rd->ft, fidx, l, big);
         big[o++] = '\n';
         rc = e->sink(e->ctx, big, o);
         ps_arena_release(&e->mem, m);

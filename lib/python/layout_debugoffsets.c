@@ -317,13 +317,16 @@ static int version_index(const uint8_t *dbg, size_t do_len, uint32_t hexversion,
     return v;
 }
 
-/* The block's head: the cookie, the version it says (the one Py_Version
- * says), the free-threading flag (0 or 1, into *ft), and the members whose
- * value the C types fix.  0 if it holds. */
-static int header_valid(const uint8_t *dbg, size_t do_len, uint32_t hexversion,
-                        const struct ps_do_version *m, const char *ver, uint64_t *ft,
-                        char *why, size_t whylen)
+/* The block's head (c's, a problem said in c's why): the cookie, the
+ * version it says (the one Py_Version says), the free-threading flag (0
+ * or 1, into *ft), and the members whose value the C types fix.  0 if it
+ * holds. */
+static int header_valid(const struct check *c, size_t do_len, uint32_t hexversion,
+                        const struct ps_do_version *m, const char *ver, uint64_t *ft)
 {
+    const uint8_t *dbg = c->d;
+    char *why = c->why;
+    size_t whylen = c->whylen;
     if (do_len < m->total || memcmp(dbg, "xdebugpy", 8) != 0) {
         snprintf(why, whylen, "_Py_DebugOffsets cookie not found in _PyRuntime");
         return 0;
@@ -450,13 +453,13 @@ enum ps_layout_status ps_layout_from_debug_offsets(const uint8_t *dbg,
     if (row < 0)
         return PS_LAYOUT_UNSUPPORTED;
     const struct ps_do_version *m = &ps_do_versions[row];
-    if (!header_valid(dbg, do_len, hexversion, m, ver, &ft, why, whylen))
-        return PS_LAYOUT_INVALID;
-    const int v = m->column;   /* every position below: this layout's */
-
     /* One pass: every step below checks against c, and the first problem
      * it finds is the one reported. */
     struct check c = { dbg, why, whylen, 0 };
+    if (!header_valid(&c, do_len, hexversion, m, ver, &ft))
+        return PS_LAYOUT_INVALID;
+    const int v = m->column;   /* every position below: this layout's */
+
     uint32_t sizes[PS_S_COUNT] = { 0 };
     read_sizes(&c, v, sizes);
     memset(l, 0, sizeof *l);

@@ -40,9 +40,11 @@ unsigned long long ps_ctlsock_pidns(void)
     return 0;  /* no PID namespaces */
 }
 
-int ps_ctlsock_listen(const char *dir, const char *base, char *shown, size_t shownlen, char *file,
-                      size_t filelen, char *why, size_t whylen)
+int ps_ctlsock_listen(const char *dir, const char *base, const struct ps_ctlsock_names *out,
+                      char *why, size_t whylen)
 {
+    char *shown = out->shown, *file = out->file;
+    size_t shownlen = out->shownlen, filelen = out->filelen;
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;

@@ -69,9 +69,11 @@ static int clear_own_name(const char *path, char *why, size_t whylen)
     return 0;
 }
 
-int ps_ctlsock_listen(const char *dir, const char *base, char *shown, size_t shownlen, char *file,
-                      size_t filelen, char *why, size_t whylen)
+int ps_ctlsock_listen(const char *dir, const char *base, const struct ps_ctlsock_names *out,
+                      char *why, size_t whylen)
 {
+    char *shown = out->shown, *file = out->file;
+    size_t shownlen = out->shownlen, filelen = out->filelen;
     file[0] = '\0';
     int n = dir[0] ? snprintf(shown, shownlen, "%s/%s" PS_CTLSOCK_SUFFIX, dir, base)
                    : snprintf(shown, shownlen, "@%s", base);

@@ -326,12 +326,18 @@ static int by_addr(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* How much of o's tables is allocated while they are built: cap entries
+ * and strcap name bytes, of which strlen_ name bytes are used. */
+struct sym_room {
+    size_t cap, strcap, strlen_;
+};
+
 /* Appends the function symbol s, named nm (len bytes), to o's tables
- * (cap entries and strcap name bytes allocated, strlen_ used).  0, or -1
- * without memory. */
+ * (their room in *r).  0, or -1 without memory. */
 static int append_sym(struct ps_obj *o, const ElfW(Sym) *s, const char *nm, size_t len,
-                      size_t *cap, size_t *strcap, size_t *strlen_)
+                      struct sym_room *r)
 {
+    size_t *cap = &r->cap, *strcap = &r->strcap, *strlen_ = &r->strlen_;
     if (o->nsyms == *cap) {
         size_t nc = *cap ? *cap * 2 : 1024;
         struct sym *ns = realloc(o->syms, nc * sizeof *ns);
@@ -362,7 +368,7 @@ static int append_sym(struct ps_obj *o, const ElfW(Sym) *s, const char *nm, size
 
 /* Symbols of one symbol table section (symtab, with its string table). */
 static void add_section(struct ps_obj *o, const uint8_t *map, size_t size, const ElfW(Shdr) *sh,
-                        const ElfW(Shdr) *str, size_t *cap, size_t *strcap, size_t *strlen_)
+                        const ElfW(Shdr) *str, struct sym_room *r)
 {
     if (sh->sh_offset > size || sh->sh_size > size - sh->sh_offset ||
         str->sh_offset > size || str->sh_size > size - str->sh_offset ||
@@ -382,7 +388,7 @@ static void add_section(struct ps_obj *o, const uint8_t *map, size_t size, const
             continue;
         if (T.sym_bytes + o->bytes + sizeof(struct sym) + len + 1 > PS_SYM_BUDGET)
             return;
-        if (append_sym(o, &s[i], nm, len, cap, strcap, strlen_) != 0)
+        if (append_sym(o, &s[i], nm, len, r) != 0)
             return;
     }
 }
@@ -400,7 +406,7 @@ static void parse_syms(struct ps_obj *o, const uint8_t *map, size_t size)
         eh->e_shoff > size || (size_t)eh->e_shnum * sizeof(ElfW(Shdr)) > size - eh->e_shoff)
         return;
     const ElfW(Shdr) *sh = (const ElfW(Shdr) *)(map + eh->e_shoff);
-    size_t cap = 0, strcap = 0, used = 0;
+    struct sym_room room = {0, 0, 0};
     int have_symtab = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (unsigned i = 0; i < eh->e_shnum; i++) {
@@ -409,7 +415,7 @@ static void parse_syms(struct ps_obj *o, const uint8_t *map, size_t size)
                 continue;
             if (pass == 1 && have_symtab)
                 continue;   /* .symtab is a superset of .dynsym's functions */
-            add_section(o, map, size, &sh[i], &sh[sh[i].sh_link], &cap, &strcap, &used);
+            add_section(o, map, size, &sh[i], &sh[sh[i].sh_link], &room);
             if (pass == 0)
                 have_symtab = 1;
         }

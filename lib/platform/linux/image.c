@@ -130,20 +130,28 @@ static int load_bias(int fd, const Elf64_Ehdr *eh, uintptr_t start, uintptr_t *b
     return 0;
 }
 
-/* The section named section among sh[] (names: the section names' table
- * of namelen bytes), if it is loaded: its address there and size.  0, or
+/* A section looked for: its name, the image's load bias, and where its
+ * address (biased) and size go. */
+struct section_req {
+    const char *name;
+    uintptr_t bias;
+    uintptr_t *addr;
+    size_t *size;
+};
+
+/* The section q names among sh[] (names: the section names' table of
+ * namelen bytes), if it is loaded: its address there and size.  0, or
  * -1. */
 static int pick_section(const Elf64_Ehdr *eh, const Elf64_Shdr *sh, const char *names,
-                        size_t namelen, const char *section, uintptr_t bias, uintptr_t *addr,
-                        size_t *size)
+                        size_t namelen, const struct section_req *q)
 {
     for (int i = 0; i < eh->e_shnum; i++) {
-        if (sh[i].sh_name >= namelen || strcmp(names + sh[i].sh_name, section) != 0)
+        if (sh[i].sh_name >= namelen || strcmp(names + sh[i].sh_name, q->name) != 0)
             continue;
         if (sh[i].sh_addr == 0)
             return -1;  /* not loaded */
-        *addr = bias + sh[i].sh_addr;
-        *size = sh[i].sh_size;
+        *q->addr = q->bias + sh[i].sh_addr;
+        *q->size = sh[i].sh_size;
         return 0;
     }
     return -1;
@@ -166,7 +174,8 @@ static int find_section(int fd, const Elf64_Ehdr *eh, const char *section, uintp
     if (names == NULL || pread_all(fd, names, strs->sh_size, (off_t)strs->sh_offset) != 0)
         goto out;
     names[strs->sh_size] = '\0';
-    rc = pick_section(eh, sh, names, strs->sh_size, section, bias, addr, size);
+    const struct section_req q = {section, bias, addr, size};
+    rc = pick_section(eh, sh, names, strs->sh_size, &q);
 out:
     free(sh);
     free(names);
