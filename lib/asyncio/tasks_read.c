@@ -86,14 +86,23 @@ void ps_tasks_add(struct ps_tasks *T, const uintptr_t *keys, int nk, int weak)
     }
 }
 
+/* Where a walk over all threads' task lists is: g counts the nodes over
+ * all lists, budget the links left to follow. */
+struct list_walk {
+    uint64_t g;
+    int budget;
+};
+
 /* The tasks of thread state ts's list (3.14+), those in this tick's
  * window [cursor, cursor + limit): the thread becomes an entry of loops[]
- * with its first task read.  *g counts the nodes over all lists, *budget
- * the links left to follow.  Nodes outside the window cost one read each. */
+ * with its first task read.  w is advanced over the nodes.  Nodes outside
+ * the window cost one read each. */
 static void thread_tasks(struct ps_tasks *T, uintptr_t ts, uintptr_t node, unsigned long pth,
-                         uintptr_t running, uint64_t *g, int *budget)
+                         uintptr_t running, struct list_walk *w)
 {
     const struct ps_async_layout *A = &T->A;
+    uint64_t *g = &w->g;
+    int *budget = &w->budget;
     uintptr_t head = ts + A->ts_tasks_head;
     int ix = -1;
     for (; node != head && node != 0 && *budget > 0; (*budget)--, (*g)++) {
@@ -124,24 +133,24 @@ void ps_tasks_collect_lists(struct ps_tasks *T, uintptr_t interp)
     const struct ps_python *py = T->py;
     const struct ps_async_layout *A = &T->A;
     uintptr_t ts;
-    int budget = LIST_LINKS_PER_TASK * T->limit;   /* links followed, torn lists included */
-    uint64_t g = 0;            /* index of a node over all lists */
+    /* links followed, torn lists included; g: index of a node over all lists */
+    struct list_walk w = { .g = 0, .budget = LIST_LINKS_PER_TASK * T->limit };
     if (ps_read_ptr(interp + py->L.is_threads_head, &ts) != 0)
         return;
-    for (int nts = 0; ts != 0 && nts < 4096 && budget > 0; nts++) {
+    for (int nts = 0; ts != 0 && nts < 4096 && w.budget > 0; nts++) {
         uintptr_t next, pth, running, node;
         if (ps_read_ptr(ts + py->L.ts_next, &next) != 0 ||
             ps_read_ptr(ts + py->L.ts_thread_id, &pth) != 0 ||
             ps_read_ptr(ts + A->ts_running_task, &running) != 0 ||
             ps_read_ptr(ts + A->ts_tasks_head, &node) != 0)
             return;
-        thread_tasks(T, ts, node, (unsigned long)pth, running, &g, &budget);
+        thread_tasks(T, ts, node, (unsigned long)pth, running, &w);
         ts = next;
     }
     /* Counted on the marker: the nodes seen but not read (beyond the link
      * budget, more may exist). */
-    T->skipped = (int64_t)g > T->n ? (int64_t)g - T->n : 0;
-    T->cursor = T->cursor + (uint64_t)T->limit < g ? T->cursor + (uint64_t)T->limit : 0;
+    T->skipped = (int64_t)w.g > T->n ? (int64_t)w.g - T->n : 0;
+    T->cursor = T->cursor + (uint64_t)T->limit < w.g ? T->cursor + (uint64_t)T->limit : 0;
 }
 
 /* --- loops ---------------------------------------------------------------- */
@@ -311,15 +320,18 @@ static int gen_frame(struct ps_tasks *T, uintptr_t g, uintptr_t *frame, uintptr_
 
 /*
  * The suspended frames of the chain from coroutine coro, root first, into
- * out (at most max).  *first receives coro's own frame address (also for a
- * running coroutine: computed, not read), *tg a TaskGroup the chain waits
- * in.  Returns the number of frames (0 if nothing could be read).
+ * w->out (at most w->max), each resolved with w's cc, syms and lines
+ * (w->frame is not used: the chain starts at coro).  *first receives
+ * coro's own frame address (also for a running coroutine: computed, not
+ * read), *tg a TaskGroup the chain waits in.  Returns the number of frames
+ * (0 if nothing could be read).
  */
-static int coro_chain(struct ps_tasks *T, struct ps_codecache *cc, struct ps_symtab *tab,
-                      int lines, uintptr_t coro, uint64_t *out, int max, uintptr_t *first,
-                      uintptr_t *tg)
+static int coro_chain(struct ps_tasks *T, const struct ps_walk_req *w, uintptr_t coro,
+                      uintptr_t *first, uintptr_t *tg)
 {
     const struct ps_python *py = T->py;
+    uint64_t *out = w->out;
+    const int max = w->max;
     uintptr_t obj = coro;
     int n = 0;
 
@@ -343,8 +355,9 @@ static int coro_chain(struct ps_tasks *T, struct ps_codecache *cc, struct ps_sym
             break;
         int is_tg = 0;
         uint64_t f;
-        const struct ps_walk_req one = { .py = py, .cc = cc, .syms = tab, .lines = lines,
-                                         .frame = frame, .max = 1, .out = &f };
+        const struct ps_walk_req one = { .py = py, .cc = w->cc, .syms = w->syms,
+                                         .lines = w->lines, .frame = frame, .max = 1,
+                                         .out = &f };
         int r = ps_frame_one(&one, &is_tg);
         if (r < 0)
             break;
@@ -372,8 +385,9 @@ void ps_tasks_chains(struct ps_tasks *T, struct ps_codecache *cc, struct ps_symt
         if (cap - T->nfr < (size_t)max)
             break;
         t->fr_at = (uint32_t)T->nfr;
-        t->nfr = (uint32_t)coro_chain(T, cc, tab, lines, t->coro, T->fr + T->nfr, max,
-                                      &t->coro_frame, &t->tg);
+        const struct ps_walk_req w = { .py = T->py, .cc = cc, .syms = tab, .lines = lines,
+                                       .max = max, .out = T->fr + T->nfr };
+        t->nfr = (uint32_t)coro_chain(T, &w, t->coro, &t->coro_frame, &t->tg);
         T->nfr += t->nfr;
     }
 }

@@ -260,12 +260,23 @@ struct span {
     uint8_t one[512];                      /* a frame read alone */
 };
 
+/* A frame to copy and where the walk is: frames reported so far (n) and
+ * the last data-stack frame walked (above), which decide a wide read.  A
+ * local of walk_step, passed by address to the two below. */
+struct frame_at {
+    uintptr_t frame;
+    int n;
+    uintptr_t above;
+};
+
 /* frame_bytes() below when the span does not hold the frame: one read,
  * wide or alone (3.9/3.10: every frame). */
 static const uint8_t *
-frame_read(const struct walk_plan *p, struct span *s, struct walk_codes *wc, uintptr_t frame,
-           int n, uintptr_t above, uint64_t *read_no)
+frame_read(const struct walk_plan *p, struct span *s, struct walk_codes *wc,
+           const struct frame_at *fa, uint64_t *read_no)
 {
+    const uintptr_t frame = fa->frame, above = fa->above;
+    const int n = fa->n;
     size_t len = p->fr_read;
     int wide = p->wide_ok &&
                (n == 0 && above == 0 ? 1 : frame < above && above - frame <= PS_FRAME_SPAN);
@@ -285,21 +296,22 @@ frame_read(const struct walk_plan *p, struct span *s, struct walk_codes *wc, uin
     return s->buf + (frame - lo);
 }
 
-/* The n bytes of frame: from the span if it holds them, else read, with
+/* The bytes of fa->frame: from the span if it holds them, else read, with
  * the bytes below it if wide (becoming the span), alone if not (the span
  * is kept); NULL if unreadable.  *read_no: the read (wc->reads) that
- * copied them.  wide: the top frame (n == 0, no data-stack frame yet), or
- * one just below the last data-stack frame walked (above); only decided
- * when the span does not hold the frame. */
+ * copied them.  wide: the top frame (fa->n == 0, no data-stack frame
+ * yet), or one just below the last data-stack frame walked (fa->above);
+ * only decided when the span does not hold the frame. */
 static inline const uint8_t *frame_bytes(const struct walk_plan *p, struct span *s,
-                                         struct walk_codes *wc, uintptr_t frame, int n,
-                                         uintptr_t above, uint64_t *read_no)
+                                         struct walk_codes *wc, const struct frame_at *fa,
+                                         uint64_t *read_no)
 {
+    const uintptr_t frame = fa->frame;
     if (frame - s->lo <= s->last) {
         *read_no = s->read_no;
         return s->buf + (frame - s->lo);
     }
-    return frame_read(p, s, wc, frame, n, above, read_no);
+    return frame_read(p, s, wc, fa, read_no);
 }
 
 /*
@@ -431,6 +443,7 @@ static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintp
 {
     const struct walk_plan *p = w->p;
     const uintptr_t at = *frame;
+    const struct frame_at fa = { at, w->n, w->above };
     const uint8_t *fr;
     uint64_t fr_read;
     struct resolved res = { .boot = 0 };
@@ -441,7 +454,7 @@ static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintp
     }
     if (!ps_frame_addr_ok(at) ||
         (fr = batch_now(w) ? batch_bytes(p, &w->sp->batch, w->wc, at, batch_cap(w), &fr_read)
-                       : frame_bytes(p, w->sp, w->wc, at, w->n, w->above, &fr_read)) == NULL)
+                       : frame_bytes(p, w->sp, w->wc, &fa, &fr_read)) == NULL)
         return PS_WALK_UNREADABLE;
     uintptr_t back = word_at(fr, p->fr_back);
     if (link_torn(w, at, fr, back))
