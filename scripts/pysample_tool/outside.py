@@ -17,10 +17,10 @@ import sys
 
 from . import peercheck, remote
 from .common import PROG, ToolError
+from .launch import DEFAULT_RATE  # one default for every way a process is read
 
 ATTACH = "pysample-attach"
 FOREVER_MS = 24 * 3600 * 1000
-DEFAULT_RATE = 100
 
 
 def attach_binary():
