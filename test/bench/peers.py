@@ -5,7 +5,10 @@ instead (issue 36), on the same programs, interleaved and pinned.
 
 Peers, installed by this file into a venv per interpreter OUTSIDE the
 repository (~/.cache/pysample/bench-peers/<label>/, PYSAMPLE_BENCH_PEERS
-overrides) with pip; a peer that cannot be had is skipped with one line:
+overrides) with pip; a peer that cannot be had, or that does not profile
+the interpreter (tried on a short script first), is skipped with one
+line.  An interpreter built without ssl gets its wheels through this
+one's pip (`pip download --python-version X.Y`, binary wheels only):
   py-spy      `py-spy record -f raw`, default blocking mode and
               --nonblocking; wall = --idle, cpu = its default (idle
               samples dropped), gil = --gil.  Out of process: ptrace
@@ -24,8 +27,17 @@ overrides) with pip; a peer that cannot be had is skipped with one line:
               so it samples at that rate unless its budget is left.  One
               run gives wall and CPU.  Stacks are cut at
               DD_PROFILING_MAX_FRAMES, at most 599 (set to 599 here).
-  tachyon     CPython 3.15's `python -m profiling.sampling run`, only on a
-              3.15 interpreter (it profiles only its own minor version).
+  profiling.sampling
+              CPython 3.15's own sampler (the standard library: nothing to
+              install; only on 3.15+, it profiles only its own version, a
+              pre-release only the very same one): `python -m
+              profiling.sampling run -a -r RATE --mode wall|cpu|gil
+              --collapsed -o FILE script args`, its default non-blocking
+              reads and --blocking (threads stopped for each sample; wall
+              and gil only: --mode cpu is empty then).  Out of process:
+              process_vm_readv (--blocking: PTRACE_SEIZE) on the child it
+              starts; `attach PID` needs the same of a process that is not
+              its child (Yama ptrace_scope 0, or CAP_SYS_PTRACE).
 
 Programs (test/bench/workload.py):
   cost    `workload.py cpu N`, CPU-bound: added CPU (user+sys of the whole
@@ -55,6 +67,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "helpers"))
+import formats  # noqa: E402  (test/helpers: the tests' pprof reader)
 WORKLOAD = os.path.join(HERE, "workload.py")
 RATES = (100, 1000, 10000)
 DEEP = 800
@@ -74,10 +88,33 @@ def peers_home():
 
 
 def _pip(venv, *args):
-    p = subprocess.run([os.path.join(venv, "bin", "python"), "-m", "pip", "install", "-q",
-                        "--disable-pip-version-check"] + list(args),
-                       capture_output=True, text=True)
-    return p.returncode == 0, (p.stderr.strip().splitlines() or [""])[-1]
+    """pip install args into venv.  An interpreter built without ssl (the
+    hand-built 3.15 and main here) cannot reach PyPI: the wheels for its
+    version are then fetched by this interpreter's pip and installed from
+    a directory (binary wheels only: no build from source)."""
+    vpy = os.path.join(venv, "bin", "python")
+    cmd = [vpy, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    if not _runs([vpy, "-c", "import ssl"]):
+        wheels = os.path.join(venv, "wheels")
+        ver = subprocess.run([vpy, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True).stdout.strip()
+        p = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+                            "--only-binary=:all:", "--python-version", ver, "-d", wheels] + list(args),
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            return False, _pip_why(p.stderr)
+        cmd += ["--no-index", "--find-links", wheels]
+    p = subprocess.run(cmd + list(args), capture_output=True, text=True)
+    return p.returncode == 0, _pip_why(p.stderr)
+
+
+def _pip_why(stderr):
+    """pip's reason in one line: a Requires-Python that excludes this
+    version says more than its last line."""
+    m = re.findall(r"\S+ Requires-Python ([^;\s]+)", stderr)
+    if m:
+        return "no release for this Python (releases require Python %s)" % max(set(m), key=m.count)
+    return (stderr.strip().splitlines() or [""])[-1]
 
 
 def _runs(argv):
@@ -85,6 +122,29 @@ def _runs(argv):
         return subprocess.run(argv, capture_output=True, timeout=60).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def _probe(venv, argv):
+    """None if argv (a profiler's command line) profiles a short busy
+    script under this venv's interpreter and writes something, else its
+    last line: a peer that installs may still not know this version."""
+    script = os.path.join(venv, "probe.py")
+    with open(script, "w") as f:
+        f.write("import time\nt = time.time()\nwhile time.time() - t < 0.3:\n    pass\n")
+    out = os.path.join(venv, "probe.out")
+    if os.path.exists(out):
+        os.unlink(out)
+    try:
+        p = subprocess.run([a.replace("{out}", out) for a in argv] + [os.path.join(venv, "bin", "python"), script],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return str(e)
+    wrote = os.path.exists(out) and os.path.getsize(out) > 0
+    if p.returncode == 0 and wrote:
+        return None
+    lines = [l.strip() for l in (p.stderr + p.stdout).splitlines() if l.strip() and not l.startswith("\x1b")]
+    return "exited %d%s: %s" % (p.returncode, "" if wrote else ", no profile",
+                                (lines or ["(nothing said)"])[-1][:160])
 
 
 def setup(label, py):
@@ -104,26 +164,41 @@ def setup(label, py):
         if not ok:
             log("peers %s: py-spy skipped: pip install py-spy failed: %s" % (label, why))
     if _runs([os.path.join(b, "py-spy"), "--version"]):
-        have["py-spy"] = os.path.join(b, "py-spy")
+        why = _probe(venv, [os.path.join(b, "py-spy"), "record", "-r", "100", "-f", "raw", "-o", "{out}", "--"])
+        if why:
+            log("peers %s: py-spy skipped: it does not profile this interpreter (%s)" % (label, why))
+        else:
+            have["py-spy"] = os.path.join(b, "py-spy")
     austin = os.path.join(b, "austin")
     if not _runs([austin, "-V"]):
         _pip(venv, "austin-dist")
         if not _runs([austin, "-V"]):
             # austin-dist 4 is linked against glibc 2.38.
             _pip(venv, "austin-dist<4")
-    if _runs([austin, "-V"]):
-        have["austin"] = austin
-    else:
+    if not _runs([austin, "-V"]):
         log("peers %s: austin skipped: no austin-dist from pip runs here" % label)
+    else:
+        why = _probe(venv, [austin, "-i", "10ms", "-o", "{out}"])
+        if why:
+            log("peers %s: austin skipped: it does not profile this interpreter (%s)" % (label, why))
+        else:
+            have["austin"] = austin
     if not _runs([vpy, "-c", "import ddtrace.profiling"]):
         ok, why = _pip(venv, "ddtrace")
         if not ok:
             log("peers %s: ddtrace skipped: pip install ddtrace failed: %s" % (label, why))
     if _runs([vpy, "-c", "import ddtrace.profiling"]) and os.path.exists(os.path.join(b, "ddtrace-run")):
         have["ddtrace"] = os.path.join(b, "ddtrace-run")
-    if re.match(r"3\.15", label) and _runs([py, "-c", "import profiling.sampling"]):
-        have["tachyon"] = py
-    elif re.match(r"3\.15", label):
+    # CPython's own sampler (3.15+, the standard library: nothing to
+    # install) profiles only its own version: a pre-release only the very
+    # same one.  The venv's python runs it, as it runs the programs.
+    if _runs([vpy, "-c", "import sys, profiling.sampling; sys.exit(sys.version_info < (3, 15))"]):
+        why = _probe(venv, [vpy, "-m", "profiling.sampling", "run", "-a", "-r", "100", "--collapsed", "-o", "{out}"])
+        if why:
+            log("peers %s: profiling.sampling skipped: %s" % (label, why))
+        else:
+            have["tachyon"] = vpy
+    elif _runs([vpy, "-c", "import sys; sys.exit(sys.version_info < (3, 15))"]):
         log("peers %s: profiling.sampling skipped: not importable" % label)
     return have, vpy
 
@@ -135,6 +210,10 @@ def versions(have, vpy):
         if name in have:
             p = subprocess.run(argv, capture_output=True, text=True)
             out[name] = (p.stdout + p.stderr).strip().splitlines()[0] if (p.stdout + p.stderr).strip() else "?"
+    if "tachyon" in have:
+        p = subprocess.run([have["tachyon"], "-c", "import platform; print(platform.python_version())"],
+                           capture_output=True, text=True)
+        out["profiling.sampling"] = "of " + (p.stdout.strip() or "?")
     return out
 
 
@@ -200,35 +279,51 @@ def variants(ctx, have):
             return [have["ddtrace"], py] + argv, env
         V.append(Variant("ddtrace", ("wall+cpu",), dd, parse_pprof, "none (in-process; ddtrace-run)"))
     if "tachyon" in have:
-        # Not run here (no 3.15 on the machine of the first runs): its
-        # options changed during 3.15's alphas (-i microseconds, later
-        # -r rate), so the help text decides.
-        helptext = subprocess.run([have["tachyon"], "-m", "profiling.sampling", "run", "--help"],
-                                  capture_output=True, text=True).stdout
-
-        def ty(py, argv, rate, mode, out):
-            r = ["-i", str(max(1, 1000000 // rate))] if "--interval" in helptext else ["-r", str(rate)]
-            a = [have["tachyon"], "-m", "profiling.sampling", "run", "-a"] + r + ["--collapsed", "-o", out] + \
-                (["--mode", mode] if mode in ("cpu", "gil") else [])
-            return a + argv, _env_base()
-        V.append(Variant("3.15 profiling.sampling", ("wall", "cpu", "gil"), ty, parse_tachyon,
-                         "ptrace (process_vm_readv)", True))
+        # `run` starts the program itself (a child, so Yama's ptrace_scope 1
+        # lets it read it) and reads its memory from outside with
+        # process_vm_readv; --blocking also stops every thread for each
+        # sample (PTRACE_SEIZE + PTRACE_INTERRUPT).  Below 100 us to the next
+        # sample it spins instead of sleeping: at 10 kHz a whole CPU, here
+        # the profiled program's.
+        for blocking in (False, True):
+            def ty(py, argv, rate, mode, out, blocking=blocking):
+                a = [have["tachyon"], "-m", "profiling.sampling", "run", "-a", "-r", str(rate), "--mode", mode,
+                     "--collapsed", "-o", out] + (["--blocking"] if blocking else [])
+                return a + _script(argv, out), _env_base()
+            # --blocking --mode cpu writes an empty profile: a thread it has
+            # stopped to read is never on CPU (3.15.0rc1).
+            V.append(Variant("profiling.sampling" + (" --blocking" if blocking else ""),
+                             ("wall", "gil") if blocking else ("wall", "cpu", "gil"),
+                             ty, parse_tachyon, "ptrace (process_vm_readv%s)" % ("; stops threads" if blocking else ""),
+                             True))
     return V
 
 
+def _script(argv, out):
+    """argv as `run` takes it: a script, not -c (`python -c pass` becomes
+    a file holding `pass` beside the profile, removed with it)."""
+    if argv[:1] != ["-c"]:
+        return argv
+    path = out + ".script.py"
+    with open(path, "w") as f:
+        f.write(argv[1] + "\n")
+    return [path] + argv[2:]
+
+
 def run_tree(argv, env, watch_rss=False, check=True):
-    """Runs argv pinned to CPU 0: (wall s, user+sys s of the tree, stderr,
-    the top process's peak RSS KiB if watch_rss)."""
+    """Runs argv pinned to CPU 0: (wall s, user+sys s of the tree, its
+    stderr and stdout in one (profiling.sampling reports on stdout), the
+    top process's peak RSS KiB if watch_rss)."""
     argv = ["taskset", "-c", "0"] + argv
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE)
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
     hwm = 0
     err = b""
     if watch_rss:
         import threading
         chunks = []
-        t = threading.Thread(target=lambda: chunks.append(p.stderr.read()))
+        t = threading.Thread(target=lambda: chunks.append(p.stdout.read()))
         t.start()
         while True:
             pid, status, ru = os.wait4(p.pid, os.WNOHANG)
@@ -240,9 +335,9 @@ def run_tree(argv, env, watch_rss=False, check=True):
         err = b"".join(chunks)
     else:
         _, status, ru = os.wait4(p.pid, 0)
-        err = p.stderr.read()
+        err = p.stdout.read()
     wall = time.perf_counter() - t0
-    p.stderr.close()
+    p.stdout.close()
     p.returncode = os.waitstatus_to_exitcode(status)
     err = err.decode(errors="replace")
     if p.returncode != 0 and check:
@@ -307,7 +402,8 @@ def parse_austin(path):
 
 
 def parse_tachyon(path):
-    """`tid:<tid>;<file>:<func>:<line>;... <count>`."""
+    """profiling.sampling --collapsed: `tid:<tid>;<file>:<qualname>:<line>;...
+    <count>`, root first (a file name holding ':' keeps the last two)."""
     out = []
     with open(path, errors="replace") as f:
         for line in f:
@@ -317,48 +413,8 @@ def parse_tachyon(path):
             except ValueError:
                 continue
             frames = stack.split(";")[1:]
-            names = [fr.rsplit(":", 2)[-2] if fr.count(":") >= 2 else fr for fr in frames]
+            names = [(fr.rsplit(":", 2)[-2] if fr.count(":") >= 2 else fr).rsplit(".", 1)[-1] for fr in frames]
             out.append((names, n, {"wall": n, "cpu": n}))
-    return out
-
-
-def _varint(b, i):
-    x = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        x |= (c & 0x7f) << s
-        s += 7
-        if c < 0x80:
-            return x, i
-
-
-def _fields(b):
-    i, n = 0, len(b)
-    while i < n:
-        key, i = _varint(b, i)
-        f, wt = key >> 3, key & 7
-        if wt == 0:
-            v, i = _varint(b, i)
-        elif wt == 2:
-            ln, i = _varint(b, i)
-            v = b[i:i + ln]
-            i += ln
-        elif wt in (1, 5):
-            ln = 8 if wt == 1 else 4
-            v, i = b[i:i + ln], i + ln
-        else:
-            raise ValueError("protobuf wire type %d" % wt)
-        yield f, wt, v
-
-
-def _packed(wt, v):
-    if wt == 0:
-        return [v]
-    out, i = [], 0
-    while i < len(v):
-        x, i = _varint(v, i)
-        out.append(x)
     return out
 
 
@@ -375,42 +431,18 @@ def _decompress(path):
 
 
 def _pprof_one(path):
-    """A pprof file (profile.proto, decoded by hand: no dependency)."""
-    raw = _decompress(path)
-    strings, types, samples, locs, funcs = [], [], [], {}, {}
-    for f, wt, v in _fields(raw):
-        if f == 6:
-            strings.append(v.decode(errors="replace"))
-        elif f == 1:
-            types.append({a: c for a, _, c in _fields(v)})
-        elif f == 2:
-            loc, val = [], []
-            for a, w2, c in _fields(v):
-                if a == 1:
-                    loc += _packed(w2, c)
-                elif a == 2:
-                    val += _packed(w2, c)
-            samples.append((loc, val))
-        elif f == 4:
-            lid, lines = 0, []
-            for a, _, c in _fields(v):
-                if a == 1:
-                    lid = c
-                elif a == 4:
-                    lines.append({x: y for x, _, y in _fields(c)})
-            locs[lid] = lines
-        elif f == 5:
-            d = {a: c for a, _, c in _fields(v)}
-            funcs[d.get(1, 0)] = d
-    idx = {strings[t.get(1, 0)]: i for i, t in enumerate(types)}
+    """A pprof file, decoded by the tests' own reader (test/helpers/
+    formats.py): [(names root first, wall-samples, {wall, cpu} ns)]."""
+    prof = formats.decode_pprof(_decompress(path))
+    column = {t: i for i, (t, _) in enumerate(prof["sample_type"])}
     out = []
-    for loc, val in samples:
+    for location_ids, values, _labels in prof["samples"]:
         names = []
-        for l in loc:
-            for ln in locs.get(l, []):
-                names.append(strings[funcs.get(ln.get(1, 0), {}).get(2, 0)].rsplit(".", 1)[-1])
+        for lid in location_ids:
+            for fid, _line in prof["locations"].get(lid, (0, []))[1]:
+                names.append(prof["functions"].get(fid, ("?",))[0].rsplit(".", 1)[-1])
         names.reverse()  # pprof is leaf first
-        g = lambda k: val[idx[k]] if k in idx and idx[k] < len(val) else 0
+        g = lambda k: values[column[k]] if k in column and column[k] < len(values) else 0  # noqa: E731
         out.append((names, g("wall-samples"), {"wall": g("wall-time"), "cpu": g("cpu-time")}))
     return out
 
@@ -561,13 +593,25 @@ def _start(ctx, v, rate, vpy, r):
 
 
 def _errors(err, r):
-    """py-spy's own account: 'behind in sampling' lines, 'Errors: N'."""
+    """The profiler's own account.  py-spy: 'behind in sampling' lines,
+    'Samples: N Errors: E'.  profiling.sampling: 'Captured N samples',
+    'Error rate: P' (per cent of them) and 'missed M samples from the
+    expected total of T'."""
     r["behind"] += err.count("behind in sampling")
+    num = lambda x: int(x.replace(",", ""))  # noqa: E731
     m = re.search(r"Samples: (\d+) Errors: (\d+)", err)
+    n = re.search(r"Captured ([\d,]+) samples?", err)
+    e = re.search(r"Error rate: ([\d.]+)", err)
     if m:
-        r.setdefault("spy_samples", 0)
-        r["spy_samples"] = r["spy_samples"] + int(m.group(1))
+        r["spy_samples"] = r.get("spy_samples", 0) + int(m.group(1))
         r["spy_errors"] = r.get("spy_errors", 0) + int(m.group(2))
+    elif n and e:
+        r["spy_samples"] = r.get("spy_samples", 0) + num(n.group(1))
+        r["spy_errors"] = r.get("spy_errors", 0) + round(num(n.group(1)) * float(e.group(1)) / 100)
+    m = re.search(r"missed ([\d,]+) samples from the expected total of ([\d,]+)", err)
+    if m:
+        r["missed"] = r.get("missed", 0) + num(m.group(1))
+        r["expected"] = r.get("expected", 0) + num(m.group(2))
 
 
 def _pair(rows, rate, cost, start):
@@ -643,6 +687,7 @@ def _summary(r):
          "achieved_hz": _med(r["rate"]), "deep_whole": _med(r["deep"]), "deep_all": r["deep"],
          "rss_kib": _med(r["rss"]), "peer_rss_kib": _med(r["peer_rss"]), "behind": r["behind"],
          "failed": r["failed"], "pass_failed": r.get("pass_failed", 0), "spy_samples": r.get("spy_samples"), "spy_errors": r.get("spy_errors"),
+         "missed": r.get("missed"), "expected": r.get("expected"),
          "start_wall_ms": _med(r.get("start_wall", [])), "start_cpu_ms": _med(r.get("start_cpu", [])),
          "error_pts": {m: _med(x) for m, x in r["errors"].items()},
          "error_all": r["errors"]}
@@ -711,7 +756,9 @@ def render(L, R):
                 if x["behind"]:
                     notes.append("'behind in sampling' x%d" % x["behind"])
                 if x.get("spy_errors"):
-                    notes.append("py-spy errors %d of %d samples" % (x["spy_errors"], x["spy_samples"]))
+                    notes.append("errors %d of %d samples (its own count)" % (x["spy_errors"], x["spy_samples"]))
+                if x.get("missed"):
+                    notes.append("missed %d of %d samples (its own count)" % (x["missed"], x["expected"]))
                 if x.get("pass_failed"):
                     notes.append("exited 1 on `python -c pass` %dx (ended before it attached)" % x["pass_failed"])
                 if x["failed"]:
