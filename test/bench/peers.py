@@ -130,7 +130,8 @@ def _probe(venv, argv):
     last line: a peer that installs may still not know this version."""
     script = os.path.join(venv, "probe.py")
     with open(script, "w") as f:
-        f.write("import time\nt = time.time()\nwhile time.time() - t < 0.3:\n    pass\n")
+        # 1 s: py-spy needs some 0.4 s to attach on a loaded machine.
+        f.write("import time\nt = time.time()\nwhile time.time() - t < 1:\n    pass\n")
     out = os.path.join(venv, "probe.out")
     if os.path.exists(out):
         os.unlink(out)
@@ -140,11 +141,15 @@ def _probe(venv, argv):
     except (OSError, subprocess.TimeoutExpired) as e:
         return str(e)
     wrote = os.path.exists(out) and os.path.getsize(out) > 0
+    if os.path.exists(out):
+        os.unlink(out)
     if p.returncode == 0 and wrote:
         return None
-    lines = [l.strip() for l in (p.stderr + p.stdout).splitlines() if l.strip() and not l.startswith("\x1b")]
-    return "exited %d%s: %s" % (p.returncode, "" if wrote else ", no profile",
-                                (lines or ["(nothing said)"])[-1][:160])
+    # The first sentence of its last paragraph, banner lines (terminal
+    # escapes) left out.
+    text = "\n".join(l for l in (p.stderr + p.stdout).splitlines() if not l.startswith("\x1b"))
+    said = [re.split(r"(?<=\.)\s", " ".join(para.split()))[0] for para in re.split(r"\n\s*\n", text) if para.strip()]
+    return "exited %d%s: %s" % (p.returncode, "" if wrote else ", no profile", (said or ["(nothing said)"])[-1][:160])
 
 
 def setup(label, py):
