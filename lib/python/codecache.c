@@ -21,9 +21,10 @@
  * shows: a stale one is simply replaced on its next miss.
  *
  * What the walk may batch and what it may not (issue 14).  On 3.11+ the
- * walk copies many frames in one read (frames.c, "one read for many
- * frames"), so a frame's bytes may be a few microseconds older than the
- * code object's it then reads.  That does not weaken the above: the
+ * walk copies many frames in one read (framespan.h: up to 32 KiB of a
+ * thread's data stack, before any code object is read), so a frame's
+ * bytes may be a few microseconds older than the code object's it then
+ * reads.  That does not weaken the above: the
  * identity is still compared against the code object's bytes read *now*,
  * one read per code object, never against anything kept from the copy or
  * from an earlier tick; what the copy could add is a frame that returned
@@ -37,7 +38,7 @@
  *
  * Within one walk, one read of a code object serves the frames whose bytes
  * were copied *before* it (framecode.h, struct walk_codes: a recursive stack
- * shows the same code object on many frames of one 4 KiB copy).  What
+ * shows the same code object on many frames of one 32 KiB copy).  What
  * such a frame gets is exactly what a read of its own would have given it:
  * the object's bytes read after the frame's were copied, compared with the
  * cached identity; a read made earlier, or in an earlier walk or tick,

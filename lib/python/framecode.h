@@ -13,8 +13,8 @@
 #include "python/walkplan.h"
 
 /*
- * Code objects already checked in this walk (frames.c, "one read for
- * many frames"): code address -> entry and frame size, and when its bytes
+ * Code objects already checked in this walk (framespan.h, one read for
+ * many frames): code address -> entry and frame size, and when its bytes
  * were read (a count of this walk's reads).  Direct-mapped; a slot is only
  * trusted for a frame whose bytes were copied before that read.  32 slots,
  * so that a stack's dozen or two distinct code objects rarely evict each

@@ -22,9 +22,9 @@
 #include <string.h>
 
 #include "python/frames.h"
-#include "python/framebatch.h"
 #include "python/framecode.h"
 #include "python/frameseen.h"
+#include "python/framespan.h"
 #include "python/walkplan.h"
 #include "memory/memread.h"
 #include "platform/platform.h"
@@ -217,104 +217,6 @@ static inline int data_stack_linked(uintptr_t above, uintptr_t frame, uint64_t w
 }
 
 /*
- * One read for many frames (3.11+).  A thread's frames sit next to each
- * other on its data stack, callers below callees, so instead of one read
- * per frame the walk copies a frame together with up to PS_FRAME_SPAN
- * bytes below it and takes the frames it reaches next from that copy.  The
- * span never goes below the frame's 4 KiB block: that block is mapped if
- * the frame is readable, so the wider read cannot fault where the frame's
- * own read would not (a chunk's start is page-aligned; the bytes below the
- * frame may be a chunk header or a dead frame, which are only ever parsed
- * if a link points there, and then validated like any frame).
- *
- * Not on macOS (ps_plat_walk_reads_copy): there the walk reads a copy of
- * the suspended thread made by framecopy.c (through darwin/suspend.c),
- * which batches its reads by a rule of its own; a span read of ours would
- * reach past that copy and read the running thread.
- *
- * Only frames near the last data-stack frame walked are taken this way:
- * generator frames (heap) and 3.12+'s entry shims (C stack) are read
- * alone, or each would cost a 4 KiB copy for one frame.
- *
- * The copy is also more consistent than frame-by-frame reads: the frames
- * in it are from one moment, where single reads see each frame a little
- * later than the one before (the caller's slot can be reused in between:
- * data_stack_linked() above).  Code objects are still read one by one,
- * from their current bytes, which is what the code cache's guarantee
- * against freed-and-reused code objects rests on (codecache.c); one such
- * read serves the frames of this walk copied before it (walk_codes), never
- * a frame copied after it.
- */
-#define PS_FRAME_SPAN 4096
-
-struct span {
-    /* buf holds [lo, top + fr_read): a frame at lo + k, k <= last, is in
-     * it whole (last = top - lo).  Empty: lo 0 and last 0, which only a
-     * frame at address 0 would match, and the walk never reads one. */
-    uintptr_t lo, last;
-    uint64_t read_no;                      /* the read that filled buf */
-    union {
-        uint8_t buf[PS_FRAME_SPAN + 512];
-        struct frame_batch batch;          /* 3.9/3.10 instead (framebatch.h) */
-    };
-    uint8_t one[512];                      /* a frame read alone */
-};
-
-/* A frame to copy and where the walk is: frames reported so far (n) and
- * the last data-stack frame walked (above), which decide a wide read.  A
- * local of walk_step, passed by address to the two below. */
-struct frame_at {
-    uintptr_t frame;
-    int n;
-    uintptr_t above;
-};
-
-/* frame_bytes() below when the span does not hold the frame: one read,
- * wide or alone (3.9/3.10: every frame). */
-static const uint8_t *
-frame_read(const struct walk_plan *p, struct span *s, struct walk_codes *wc,
-           const struct frame_at *fa, uint64_t *read_no)
-{
-    const uintptr_t frame = fa->frame, above = fa->above;
-    const int n = fa->n;
-    size_t len = p->fr_read;
-    int wide = p->wide_ok &&
-               (n == 0 && above == 0 ? 1 : frame < above && above - frame <= PS_FRAME_SPAN);
-    *read_no = ++wc->reads;
-    if (!wide)
-        return len <= sizeof s->one && ps_read_in_scope(s->one, frame, len) == 0 ? s->one : NULL;
-    uintptr_t lo = frame & ~(uintptr_t)(PS_FRAME_SPAN - 1);
-    if (frame - lo + len > sizeof s->buf ||
-        ps_read_in_scope(s->buf, lo, (size_t)(frame - lo) + len) != 0) {
-        s->lo = 0;
-        s->last = 0;
-        return NULL;
-    }
-    s->lo = lo;
-    s->last = frame - lo;
-    s->read_no = *read_no;
-    return s->buf + (frame - lo);
-}
-
-/* The bytes of fa->frame: from the span if it holds them, else read, with
- * the bytes below it if wide (becoming the span), alone if not (the span
- * is kept); NULL if unreadable.  *read_no: the read (wc->reads) that
- * copied them.  wide: the top frame (fa->n == 0, no data-stack frame
- * yet), or one just below the last data-stack frame walked (fa->above);
- * only decided when the span does not hold the frame. */
-static inline const uint8_t *frame_bytes(const struct walk_plan *p, struct span *s,
-                                         struct walk_codes *wc, const struct frame_at *fa,
-                                         uint64_t *read_no)
-{
-    const uintptr_t frame = fa->frame;
-    if (frame - s->lo <= s->last) {
-        *read_no = s->read_no;
-        return s->buf + (frame - s->lo);
-    }
-    return frame_read(p, s, wc, fa, read_no);
-}
-
-/*
  * One walk under way: where it is and what it has reported so far.  Its
  * copies (the plan, the span, walk_codes) are locals of walk_frames()
  * apart from it, passed on by address; the address of this one only
@@ -337,7 +239,7 @@ struct walk {
 };
 
 /* Sets the walk up at rq's first frame: 0, or PS_WALK_UNREADABLE for a
- * layout it cannot use.  The span starts empty without clearing its 4 KiB
+ * layout it cannot use.  The span starts empty without clearing its 32 KiB
  * buffer: only what a read filled is ever looked at. */
 static inline int walk_begin(struct walk *w, struct walk_plan *plan, struct span *sp,
                              struct walk_codes *wc, struct seen *seen,
@@ -345,6 +247,7 @@ static inline int walk_begin(struct walk *w, struct walk_plan *plan, struct span
 {
     sp->lo = 0;
     sp->last = 0;
+    sp->base = sp->buf;
     wc->reads = 0;
     wc->used = 0;
     int rc = ps_walk_plan_init(plan, rq->py, rq->cc, rq->syms, rq->lines);
@@ -364,16 +267,18 @@ static inline int walk_begin(struct walk *w, struct walk_plan *plan, struct span
 }
 
 /* Is the frame at frame (bytes fr, link back) one the chain can hold at
- * this point?  1 if it is a torn read: the walk must not go on. */
+ * this point?  1 if it is a torn read: the walk must not go on.  interp:
+ * a constant, 1 in the walk of 3.11+ frames (walk_frames), where the
+ * frame-object checks cannot apply (no refcount, no seen table). */
 static inline int link_torn(const struct walk *w, uintptr_t frame, const uint8_t *fr,
-                            uintptr_t back)
+                            uintptr_t back, const int interp)
 {
     const struct walk_plan *p = w->p;
     if (back == frame)
         return 1;
-    if (frame_freed(p, fr) || (frame != w->top && !frame_holds_callee(p, fr)))
+    if (!interp && (frame_freed(p, fr) || (frame != w->top && !frame_holds_callee(p, fr))))
         return 1;
-    if (w->seen != NULL && seen_twice(w->seen, frame))
+    if (!interp && w->seen != NULL && seen_twice(w->seen, frame))
         return 1;
     /* 3.12+: every thread's chain ends in an entry frame owned by the C
      * stack, so a Python frame without a previous one is a frame being
@@ -429,21 +334,40 @@ static inline int batch_now(struct walk *w)
     return 1;
 }
 
-/* Frames a batch may copy: no more than the walk may read or report. */
+/* Frames a batch or a span may copy ahead: no more than the walk may
+ * read or report. */
 static inline int batch_cap(const struct walk *w)
 {
     int left = w->rq->max - w->n + 1;
     return left < w->budget + 1 ? left : w->budget + 1;
 }
 
+/* The bytes of the frame at, from the walk's batch (3.9/3.10), its span
+ * (3.11+) or read now; NULL if unreadable.  *read_no: the read that
+ * copied them.  What the walk may still read (batch_cap) is only worked
+ * out when something is read.  interp: as for link_torn (no batches). */
+static inline const uint8_t *frame_bytes(struct walk *w, uintptr_t at, uint64_t *read_no,
+                                         const int interp)
+{
+    if (!interp && batch_now(w))
+        return batch_bytes(w->p, &w->sp->batch, w->wc, at, batch_cap(w), read_no);
+    const uint8_t *fr = span_holds(w->sp, at, read_no);
+    if (fr != NULL)
+        return fr;
+    return frame_read(w->p, w->sp, w->wc, &(struct frame_at){ at, w->n, w->above, batch_cap(w) },
+                      read_no);
+}
+
 /* One link of the chain: the frame at *frame copied, checked, resolved
  * and reported if shown.  1 with *frame moved on to its link, 0 if the
- * walk is cut here (its budget or max spent), or a PS_WALK_ error. */
-static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintptr_t *frame)
+ * walk is cut here (its budget or max spent), or a PS_WALK_ error.
+ * interp: a constant (walk_loop), 1 for 3.11+ frames, whose walk keeps
+ * its code objects from the start (w->codes is w->wc, walk_begin). */
+static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintptr_t *frame,
+                                                           const int interp)
 {
     const struct walk_plan *p = w->p;
     const uintptr_t at = *frame;
-    const struct frame_at fa = { at, w->n, w->above };
     const uint8_t *fr;
     uint64_t fr_read;
     struct resolved res = { .boot = 0 };
@@ -452,14 +376,12 @@ static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintp
         w->truncated = 1;
         return 0;
     }
-    if (!ps_frame_addr_ok(at) ||
-        (fr = batch_now(w) ? batch_bytes(p, &w->sp->batch, w->wc, at, batch_cap(w), &fr_read)
-                       : frame_bytes(p, w->sp, w->wc, &fa, &fr_read)) == NULL)
+    if (!ps_frame_addr_ok(at) || (fr = frame_bytes(w, at, &fr_read, interp)) == NULL)
         return PS_WALK_UNREADABLE;
     uintptr_t back = word_at(fr, p->fr_back);
-    if (link_torn(w, at, fr, back))
+    if (link_torn(w, at, fr, back, interp))
         return PS_WALK_INCONSISTENT;
-    int r = resolve(p, w->codes, &(struct frame_copy){ at, fr, fr_read }, &res);
+    int r = resolve(p, interp ? w->wc : w->codes, &(struct frame_copy){ at, fr, fr_read }, &res);
     if (r < 0)
         return r;
     if (data_stack_torn(w, at, fr, res.words))
@@ -474,6 +396,20 @@ static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintp
         mark_entry(w->rq->entry, w->n - 1);
     *frame = back;
     return 1;
+}
+
+/* Walks from *frame until the chain ends (*frame 0), is cut (*frame
+ * where it stopped) or fails: 0, or a PS_WALK_ error.  interp: a
+ * constant, so that each kind of walk gets a loop of its own. */
+static inline __attribute__((always_inline)) int walk_loop(struct walk *w, uintptr_t *frame,
+                                                           const int interp)
+{
+    while (*frame != 0) {
+        int rc = walk_step(w, frame, interp);
+        if (rc <= 0)
+            return rc < 0 ? rc : 0;
+    }
+    return 0;
 }
 
 /* The walk proper: returns the frames reported, with *res filled, or a
@@ -493,13 +429,9 @@ static __attribute__((noinline)) int walk_frames(const struct ps_walk_req *rq,
     int rc = walk_begin(&w, &plan, &sp, &wc, &seen, rq);
     if (rc != 0)
         return rc;
-    while (frame != 0) {
-        rc = walk_step(&w, &frame);
-        if (rc < 0)
-            return rc;
-        if (rc == 0)
-            break;      /* cut: frame is where it stopped */
-    }
+    rc = plan.interp ? walk_loop(&w, &frame, 1) : walk_loop(&w, &frame, 0);
+    if (rc < 0)
+        return rc;
     /* The outermost frame began the outermost call. */
     if (frame == 0)
         mark_entry(rq->entry, w.n - 1);

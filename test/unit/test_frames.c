@@ -158,10 +158,11 @@ static size_t words_of(const struct fake_code *c)
     return FAKE_SPECIALS / 8 + (size_t)c->stacksize + (size_t)c->nlocalsplus;
 }
 
-static void test_data_stack(uintptr_t file)
+/* py with a 3.11-style layout of struct fake_iframe. */
+static void interp_layout(struct ps_python *ipy)
 {
-    struct ps_python ipy = py;
-    struct ps_layout *L = &ipy.L;
+    *ipy = py;
+    struct ps_layout *L = &ipy->L;
     L->hexversion = 0x030B0000;
     L->minor = 11;
     L->frame_kind = PS_FRAMES_INTERP;
@@ -176,6 +177,12 @@ static void test_data_stack(uintptr_t file)
     L->fr_specials = FAKE_SPECIALS;
     L->co_stacksize = offsetof(struct fake_code, stacksize);
     L->co_nlocalsplus = offsetof(struct fake_code, nlocalsplus);
+}
+
+static void test_data_stack(uintptr_t file)
+{
+    struct ps_python ipy;
+    interp_layout(&ipy);
 
     static struct fake_str s_run, s_small, s_big, s_exit, s_gen;
     static struct fake_code c_run, c_small, c_big, c_exit, c_gen;
@@ -276,6 +283,64 @@ static void test_data_stack(uintptr_t file)
     for (int i = 0; i < 5; i++)
         CHECK_EQ_INT(out[i] >> 32, ps_sym_python(&syms, "__exit__", "app.py"));
 
+    ps_codecache_clear(&cc);
+    free(cc.e);
+    ps_symtab_free(&syms);
+}
+
+/*
+ * 3.11+: the blocks below a span copied before any code object is read
+ * (framespan.h), so that one read of a code object serves them all.  A
+ * 100-deep recursion of one function, 128 bytes a frame, over four 4 KiB
+ * blocks, the top frame 4 frames into its block: its code object is
+ * looked up once for the top block and once for the three below it (the
+ * walk is 16 frames in when it gets there), not once per block (4).
+ * Below the stack's mapping is an unmapped page, which no link leads to
+ * and nothing reads; a link that does is not followed past it.
+ */
+static void test_span_blocks(uintptr_t file)
+{
+    struct ps_python ipy;
+    interp_layout(&ipy);
+    static struct fake_str s_rec;
+    static struct fake_code c_rec;
+    make_code(&c_rec, make_str(&s_rec, "rec"), file, 50);
+    c_rec.nlocalsplus = 2, c_rec.stacksize = 10;   /* 32 + 96 bytes */
+    size_t step = 8 * words_of(&c_rec);
+    uint8_t *map = mmap(NULL, 5 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    CHECK(map != MAP_FAILED);
+    CHECK_EQ_INT(mprotect(map, 4096, PROT_NONE), 0);
+    uint8_t *stack = map + 4096;
+    struct fake_iframe *rec[100];
+    for (int i = 0; i < 100; i++)
+        rec[i] = iframe_at(stack + 64 + (size_t)i * step, i ? rec[i - 1] : NULL, &c_rec, 0);
+
+    struct ps_codecache cc;
+    struct ps_symtab syms;
+    CHECK_EQ_INT(ps_codecache_init(&cc, 64), 0);
+    CHECK_EQ_INT(ps_symtab_init(&syms, 1000), 0);
+    uint64_t out[128];
+    struct ps_walk_res res;
+    struct ps_walk_req rq = { .py = &ipy, .cc = &cc, .syms = &syms, .out = out, .max = 128 };
+    uint64_t looked = cc.hits + cc.misses;
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)rec[99], &res), 100);
+    CHECK_EQ_INT(cc.hits + cc.misses - looked, 2);
+    for (int i = 0; i < 100; i++)
+        CHECK_EQ_INT(out[i] >> 32, ps_sym_python(&syms, "rec", "app.py"));
+    /* Cut at max: the same frames as a walk read block by block. */
+    rq.max = 40;
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)rec[99], &res), 40);
+    CHECK_EQ_INT(res.truncated, 1);
+    rq.max = 128;
+    /* A torn link into the unmapped page: the walk ends, unreadable, and
+     * the next one is whole. */
+    rec[10]->previous = (uintptr_t)(map + 4096 - 128);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)rec[99], &res), PS_WALK_UNREADABLE);
+    rec[10]->previous = (uintptr_t)rec[9];
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)rec[99], &res), 100);
+
+    munmap(map, 5 * 4096);
     ps_codecache_clear(&cc);
     free(cc.e);
     ps_symtab_free(&syms);
@@ -610,6 +675,7 @@ int main(void)
 
     test_codecache_bounds(file);
     test_data_stack(file);
+    test_span_blocks(file);
     test_walk_fault(&cc, &syms, &fr[2], &c_f);
     test_frame_batch(&cc, &syms, file);
 
