@@ -23,11 +23,11 @@
  *   - a change that bypasses the interposers (a raw rt_sigaction system
  *     call, glibc's sysv_signal/sigset, which call its internal sigaction)
  *     puts another handler in front of ours.  The sampler checks who is
- *     installed once per tick (ps_mem_tick) and then leaves the direct path
- *     for good and hands that signal back to the kernel (the interposers
- *     pass through from then on).  That check is the only window left: a
- *     fault of ours in the tick after such a change would reach the
- *     program's handler.
+ *     installed every few ticks (ps_mem_tick says when), and then leaves
+ *     the direct path for good and hands that signal back to the kernel
+ *     (the interposers pass through from then on).  That check is the only window left: a fault
+ *     of ours in the ticks between such a change and the check would
+ *     reach the program's handler.
  *
  * Delivering a fault that is not ours, exactly as the kernel would have.
  * Our handler only siglongjmp()s when the faulting thread is the one inside
@@ -333,30 +333,56 @@ int ps_mem_handlers_installed(void)
 
 /*
  * The ownership check: who is installed, asked of the kernel (two sigaction
- * queries, 0.4 us on an idle machine here, 2 us under load).  Every libc
- * path into the kernel's action goes through our interposers and is seen at
- * once; the check only exists for what bypasses them (a raw rt_sigaction,
- * glibc's own sysv_signal/sigset).  Between such a change and the check,
- * a fault of one of our reads would reach the program's handler.  That
- * window was one tick; at 10 kHz the check was ~5 % of an idle sampler's
- * CPU.  So it runs on a tick at most every PS_OWNERSHIP_CHECK_NS: every
- * tick up to 1 kHz as before, every 10th at 10 kHz, and the window is never
- * wider than one tick at the default 100 Hz (10 ms).  For a fault of ours
- * to land in it, a raw install must meet a torn walk (a read of memory
- * freed under us) within that millisecond: reads fail on a small fraction
- * of samples, and such installs are rare in themselves.
+ * queries: ~155 ns each when hot, but ~0.6 us of wall time at the top of
+ * a tick under load, where the kernel's paths are cold after the sleep;
+ * docs/performance.md, "#36 round 3 (tickcost)").  Every libc path into the kernel's action goes
+ * through our interposers and is seen at once; the check only exists for
+ * what bypasses them (a raw rt_sigaction, glibc's own sysv_signal/sigset).
+ * Between such a change and the check, a fault of one of our reads would
+ * reach the program's handler.
+ *
+ * What the window risks is counted in ticks, not time: only a tick's reads
+ * can fault, so the exposure is the number of walks between a raw install
+ * and the check.  Since #14 the check ran at most once a millisecond:
+ * every 10th tick at 10 kHz (10 walks exposed), every tick at 100 Hz (a
+ * 10 ms window).  It now runs on every PS_CHECK_TICKS-th tick or once
+ * PS_CHECK_NS have passed, whichever comes first, so neither bound is wider
+ * than the one already accepted at one of those rates: at most 9 walks go
+ * unchecked, and the first tick 10 ms after a check checks (every tick at
+ * 100 Hz and below, as before).  At 1 kHz the median tick no longer carries two system calls.
+ *
+ * Also tried and left out: checking at once after a dlopen (the installers
+ * that bypass the interposers, Go's runtime in a c-shared library, arrive
+ * that way).  The loader's count (dl_iterate_phdr's dlpi_adds, ~150
+ * instructions) cost ~430 ns of wall time at the top of every tick, its
+ * cache lines cold after the sleep: as much as the system calls it saved.
  */
-#define PS_OWNERSHIP_CHECK_NS 1000000ull
+#define PS_CHECK_TICKS 10u
+#define PS_CHECK_NS 10000000ull
+
+/* The sampler thread's own (ps_mem_tick runs there only, and in the unit
+ * test's single thread). */
+static struct {
+    uint64_t last_ns;       /* 0: never checked */
+    unsigned ticks;         /* since the last check */
+} check_sched;
+
+static int check_due(uint64_t now)
+{
+    if (check_sched.last_ns == 0 || now < check_sched.last_ns)
+        return 1;
+    return ++check_sched.ticks >= PS_CHECK_TICKS || now - check_sched.last_ns >= PS_CHECK_NS;
+}
 
 void ps_mem_tick(void)
 {
-    static uint64_t next_check;   /* the sampler thread's own */
     if (ps_mem_mode() != PS_READ_DIRECT)
         return;
     uint64_t now = ps_now_ns();
-    if (now < next_check)
+    if (!check_due(now))
         return;
-    next_check = now + PS_OWNERSHIP_CHECK_NS;
+    check_sched.last_ns = now;
+    check_sched.ticks = 0;
     if (!installed_is_ours(SIGSEGV))
         detach(&view_segv);
     if (!installed_is_ours(SIGBUS))
