@@ -104,6 +104,17 @@ int64_t ps_thread_cpu_ns(long tid);
 int ps_thread_on_cpu(long tid);
 
 /*
+ * The same, for a thread asked on most ticks (cpu mode): *kept holds its
+ * state file open between calls where the platform has one (a few are
+ * kept at most; beyond that, or whenever the kept one is no longer ours,
+ * this is ps_thread_on_cpu).  *kept starts as PS_FD_NONE and goes back
+ * with ps_thread_on_cpu_forget when the thread's memory is dropped.
+ */
+struct ps_fd;
+int ps_thread_on_cpu_kept(long tid, struct ps_fd *kept);
+void ps_thread_on_cpu_forget(struct ps_fd *kept);
+
+/*
  * The OS name of thread tid (empty when it has none of its own, i.e. it
  * still carries the process name).  Returns 0 or -1.
  */

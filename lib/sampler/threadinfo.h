@@ -16,6 +16,7 @@
 
 #include "python/runtime.h"
 #include "sampler/weight.h"
+#include "util/ownfd.h"
 #include "util/symtab.h"
 
 #define PS_FORKERS 8      /* forking ancestors remembered (forker_tids) */
@@ -25,6 +26,7 @@
 struct ps_thread_info {
     long tid;
     struct ps_cpu_clock clock;  /* PYSAMPLE_MODE=cpu (weight.h) */
+    struct ps_fd state_fd;      /* cpu mode: its state file, kept open (platform.h) */
     uint64_t name_at;           /* when to read the name again */
     uint8_t had_boot;           /* last refresh saw Thread._bootstrap_inner */
     uint8_t name_misses;        /* reads of the Thread's name that failed */

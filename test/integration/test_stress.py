@@ -198,6 +198,35 @@ def test_descriptors_swapped_under_the_read_path(ctx):
 
 
 @harness.once
+def test_cpu_mode_state_files_closed_and_reopened(ctx):
+    """cpu mode keeps threads' /proc state files open (at most 8): a program
+    that closes every descriptor above 2 and puts a watched file of its own
+    on each of their numbers never has it read (the check comes before the
+    pread), and the library makes descriptors of its own again; none is
+    kept by a program near its descriptor limit."""
+    import sys
+    if not sys.platform.startswith("linux"):
+        ctx.skip("the state files are Linux's /proc")
+    res = ctx.run([ctx.program("stress_statfds.py"), "12", "100"],
+                  env={"PYSAMPLE_MODE": "cpu", "PYSAMPLE_RATE": "1000"}, timeout=120)
+    ctx.check_clean_run(res)
+    out = dict(l.split(" ", 1) for l in res.stdout.splitlines())
+    ctx.check(int(out.get("kept", 0)) >= 1, "no state file was kept open", res.stdout)
+    ctx.check(out.get("accessed") == "0", "the library read through the program's file "
+              "(inotify IN_ACCESS events: %s)" % out.get("accessed"), res.stdout)
+    ctx.check(int(out.get("kept_after", 0)) >= 1, "no state file of its own after the "
+              "program closed them", res.stdout)
+    ctx.check(int(out.get("most", 99)) <= 8, "more than 8 state files open at once",
+              res.stdout)
+    # Near its descriptor limit (64, 20 held), the program keeps its numbers.
+    res = ctx.run([ctx.program("stress_statfds.py"), "4", "100", "near-limit"],
+                  env={"PYSAMPLE_MODE": "cpu", "PYSAMPLE_RATE": "1000"}, timeout=120)
+    ctx.check_clean_run(res)
+    ctx.check(res.stdout == "most 0\n", "state files kept open near the descriptor limit",
+              res.stdout)
+
+
+@harness.once
 def test_descriptors_closed_and_reopened_under_the_read_path(ctx):
     """process_vm_readv refused, so the library reads /proc/self/mem through
     a descriptor: the program's first open() still gets 3 (ours is held

@@ -276,6 +276,18 @@ int ps_thread_on_cpu(long tid)
     return info.run_state == TH_STATE_RUNNING;
 }
 
+/* thread_info answers without a descriptor: nothing to keep. */
+int ps_thread_on_cpu_kept(long tid, struct ps_fd *kept)
+{
+    (void)kept;
+    return ps_thread_on_cpu(tid);
+}
+
+void ps_thread_on_cpu_forget(struct ps_fd *kept)
+{
+    (void)kept;
+}
+
 int64_t ps_self_cpu_ns(void)
 {
     struct timespec ts;

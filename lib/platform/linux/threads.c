@@ -27,6 +27,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -281,6 +282,89 @@ int ps_thread_on_cpu(long tid)
     char state = stat_state(path);
     /* R: running or runnable, waiting for nothing but a CPU. */
     return state == 0 ? -1 : state == 'R';
+}
+
+/*
+ * Kept state files.  cpu mode asks a thread's state whenever it has a
+ * period of CPU to charge and did not run throughout, most ticks for a
+ * thread that shares a CPU or the GIL: open, read and close cost 2.4 us
+ * and three system calls, of which the read (the kernel formatting the
+ * line) is 1 us.  So the file stays open, and each look is an fstat and a
+ * pread, as the read path's descriptors are (util/ownfd.h): moved to a
+ * high number, compared with what we opened *before* the read (a
+ * program's file put on the number is never read: some reads take
+ * something, /dev/kmsg's do), and the line read must begin with the
+ * thread's own "TID (" (a file dup2()ed on between the fstat and the
+ * pread gives its bytes, thrown away; only this very thread's stat line
+ * would pass, and that is the answer anyway).  Never more than
+ * PS_STAT_KEPT at once, so the program's descriptor count grows by that
+ * at most (in cpu mode only), and only while it is far from its limit
+ * (stat_open); other threads are read as before.  A thread
+ * that ended fails the read (ESRCH): forgotten, and a tid used again is
+ * opened afresh.
+ */
+#define PS_STAT_KEPT 8
+static int stat_kept;   /* sampler thread only, as the thread memory */
+
+/* Kept only by a program far from its descriptor limit: the number open()
+ * gave (the lowest free) is below a quarter of the soft limit.  Near it,
+ * each look opens and closes as before rather than hold numbers the
+ * program may need (docs/safety.md, the library's descriptors). */
+static int stat_open(long tid, struct ps_fd *kept)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 ||
+        (rl.rlim_cur != RLIM_INFINITY && (rlim_t)fd >= rl.rlim_cur / 4)) {
+        close(fd);
+        return -1;
+    }
+    if (ps_fd_own(kept, fd) != 0)
+        return -1;
+    stat_kept++;
+    return 0;
+}
+
+/* Its state letter, if buf is thread tid's stat line; 0 if not. */
+static char state_of_line(const char *buf, long tid)
+{
+    char head[32];
+    int n = snprintf(head, sizeof head, "%ld (", tid);
+    if (n <= 0 || strncmp(buf, head, (size_t)n) != 0)
+        return 0;
+    const char *p = strrchr(buf, ')');
+    return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
+void ps_thread_on_cpu_forget(struct ps_fd *kept)
+{
+    if (kept->fd < 0)
+        return;
+    ps_fd_release(kept);   /* closed only if still ours */
+    stat_kept--;
+}
+
+int ps_thread_on_cpu_kept(long tid, struct ps_fd *kept)
+{
+    if (kept->fd >= 0 && !ps_fd_ours(kept)) {
+        kept->fd = -1;     /* the program's number now: never read, never closed */
+        stat_kept--;
+    }
+    if (kept->fd < 0 && (stat_kept >= PS_STAT_KEPT || stat_open(tid, kept) != 0))
+        return ps_thread_on_cpu(tid);
+    char buf[512];
+    ssize_t n = pread(kept->fd, buf, sizeof buf - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    char state = state_of_line(buf, tid);
+    if (state == 0) {
+        ps_thread_on_cpu_forget(kept);   /* ended, or not this thread's line */
+        return ps_thread_on_cpu(tid);
+    }
+    return state == 'R';
 }
 
 static int ended(char state)
