@@ -45,17 +45,21 @@ static uint64_t frame_words(const struct walk_plan *p, const uint8_t *co)
     return p->specials_words + (uint64_t)stacksize + (uint64_t)nlocalsplus;
 }
 
+/* Keeps code's entry in wc: in its own slot, else an empty one of its two,
+ * else over the one read earlier (the likelier to serve no frame now). */
 static void code_checked(struct walk_codes *wc, uintptr_t code, struct ps_code_entry *ce,
                          uint64_t words, uint64_t read_no)
 {
     if (wc == NULL)
         return;
-    size_t i = code_slot(code);
-    wc->used |= 1u << i;
-    wc->slot[i].code = code;
-    wc->slot[i].ce = ce;
-    wc->slot[i].words = words;
-    wc->slot[i].read_no = read_no;
+    size_t i = code_slot(code), j = (i + 1) % PS_WALK_CODES;
+    if (wc->code[i] != code && wc->code[i] != 0 &&
+        (wc->code[j] == code || wc->code[j] == 0 || wc->read_no[j] < wc->read_no[i]))
+        i = j;
+    wc->code[i] = code;
+    wc->ce[i] = ce;
+    wc->words[i] = words;
+    wc->read_no[i] = read_no;
 }
 
 /* The code object at code, read now (after the frame that points to it

@@ -15,34 +15,36 @@
 /*
  * Code objects already checked in this walk (framespan.h, one read for
  * many frames): code address -> entry and frame size, and when its bytes
- * were read (a count of this walk's reads).  Direct-mapped; a slot is only
- * trusted for a frame whose bytes were copied before that read.  32 slots,
- * so that a stack's dozen or two distinct code objects rarely evict each
- * other; emptied with one store (used), not one per slot.
+ * were read (a count of this walk's reads).  A slot is only trusted for a
+ * frame whose bytes were copied before that read.  32 slots, a code
+ * object in one of two (its hash's, or the next): so that a stack's dozen
+ * or two distinct code objects rarely evict each other, and two that hash
+ * alike do not take turns (3.15's ten benchmark levels had such a pair:
+ * one frame in four read its code object).  code[] is emptied (0) for
+ * each walk, 256 bytes; a slot's other fields are only read where code[]
+ * holds its code.
  */
 #define PS_WALK_CODES 32
-_Static_assert(PS_WALK_CODES <= 32, "walk_codes.used has a bit per slot");
 
 struct walk_codes {
-    uint64_t reads;                 /* reads made by this walk so far */
-    uint32_t used;                  /* bit i: slot[i] was filled in this walk */
-    struct {
-        uintptr_t code;
-        struct ps_code_entry *ce;
-        uint64_t words;
-        uint64_t read_no;           /* the read that checked it */
-    } slot[PS_WALK_CODES];
+    uint64_t reads;                             /* reads made by this walk so far */
+    uintptr_t code[PS_WALK_CODES];              /* 0: an empty slot */
+    uint64_t read_no[PS_WALK_CODES];            /* the read that checked it */
+    struct ps_code_entry *ce[PS_WALK_CODES];
+    uint64_t words[PS_WALK_CODES];
 };
 
-/* A code object's slot.  Multiplicative, not the address's low bits: code
- * objects of one size made one after the other (exec() of similar source,
- * as test/bench/workload.py's levels on 3.12) sit a multiple of 256 bytes
- * apart, so bits 4-7 were the same for all ten and every frame evicted its
- * caller's slot: no frame was ever served on 3.12. */
+/* A code object's first slot.  Multiplicative, not the address's low
+ * bits: code objects of one size made one after the other (exec() of
+ * similar source, as test/bench/workload.py's levels on 3.12) sit a
+ * multiple of 256 bytes apart, so bits 4-7 were the same for all ten and
+ * every frame evicted its caller's slot: no frame was ever served on
+ * 3.12.  Its second slot is the next one. */
 static inline size_t code_slot(uintptr_t code)
 {
-    return (size_t)(((uint64_t)code * 0x9E3779B97F4A7C15ull) >> 56) & (PS_WALK_CODES - 1);
+    return (size_t)(((uint64_t)code * 0x9E3779B97F4A7C15ull) >> 59);
 }
+_Static_assert(PS_WALK_CODES == 32, "code_slot() yields 5 bits");
 
 static inline struct ps_code_entry *checked_code(const struct walk_codes *wc, uintptr_t code,
                                                  uint64_t frame_read, uint64_t *words)
@@ -50,13 +52,17 @@ static inline struct ps_code_entry *checked_code(const struct walk_codes *wc, ui
     if (wc == NULL)
         return NULL;
     size_t i = code_slot(code);
+    if (wc->code[i] != code) {
+        i = (i + 1) % PS_WALK_CODES;
+        if (wc->code[i] != code)
+            return NULL;
+    }
     /* The entry may have been replaced since (another code object's miss
      * took its way): its address says so. */
-    if (!(wc->used >> i & 1u) || wc->slot[i].code != code || wc->slot[i].read_no <= frame_read ||
-        !wc->slot[i].ce->valid || wc->slot[i].ce->id.addr != code)
+    if (wc->read_no[i] <= frame_read || !wc->ce[i]->valid || wc->ce[i]->id.addr != code)
         return NULL;
-    *words = wc->slot[i].words;
-    return wc->slot[i].ce;
+    *words = wc->words[i];
+    return wc->ce[i];
 }
 
 /* The code object at code, read now (after the frame that points to it

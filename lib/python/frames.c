@@ -46,16 +46,21 @@ static inline int owner_native(const struct walk_plan *p, const uint8_t *fr)
 }
 
 /* Instruction address of a 3.11+ frame, in code units from the start of
- * the bytecode it executes; INT64_MIN if the pointer makes no sense. */
+ * the bytecode it executes; INT64_MIN if the pointer makes no sense.  The
+ * pointer may be one unit before the first (a frame not yet started):
+ * ip + 2 - base is then 0, and one compare bounds it on both sides.  Code
+ * units are 2 bytes apart, so the halving is exact for any pointer the
+ * interpreter makes. */
 static inline int64_t interp_addr(const struct walk_plan *p, uintptr_t code, const uint8_t *fr,
                                   const struct ps_code_entry *ce)
 {
     uintptr_t ip = word_at(fr, p->fr_pos);
     uintptr_t base = code + p->co_code_adaptive;
     int64_t n = ce->id.nunits;
+    uint64_t from = ip + 2 - base;
 
-    if (ip + 2 >= base && ip < base + 2 * (uint64_t)n)
-        return ((int64_t)ip - (int64_t)base) / 2;
+    if (from < 2 * (uint64_t)n + 2)
+        return (int64_t)(from / 2) - 1;
     if (p->tlbc)
         return ps_framecode_tlbc_addr(&p->py->L, code, fr, ip, n);
     return INT64_MIN;
@@ -67,6 +72,7 @@ struct frame_copy {
     uintptr_t at;
     const uint8_t *fr;
     uint64_t read;
+    int8_t owner;       /* its owner byte (owner_native), read once */
 };
 
 /* What resolve makes of one frame. */
@@ -81,16 +87,17 @@ struct resolved {
  * 1 with out->frame set, 0 for a frame that is not shown (shim, entry
  * frame, interpreter code), or a PS_WALK_ error; out's other fields as
  * they say.  Does not look at the frame's link.  Inlined into the walk:
- * it runs for every frame. */
+ * it runs for every frame.  interp: a constant, 1 where the walk's
+ * positions are known to be instruction pointers (walk_step). */
 static inline __attribute__((always_inline)) int
 resolve(const struct walk_plan *p, struct walk_codes *wc, const struct frame_copy *in,
-        struct resolved *out)
+        struct resolved *out, const int interp)
 {
     const uint8_t *fr = in->fr;
     uint64_t w = 0;
 
     out->words = 0;
-    if (owner_native(p, fr))
+    if (in->owner >= p->first_native)
         return 0;
     uintptr_t code = word_at(fr, p->fr_code) & ~p->code_tag_mask;
     if (code == 0)
@@ -111,7 +118,7 @@ resolve(const struct walk_plan *p, struct walk_codes *wc, const struct frame_cop
     int32_t line = PS_LINE_NONE;
     if (p->lines) {
         int64_t addr;
-        if (p->pos_kind == PS_POS_INSTR_PTR) {
+        if (interp || p->pos_kind == PS_POS_INSTR_PTR) {
             addr = interp_addr(p, code, fr, ce);
             if (addr == INT64_MIN)
                 return PS_WALK_INCONSISTENT;
@@ -236,6 +243,7 @@ struct walk {
     int budget;                 /* links it may still follow (ps_walk_budget) */
     int n;                      /* frames reported */
     int truncated;
+    int extras;                 /* rq->addrs or rq->entry is kept: one test a frame */
 };
 
 /* Sets the walk up at rq's first frame: 0, or PS_WALK_UNREADABLE for a
@@ -249,7 +257,7 @@ static inline int walk_begin(struct walk *w, struct walk_plan *plan, struct span
     sp->last = 0;
     sp->base = sp->buf;
     wc->reads = 0;
-    wc->used = 0;
+    memset(wc->code, 0, sizeof wc->code);
     int rc = ps_walk_plan_init(plan, rq->py, rq->cc, rq->syms, rq->lines);
     if (rc != 0)
         return rc;
@@ -260,7 +268,8 @@ static inline int walk_begin(struct walk *w, struct walk_plan *plan, struct span
     *w = (struct walk){ .p = plan, .rq = rq, .sp = sp, .wc = wc,
                         .codes = plan->interp ? wc : NULL, .top = rq->frame,
                         .seen = plan->objects ? seen : NULL,
-                        .budget = ps_walk_budget(rq->max) };
+                        .budget = ps_walk_budget(rq->max),
+                        .extras = rq->addrs != NULL || rq->entry != NULL };
     if (plan->objects)
         seen_begin(seen);
     return 0;
@@ -290,10 +299,10 @@ static inline int link_torn(const struct walk *w, uintptr_t frame, const uint8_t
 /* A frame on the data stack (owner 0) must be where its callee (the last
  * data-stack frame walked) was allocated: 1 if it is not (a torn walk).
  * words != 0 only where the owner field exists (ps_walk_plan_init). */
-static inline int data_stack_torn(struct walk *w, uintptr_t frame, const uint8_t *fr,
+static inline int data_stack_torn(struct walk *w, uintptr_t frame, int8_t owner,
                                   uint64_t words)
 {
-    if (words == 0 || fr[w->p->fr_owner] != 0)
+    if (words == 0 || owner != 0)
         return 0;
     if (w->above != 0 && !data_stack_linked(w->above, frame, words))
         return 1;
@@ -311,14 +320,16 @@ static inline int report_frame(struct walk *w, uintptr_t frame, const uint8_t *f
         w->truncated = 1;
         return 0;
     }
-    if (rq->addrs != NULL)
-        rq->addrs[w->n] = frame;
-    /* Native stacks (merge.c): which frame each evaluation-loop call
-     * began with.  3.9/3.10 run each frame in a call of its own; 3.11
-     * flags it (is_entry). */
-    if (rq->entry != NULL)
-        rq->entry[w->n] = w->p->objects ||
-                          (w->p->fr_is_entry != PS_NOFIELD && fr[w->p->fr_is_entry] != 0);
+    if (w->extras) {
+        if (rq->addrs != NULL)
+            rq->addrs[w->n] = frame;
+        /* Native stacks (merge.c): which frame each evaluation-loop call
+         * began with.  3.9/3.10 run each frame in a call of its own; 3.11
+         * flags it (is_entry). */
+        if (rq->entry != NULL)
+            rq->entry[w->n] = w->p->objects ||
+                              (w->p->fr_is_entry != PS_NOFIELD && fr[w->p->fr_is_entry] != 0);
+    }
     rq->out[w->n++] = one;
     return 1;
 }
@@ -361,8 +372,9 @@ static inline const uint8_t *frame_bytes(struct walk *w, uintptr_t at, uint64_t 
 /* One link of the chain: the frame at *frame copied, checked, resolved
  * and reported if shown.  1 with *frame moved on to its link, 0 if the
  * walk is cut here (its budget or max spent), or a PS_WALK_ error.
- * interp: a constant (walk_loop), 1 for 3.11+ frames, whose walk keeps
- * its code objects from the start (w->codes is w->wc, walk_begin). */
+ * interp: a constant (walk_loop), 1 for 3.11+ frames located by
+ * instruction pointers (every 3.11+ layout), whose walk keeps its code
+ * objects from the start (w->codes is w->wc, walk_begin). */
 static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintptr_t *frame,
                                                            const int interp)
 {
@@ -370,7 +382,7 @@ static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintp
     const uintptr_t at = *frame;
     const uint8_t *fr;
     uint64_t fr_read;
-    struct resolved res = { .boot = 0 };
+    struct resolved res = { .boot = w->boot };
 
     if (w->budget-- <= 0) {
         w->truncated = 1;
@@ -381,18 +393,19 @@ static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintp
     uintptr_t back = word_at(fr, p->fr_back);
     if (link_torn(w, at, fr, back, interp))
         return PS_WALK_INCONSISTENT;
-    int r = resolve(p, interp ? w->wc : w->codes, &(struct frame_copy){ at, fr, fr_read }, &res);
+    const int8_t owner = (int8_t)fr[p->fr_owner];
+    int r = resolve(p, interp ? w->wc : w->codes, &(struct frame_copy){ at, fr, fr_read, owner },
+                    &res, interp);
     if (r < 0)
         return r;
-    if (data_stack_torn(w, at, fr, res.words))
+    if (data_stack_torn(w, at, owner, res.words))
         return PS_WALK_INCONSISTENT;
-    if (res.boot != 0)
-        w->boot = res.boot;
+    w->boot = res.boot;
     if (r > 0 && !report_frame(w, at, fr, res.frame))
         return 0;
     /* 3.12+: a C-stack shim starts every evaluation-loop call, so the
      * Python frame just before it was that call's first. */
-    if (r == 0 && owner_native(p, fr))
+    if (r == 0 && owner >= p->first_native)
         mark_entry(w->rq->entry, w->n - 1);
     *frame = back;
     return 1;
@@ -429,7 +442,10 @@ static __attribute__((noinline)) int walk_frames(const struct ps_walk_req *rq,
     int rc = walk_begin(&w, &plan, &sp, &wc, &seen, rq);
     if (rc != 0)
         return rc;
-    rc = plan.interp ? walk_loop(&w, &frame, 1) : walk_loop(&w, &frame, 0);
+    /* Every 3.11+ layout gives instruction pointers; one that did not
+     * would take the general loop. */
+    rc = plan.interp && plan.pos_kind == PS_POS_INSTR_PTR ? walk_loop(&w, &frame, 1)
+                                                          : walk_loop(&w, &frame, 0);
     if (rc < 0)
         return rc;
     /* The outermost frame began the outermost call. */
@@ -499,7 +515,8 @@ int ps_frame_one(const struct ps_walk_req *rq, int *taskgroup)
         return PS_WALK_UNREADABLE;
     if (frame_freed(&plan, fr))
         return PS_WALK_INCONSISTENT;
-    int r = resolve(&plan, NULL, &(struct frame_copy){ frame, fr, 0 }, &res);
+    int r = resolve(&plan, NULL, &(struct frame_copy){ frame, fr, 0, (int8_t)fr[plan.fr_owner] },
+                    &res, 0);
     *taskgroup = res.taskgroup;
     if (r > 0)
         *rq->out = res.frame;

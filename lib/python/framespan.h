@@ -100,24 +100,25 @@ static __attribute__((noinline)) void span_extend(const struct walk_plan *p, str
                                                   struct walk_codes *wc,
                                                   const struct frame_at *fa)
 {
-    /* What the loop reads, in locals: stores through s could alias it. */
+    /* What the loop reads, in locals (stores through s could alias it):
+     * the span's bounds, and where the link of a frame at address a is
+     * in buf, rel + a. */
     uintptr_t lo = s->lo, last = s->last, at = fa->frame, back;
-    const uint8_t *base = s->base;
-    const size_t link = p->fr_back;
-    const int cap = fa->cap;
-    for (int k = 1; k < cap; k++, at = back) {
-        memcpy(&back, base + link + (at - lo), sizeof back);
+    uintptr_t rel = (uintptr_t)s->base + p->fr_back - lo;
+    for (int k = 1, cap = fa->cap; k < cap; k++, at = back) {
+        memcpy(&back, (const uint8_t *)(rel + at), sizeof back);
         if (back - lo <= last)
             continue;
-        uint8_t *below = (uint8_t *)(uintptr_t)base - PS_FRAME_SPAN;
+        uint8_t *below = (uint8_t *)(uintptr_t)s->base - PS_FRAME_SPAN;
         if (fa->n + k < PS_BATCH_FROM || back >= lo || lo - back > PS_FRAME_SPAN ||
             (back & 7) != 0 || below < s->buf ||
             ps_read_in_scope(below, lo - PS_FRAME_SPAN, PS_FRAME_SPAN) != 0)
             return;
-        base = s->base = below;
+        s->base = below;
         lo = s->lo -= PS_FRAME_SPAN;
         last = s->last += PS_FRAME_SPAN;
         s->read_no = ++wc->reads;
+        rel = (uintptr_t)below + p->fr_back - lo;
     }
 }
 

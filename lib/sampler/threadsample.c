@@ -226,9 +226,12 @@ static int stack_frames(struct ps_tick_ctx *t, unsigned long pth, int tasks_here
         return out.depth;
     if (ps_settings()->native)
         return native_frames(t, w, d);
-    for (int i = w->py.n - 1; i >= 0; i--)
-        b->rooted[d++] = b->scratch[i];
-    return d;
+    /* Through locals: stores through b->rooted could alias b's fields. */
+    const uint64_t *walked = b->scratch;
+    uint64_t *to = b->rooted + d;
+    for (int i = 0, n = w->py.n; i < n; i++)
+        to[i] = walked[n - 1 - i];
+    return d + w->py.n;
 }
 
 /* The weight a stack of the thread ti counts with, of the tick's weight;

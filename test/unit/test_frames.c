@@ -346,6 +346,56 @@ static void test_span_blocks(uintptr_t file)
     ps_symtab_free(&syms);
 }
 
+/*
+ * 3.11+: two code objects whose first slots in the walk's table are the
+ * same (framecode.h, code_slot: repeated here, white box) both stay in
+ * it: a 30-deep recursion alternating between them, all in one copy,
+ * looks each up once (2), where a table of one slot per hash had them
+ * evict each other on every frame (30).
+ */
+static size_t walk_slot(uintptr_t code)
+{
+    return (size_t)(((uint64_t)code * 0x9E3779B97F4A7C15ull) >> 59);
+}
+
+static void test_codes_collide(uintptr_t file)
+{
+    struct ps_python ipy;
+    interp_layout(&ipy);
+    static struct fake_str s_name;
+    static struct fake_code pool[64];
+    uintptr_t name = make_str(&s_name, "pair");
+    int a = 0, b = -1;
+    for (int i = 1; i < 64 && b < 0; i++)
+        if (walk_slot((uintptr_t)&pool[i]) == walk_slot((uintptr_t)&pool[a]))
+            b = i;
+    CHECK(b > 0);
+    make_code(&pool[a], name, file, 60);
+    make_code(&pool[b], name, file, 70);
+    pool[a].stacksize = pool[b].stacksize = 12;     /* 32 + 96 bytes */
+    size_t step = 8 * words_of(&pool[a]);
+    uint8_t *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(page != MAP_FAILED);
+    struct fake_iframe *f[30];
+    for (int i = 0; i < 30; i++)
+        f[i] = iframe_at(page + 64 + (size_t)i * step, i ? f[i - 1] : NULL, &pool[i % 2 ? b : a],
+                         0);
+
+    struct ps_codecache cc;
+    struct ps_symtab syms;
+    CHECK_EQ_INT(ps_codecache_init(&cc, 64), 0);
+    CHECK_EQ_INT(ps_symtab_init(&syms, 1000), 0);
+    uint64_t out[64];
+    struct ps_walk_res res;
+    struct ps_walk_req rq = { .py = &ipy, .cc = &cc, .syms = &syms, .out = out, .max = 64 };
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)f[29], &res), 30);
+    CHECK_EQ_INT(cc.hits + cc.misses, 2);
+    munmap(page, 4096);
+    ps_codecache_clear(&cc);
+    free(cc.e);
+    ps_symtab_free(&syms);
+}
+
 /* Renders t and returns the text (malloc'ed). */
 static char *render(const struct ps_stacktab *t, const struct ps_symtab *syms)
 {
@@ -676,6 +726,7 @@ int main(void)
     test_codecache_bounds(file);
     test_data_stack(file);
     test_span_blocks(file);
+    test_codes_collide(file);
     test_walk_fault(&cc, &syms, &fr[2], &c_f);
     test_frame_batch(&cc, &syms, file);
 
