@@ -203,7 +203,8 @@ def test_cpu_mode_state_files_closed_and_reopened(ctx):
     that closes every descriptor above 2 and puts a watched file of its own
     on each of their numbers never has it read (the check comes before the
     pread), and the library makes descriptors of its own again; none is
-    kept by a program near its descriptor limit."""
+    kept by a program near its descriptor limit; threads that ended give
+    their places up."""
     import sys
     if not sys.platform.startswith("linux"):
         ctx.skip("the state files are Linux's /proc")
@@ -224,6 +225,13 @@ def test_cpu_mode_state_files_closed_and_reopened(ctx):
     ctx.check_clean_run(res)
     ctx.check(res.stdout == "most 0\n", "state files kept open near the descriptor limit",
               res.stdout)
+    # Threads that ended give their places up to new ones (after a second).
+    res = ctx.run([ctx.program("stress_statfds.py"), "8", "100", "churn"],
+                  env={"PYSAMPLE_MODE": "cpu", "PYSAMPLE_RATE": "1000"}, timeout=120)
+    ctx.check_clean_run(res)
+    out = dict(l.split(" ", 1) for l in res.stdout.splitlines())
+    ctx.check(int(out.get("live", 0)) >= 3 and int(out.get("most", 99)) <= 8,
+              "the state files kept stay with threads that ended", res.stdout)
 
 
 @harness.once

@@ -299,19 +299,59 @@ int ps_thread_on_cpu(long tid)
  * would pass, and that is the answer anyway).  Never more than
  * PS_STAT_KEPT at once, so the program's descriptor count grows by that
  * at most (in cpu mode only), and only while it is far from its limit
- * (stat_open); other threads are read as before.  A thread
+ * (stat_open); other threads are read as before, and a thread that ended
+ * or went a second without a look gives its place up (kept_place).  A thread
  * that ended fails the read (ESRCH): forgotten, and a tid used again is
  * opened afresh.
  */
 #define PS_STAT_KEPT 8
-static int stat_kept;   /* sampler thread only, as the thread memory */
+#define PS_STAT_STALE_NS 1000000000ull
+
+/* Who holds the kept ones (sampler thread only, as the thread memory),
+ * and when each was last read: a thread that ended, or has not been
+ * looked at for PS_STAT_STALE_NS, gives its place to one that needs it.
+ * A busier one never does: taking turns would reopen on every look. */
+static struct {
+    struct ps_fd *owner;   /* NULL: free */
+    uint64_t used_ns;
+} stat_kept[PS_STAT_KEPT];
+
+static int kept_index(const struct ps_fd *kept)
+{
+    for (int i = 0; i < PS_STAT_KEPT; i++)
+        if (stat_kept[i].owner == kept)
+            return i;
+    return -1;
+}
+
+/* A free place, or a stale one's (closed, its owner told), or -1. */
+static int kept_place(uint64_t now)
+{
+    int stalest = -1;
+    for (int i = 0; i < PS_STAT_KEPT; i++) {
+        if (stat_kept[i].owner == NULL)
+            return i;
+        if (now - stat_kept[i].used_ns >= PS_STAT_STALE_NS &&
+            (stalest < 0 || stat_kept[i].used_ns < stat_kept[stalest].used_ns))
+            stalest = i;
+    }
+    if (stalest >= 0) {
+        ps_fd_release(stat_kept[stalest].owner);
+        stat_kept[stalest].owner = NULL;
+    }
+    return stalest;
+}
 
 /* Kept only by a program far from its descriptor limit: the number open()
- * gave (the lowest free) is below a quarter of the soft limit.  Near it,
- * each look opens and closes as before rather than hold numbers the
- * program may need (docs/safety.md, the library's descriptors). */
-static int stat_open(long tid, struct ps_fd *kept)
+ * gave (the lowest free) is below a quarter of the soft limit, and the
+ * descriptor could be moved to a high number.  Otherwise each look opens
+ * and closes as before rather than hold numbers the program may need
+ * (docs/safety.md, the library's descriptors). */
+static int stat_open(long tid, struct ps_fd *kept, uint64_t now)
 {
+    int at = kept_place(now);
+    if (at < 0)
+        return -1;
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -325,7 +365,13 @@ static int stat_open(long tid, struct ps_fd *kept)
     }
     if (ps_fd_own(kept, fd) != 0)
         return -1;
-    stat_kept++;
+    if (kept->fd == fd) {     /* no high number free: not kept low */
+        close(fd);
+        kept->fd = -1;
+        return -1;
+    }
+    stat_kept[at].owner = kept;
+    stat_kept[at].used_ns = now;
     return 0;
 }
 
@@ -345,16 +391,21 @@ void ps_thread_on_cpu_forget(struct ps_fd *kept)
     if (kept->fd < 0)
         return;
     ps_fd_release(kept);   /* closed only if still ours */
-    stat_kept--;
+    int i = kept_index(kept);
+    if (i >= 0)
+        stat_kept[i].owner = NULL;
 }
 
 int ps_thread_on_cpu_kept(long tid, struct ps_fd *kept)
 {
+    uint64_t now = ps_now_ns();
     if (kept->fd >= 0 && !ps_fd_ours(kept)) {
         kept->fd = -1;     /* the program's number now: never read, never closed */
-        stat_kept--;
+        int i = kept_index(kept);
+        if (i >= 0)
+            stat_kept[i].owner = NULL;
     }
-    if (kept->fd < 0 && (stat_kept >= PS_STAT_KEPT || stat_open(tid, kept) != 0))
+    if (kept->fd < 0 && stat_open(tid, kept, now) != 0)
         return ps_thread_on_cpu(tid);
     char buf[512];
     ssize_t n = pread(kept->fd, buf, sizeof buf - 1, 0);
@@ -364,6 +415,9 @@ int ps_thread_on_cpu_kept(long tid, struct ps_fd *kept)
         ps_thread_on_cpu_forget(kept);   /* ended, or not this thread's line */
         return ps_thread_on_cpu(tid);
     }
+    int i = kept_index(kept);
+    if (i >= 0)
+        stat_kept[i].used_ns = now;
     return state == 'R';
 }
 

@@ -5,6 +5,7 @@ library must go on with descriptors of its own, never more than 8.
 
     stress_statfds.py THREADS SAMPLES
     stress_statfds.py THREADS SAMPLES near-limit
+    stress_statfds.py THREADS SAMPLES churn
 
 
 THREADS threads each burn ~2 ms of CPU and sleep ~1 ms over and over (so
@@ -22,7 +23,11 @@ first lowers its descriptor limit to 64 and holds 20 descriptors, then only
 runs until SAMPLES samples: "most M", counting only numbers 32-63 (below
 the limit, where the library would hold one: a look that opens and closes
 takes the lowest free, and one kept before the limit was lowered sits
-above it), must be 0 (near its limit, the library holds none).
+above it), must be 0 (near its limit, the library holds none).  With
+churn, THREADS threads run until SAMPLES samples and end, 1.2 s pass, and
+THREADS new ones run until SAMPLES more: "live L" is how many of the
+library's state files then name a thread that is alive (a thread that
+ended gives its place up after a second).
 """
 import ctypes
 import os
@@ -86,10 +91,40 @@ def watched_file(libc):
     return fd, ino
 
 
+def churn(nthreads, samples):
+    most = [0]
+    for batch in range(2):
+        stop.clear()
+        threads = [threading.Thread(target=worker) for _ in range(nthreads)]
+        for t in threads:
+            t.start()
+        spin(samples, most)
+        if batch == 0:
+            stop.set()
+            for t in threads:
+                t.join()
+            time.sleep(1.2)
+    alive = set(os.listdir("/proc/self/task"))
+    live = 0
+    for n in stat_fds():
+        try:
+            if os.readlink("/proc/self/fd/%d" % n).split("/")[4] in alive:
+                live += 1
+        except OSError:
+            pass
+    stop.set()
+    for t in threads:
+        t.join()
+    print("live", live)
+    print("most", most[0])
+
+
 def main():
     nthreads, samples = int(sys.argv[1]), int(sys.argv[2])
     lib = ctypes.CDLL(None)
     libc = ctypes.CDLL(None, use_errno=True)
+    if sys.argv[3:] == ["churn"]:
+        return churn(nthreads, samples)
     held = []
     if sys.argv[3:] == ["near-limit"]:
         import resource
