@@ -122,6 +122,18 @@ static __attribute__((noinline)) void span_extend(const struct walk_plan *p, str
     }
 }
 
+/* The frame at frame read alone into s->one (3.9/3.10: every frame;
+ * 3.11+: one off the data stack): its bytes, or NULL if unreadable.
+ * *read_no: the read. */
+static inline const uint8_t *frame_alone(const struct walk_plan *p, struct span *s,
+                                         struct walk_codes *wc, uintptr_t frame,
+                                         uint64_t *read_no)
+{
+    size_t len = p->fr_read;
+    *read_no = ++wc->reads;
+    return len <= sizeof s->one && ps_read_in_scope(s->one, frame, len) == 0 ? s->one : NULL;
+}
+
 /* The bytes of fa->frame when the span does not hold them: one read,
  * wide (then extended below) or alone (3.9/3.10: every frame); NULL if
  * unreadable.  *read_no: the read that copied them. */
@@ -133,9 +145,9 @@ frame_read(const struct walk_plan *p, struct span *s, struct walk_codes *wc,
     size_t len = p->fr_read;
     int wide = p->wide_ok &&
                (fa->n == 0 && above == 0 ? 1 : frame < above && above - frame <= PS_FRAME_SPAN);
-    *read_no = ++wc->reads;
     if (!wide)
-        return len <= sizeof s->one && ps_read_in_scope(s->one, frame, len) == 0 ? s->one : NULL;
+        return frame_alone(p, s, wc, frame, read_no);
+    *read_no = ++wc->reads;
     uintptr_t lo = frame & ~(uintptr_t)(PS_FRAME_SPAN - 1);
     uint8_t *top = s->buf + (PS_SPAN_BLOCKS - 1) * PS_FRAME_SPAN;
     if (frame - lo + len > sizeof s->buf - (size_t)(top - s->buf) ||
