@@ -38,6 +38,9 @@ STOPPED_S = 2.0
 # its duration anyway.  The price: a target stopped in the middle of a long
 # wait is said so up to SLICE_MAX_S later.
 SLICE_S = 0.25
+# How often a connect() to a full listen queue looks at the target (its
+# tries are every millisecond).
+CONNECT_LOOK_S = 0.02
 SLICE_MAX_S = 2.0
 
 _STATES = {"R": "running", "S": "sleeping", "D": "in uninterruptible sleep (state D: waiting on the "
@@ -182,15 +185,22 @@ def connect(sock, addr, wait):
     """connect() within the wait's deadline.  A Unix socket's connect()
     that would block (EAGAIN: the listen queue is full) is tried again,
     since the kernel offers no way to wait for room; any other error is
-    raised as it is."""
+    raised as it is.  Tried again every millisecond, and the target looked
+    at every CONNECT_LOOK_S: under a flood of connections from another
+    user, the library's burst of accepts frees places for well under a
+    millisecond before the flooders take them again, and a try every 20 ms
+    missed them often enough that a dump waited out its whole deadline."""
     sock.setblocking(False)
+    looked = time.monotonic()
     while True:
         try:
             sock.connect(addr)
             return
         except (BlockingIOError, InterruptedError):
-            wait.expired()
-            time.sleep(min(0.02, wait.slice()))
+            if time.monotonic() - looked >= CONNECT_LOOK_S:
+                wait.expired()
+                looked = time.monotonic()
+            time.sleep(min(0.001, wait.slice()))
 
 
 def call(sock, wait, op, *args):
