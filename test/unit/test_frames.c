@@ -158,6 +158,25 @@ static size_t words_of(const struct fake_code *c)
     return FAKE_SPECIALS / 8 + (size_t)c->stacksize + (size_t)c->nlocalsplus;
 }
 
+/* The code cache and symbol table a walk test resolves into. */
+struct walk_fix {
+    struct ps_codecache cc;
+    struct ps_symtab syms;
+};
+
+static void walk_fix_open(struct walk_fix *f)
+{
+    CHECK_EQ_INT(ps_codecache_init(&f->cc, 64), 0);
+    CHECK_EQ_INT(ps_symtab_init(&f->syms, 1000), 0);
+}
+
+static void walk_fix_close(struct walk_fix *f)
+{
+    ps_codecache_clear(&f->cc);
+    free(f->cc.e);
+    ps_symtab_free(&f->syms);
+}
+
 /* py with a 3.11-style layout of struct fake_iframe. */
 static void interp_layout(struct ps_python *ipy)
 {
@@ -196,13 +215,13 @@ static void test_data_stack(uintptr_t file)
     c_big.nlocalsplus = 9, c_big.stacksize = 7;
     c_exit.nlocalsplus = 2, c_exit.stacksize = 4;
 
-    struct ps_codecache cc;
-    struct ps_symtab syms;
-    CHECK_EQ_INT(ps_codecache_init(&cc, 64), 0);
-    CHECK_EQ_INT(ps_symtab_init(&syms, 1000), 0);
+    struct walk_fix fx;
+    walk_fix_open(&fx);
+    struct ps_codecache *cc = &fx.cc;
+    struct ps_symtab *syms = &fx.syms;
     uint64_t out[16];
     struct ps_walk_res res;
-    const struct ps_walk_req rq = { .py = &ipy, .cc = &cc, .syms = &syms, .out = out, .max = 16 };
+    const struct ps_walk_req rq = { .py = &ipy, .cc = cc, .syms = syms, .out = out, .max = 16 };
 
     /* run -> locked -> __exit__, each at its caller's end: a stack. */
     uint8_t *at = stack_a + 64;
@@ -211,7 +230,7 @@ static void test_data_stack(uintptr_t file)
     struct fake_iframe *locked = iframe_at(at, run, &c_small, 0);
     struct fake_iframe *exit_ = iframe_at(at + 8 * words_of(&c_small), locked, &c_exit, 0);
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)exit_, &res), 3);
-    CHECK_EQ_INT(out[0] >> 32, ps_sym_python(&syms, "__exit__", "app.py"));
+    CHECK_EQ_INT(out[0] >> 32, ps_sym_python(syms, "__exit__", "app.py"));
 
     /* Entry marks (native stacks, merge.c): a C-stack shim (owner 3 here)
      * begins an evaluation-loop call, so the frame before it was that
@@ -244,7 +263,7 @@ static void test_data_stack(uintptr_t file)
     iframe_at((uint8_t *)&genframe, (struct fake_iframe *)at, &c_gen, 1);
     leaf->previous = (uintptr_t)&genframe;
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)leaf, &res), 4);
-    CHECK_EQ_INT(out[1] >> 32, ps_sym_python(&syms, "gen", "app.py"));
+    CHECK_EQ_INT(out[1] >> 32, ps_sym_python(syms, "gen", "app.py"));
 
     /* A callee in a new chunk: right after the chunk header, whose
      * previous chunk recorded the top it left (other's end). */
@@ -265,27 +284,25 @@ static void test_data_stack(uintptr_t file)
     struct fake_iframe *rec[4];
     for (int i = 0; i < 4; i++)
         rec[i] = iframe_at(r0 + (size_t)i * step, i ? rec[i - 1] : NULL, &c_gen, 0);
-    uint64_t looked = cc.hits + cc.misses;
+    uint64_t looked = cc->hits + cc->misses;
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)rec[3], &res), 4);
-    CHECK_EQ_INT(cc.hits + cc.misses - looked, 1);
+    CHECK_EQ_INT(cc->hits + cc->misses - looked, 1);
     /* ... but a frame copied after it (a generator's, read alone) has it
      * read again ... */
     static struct fake_iframe gen2;
     iframe_at((uint8_t *)&gen2, rec[1], &c_gen, 1);
     rec[2]->previous = (uintptr_t)&gen2;
-    looked = cc.hits + cc.misses;
+    looked = cc->hits + cc->misses;
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)rec[3], &res), 5);
-    CHECK(cc.hits + cc.misses - looked >= 2);
+    CHECK(cc->hits + cc->misses - looked >= 2);
     /* ... and nothing is kept from one walk to the next: a code object
      * replaced at the same address (other names) is seen at once. */
     c_gen.name = (uintptr_t)&s_exit;
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)rec[3], &res), 5);
     for (int i = 0; i < 5; i++)
-        CHECK_EQ_INT(out[i] >> 32, ps_sym_python(&syms, "__exit__", "app.py"));
+        CHECK_EQ_INT(out[i] >> 32, ps_sym_python(syms, "__exit__", "app.py"));
 
-    ps_codecache_clear(&cc);
-    free(cc.e);
-    ps_symtab_free(&syms);
+    walk_fix_close(&fx);
 }
 
 /*
@@ -320,18 +337,18 @@ static void test_span_blocks(uintptr_t file)
     for (int i = 0; i < 100; i++)
         rec[i] = iframe_at(stack + 64 + (size_t)i * step, i ? rec[i - 1] : NULL, &c_rec, 0);
 
-    struct ps_codecache cc;
-    struct ps_symtab syms;
-    CHECK_EQ_INT(ps_codecache_init(&cc, 64), 0);
-    CHECK_EQ_INT(ps_symtab_init(&syms, 1000), 0);
+    struct walk_fix fx;
+    walk_fix_open(&fx);
+    struct ps_codecache *cc = &fx.cc;
+    struct ps_symtab *syms = &fx.syms;
     uint64_t out[128];
     struct ps_walk_res res;
-    struct ps_walk_req rq = { .py = &ipy, .cc = &cc, .syms = &syms, .out = out, .max = 128 };
-    uint64_t looked = cc.hits + cc.misses;
+    struct ps_walk_req rq = { .py = &ipy, .cc = cc, .syms = syms, .out = out, .max = 128 };
+    uint64_t looked = cc->hits + cc->misses;
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)rec[99], &res), 100);
-    CHECK_EQ_INT(cc.hits + cc.misses - looked, 2);
+    CHECK_EQ_INT(cc->hits + cc->misses - looked, 2);
     for (int i = 0; i < 100; i++)
-        CHECK_EQ_INT(out[i] >> 32, ps_sym_python(&syms, "rec", "app.py"));
+        CHECK_EQ_INT(out[i] >> 32, ps_sym_python(syms, "rec", "app.py"));
     /* Cut at max: the same frames as a walk read block by block. */
     rq.max = 40;
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)rec[99], &res), 40);
@@ -345,9 +362,7 @@ static void test_span_blocks(uintptr_t file)
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)rec[99], &res), 100);
 
     munmap(map, 5 * 4096);
-    ps_codecache_clear(&cc);
-    free(cc.e);
-    ps_symtab_free(&syms);
+    walk_fix_close(&fx);
 }
 
 /*
@@ -385,19 +400,17 @@ static void test_codes_collide(uintptr_t file)
         f[i] = iframe_at(page + 64 + (size_t)i * step, i ? f[i - 1] : NULL, &pool[i % 2 ? b : a],
                          0);
 
-    struct ps_codecache cc;
-    struct ps_symtab syms;
-    CHECK_EQ_INT(ps_codecache_init(&cc, 64), 0);
-    CHECK_EQ_INT(ps_symtab_init(&syms, 1000), 0);
+    struct walk_fix fx;
+    walk_fix_open(&fx);
+    struct ps_codecache *cc = &fx.cc;
+    struct ps_symtab *syms = &fx.syms;
     uint64_t out[64];
     struct ps_walk_res res;
-    struct ps_walk_req rq = { .py = &ipy, .cc = &cc, .syms = &syms, .out = out, .max = 64 };
+    struct ps_walk_req rq = { .py = &ipy, .cc = cc, .syms = syms, .out = out, .max = 64 };
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)f[29], &res), 30);
-    CHECK_EQ_INT(cc.hits + cc.misses, 2);
+    CHECK_EQ_INT(cc->hits + cc->misses, 2);
     munmap(page, 4096);
-    ps_codecache_clear(&cc);
-    free(cc.e);
-    ps_symtab_free(&syms);
+    walk_fix_close(&fx);
 }
 
 /* Renders t and returns the text (malloc'ed). */
