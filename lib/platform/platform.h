@@ -109,10 +109,19 @@ int ps_thread_on_cpu(long tid);
  * kept at most; beyond that, or whenever the kept one is no longer ours,
  * this is ps_thread_on_cpu).  *kept starts as PS_FD_NONE and goes back
  * with ps_thread_on_cpu_forget when the thread's memory is dropped.
+ * *ks says who holds the few: its caller's, zeroed to begin with (the
+ * sampler's thread memory, threadinfo.h), one for every kept file.
  */
+#define PS_STAT_KEPT 8
 struct ps_fd;
-int ps_thread_on_cpu_kept(long tid, struct ps_fd *kept);
-void ps_thread_on_cpu_forget(struct ps_fd *kept);
+struct ps_stat_kept {
+    struct {
+        struct ps_fd *owner;   /* NULL: free */
+        uint64_t used_ns;      /* last read */
+    } at[PS_STAT_KEPT];
+};
+int ps_thread_on_cpu_kept(struct ps_stat_kept *ks, long tid, struct ps_fd *kept);
+void ps_thread_on_cpu_forget(struct ps_stat_kept *ks, struct ps_fd *kept);
 
 /*
  * The OS name of thread tid (empty when it has none of its own, i.e. it

@@ -60,7 +60,7 @@ struct ps_thread_info *ps_threadinfo_find(struct ps_threads *th, long tid)
         /* New thread, or a slot reclaimed from a thread long gone (its
          * kept state file goes with it; a slot never used has none). */
         if (ti->tid != 0)
-            ps_thread_on_cpu_forget(&ti->state_fd);
+            ps_thread_on_cpu_forget(&th->kept, &ti->state_fd);
         memset(ti, 0, sizeof *ti);
         ti->tid = tid;
         ti->clock.last_cpu = -1;
@@ -69,7 +69,8 @@ struct ps_thread_info *ps_threadinfo_find(struct ps_threads *th, long tid)
     return ti;
 }
 
-uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t period_ns, unsigned run)
+uint64_t ps_threadinfo_cpu_weight(struct ps_threads *th, struct ps_thread_info *ti,
+                                  uint64_t period_ns, unsigned run)
 {
     /* A tid that is no thread of ours any more is refused by the kernel:
      * the read never touches freed memory.  The monotonic clock around
@@ -83,7 +84,7 @@ uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t period_ns,
     /* Charged only where it runs (weight.h): a thread waiting for
      * anything but a CPU is not where its CPU time went.  Where the OS
      * cannot tell (no /proc), the CPU time goes where it is found. */
-    int on_cpu = ti->clock.busy || ps_thread_on_cpu_kept(ti->tid, &ti->state_fd) != 0;
+    int on_cpu = ti->clock.busy || ps_thread_on_cpu_kept(&th->kept, ti->tid, &ti->state_fd) != 0;
     return ps_cpu_clock_settle(&ti->clock, n, on_cpu, period_ns);
 }
 
@@ -143,6 +144,6 @@ void ps_threadinfo_child_after_fork(struct ps_threads *th)
     /* The kept state files name the parent's threads: closed here. */
     for (size_t i = 0; i < PS_TIDCACHE; i++)
         if (th->tids[i].tid != 0)
-            ps_thread_on_cpu_forget(&th->tids[i].state_fd);
+            ps_thread_on_cpu_forget(&th->kept, &th->tids[i].state_fd);
     memset(th->tids, 0, sizeof th->tids);
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "platform/platform.h"
 #include "python/runtime.h"
 #include "sampler/weight.h"
 #include "util/ownfd.h"
@@ -44,6 +45,7 @@ struct ps_threads {
      * workers unless --py-call-osafterfork).  Filled at fork. */
     long forker_tids[PS_FORKERS];
     long forking_tid;           /* set in the prepare handler (the forking thread) */
+    struct ps_stat_kept kept;   /* cpu mode: which tids[].state_fd are open (platform.h) */
 };
 
 /* Notes this process's pid (its main thread's tid). */
@@ -80,7 +82,8 @@ struct ps_thread_info *ps_threadinfo_find(struct ps_threads *th, long tid);
  * cannot be read (it has exited: the kernel refuses a tid that is no
  * thread of ours, so the read never touches freed memory).
  */
-uint64_t ps_threadinfo_cpu_weight(struct ps_thread_info *ti, uint64_t period_ns, unsigned run);
+uint64_t ps_threadinfo_cpu_weight(struct ps_threads *th, struct ps_thread_info *ti,
+                                  uint64_t period_ns, unsigned run);
 
 /* The thread's label (symtab.h), its name read again about once a second.
  * boot: the Thread._bootstrap_inner frame of this sample's walk, or 0. */

@@ -243,7 +243,7 @@ static uint64_t thread_weight(const struct ps_tick_ctx *t, struct ps_thread_info
                               uint64_t weight)
 {
     if (ps_settings()->mode == PS_MODE_CPU && !t->all)
-        return ps_threadinfo_cpu_weight(ti, t->cpu_period_ns, t->run);
+        return ps_threadinfo_cpu_weight(&t->sampler->threads, ti, t->cpu_period_ns, t->run);
     return weight;
 }
 

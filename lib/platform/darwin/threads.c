@@ -277,14 +277,16 @@ int ps_thread_on_cpu(long tid)
 }
 
 /* thread_info answers without a descriptor: nothing to keep. */
-int ps_thread_on_cpu_kept(long tid, struct ps_fd *kept)
+int ps_thread_on_cpu_kept(struct ps_stat_kept *ks, long tid, struct ps_fd *kept)
 {
+    (void)ks;
     (void)kept;
     return ps_thread_on_cpu(tid);
 }
 
-void ps_thread_on_cpu_forget(struct ps_fd *kept)
+void ps_thread_on_cpu_forget(struct ps_stat_kept *ks, struct ps_fd *kept)
 {
+    (void)ks;
     (void)kept;
 }
 

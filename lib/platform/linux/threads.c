@@ -304,40 +304,35 @@ int ps_thread_on_cpu(long tid)
  * that ended fails the read (ESRCH): forgotten, and a tid used again is
  * opened afresh.
  */
-#define PS_STAT_KEPT 8
 #define PS_STAT_STALE_NS 1000000000ull
 
-/* Who holds the kept ones (sampler thread only, as the thread memory),
- * and when each was last read: a thread that ended, or has not been
- * looked at for PS_STAT_STALE_NS, gives its place to one that needs it.
- * A busier one never does: taking turns would reopen on every look. */
-static struct {
-    struct ps_fd *owner;   /* NULL: free */
-    uint64_t used_ns;
-} stat_kept[PS_STAT_KEPT];
-
-static int kept_index(const struct ps_fd *kept)
+/* Who holds the kept ones (*ks: the sampler's thread memory, sampler
+ * thread only), and when each was last read: a thread that ended, or has
+ * not been looked at for PS_STAT_STALE_NS, gives its place to one that
+ * needs it.  A busier one never does: taking turns would reopen on every
+ * look. */
+static int kept_index(const struct ps_stat_kept *ks, const struct ps_fd *kept)
 {
     for (int i = 0; i < PS_STAT_KEPT; i++)
-        if (stat_kept[i].owner == kept)
+        if (ks->at[i].owner == kept)
             return i;
     return -1;
 }
 
 /* A free place, or a stale one's (closed, its owner told), or -1. */
-static int kept_place(uint64_t now)
+static int kept_place(struct ps_stat_kept *ks, uint64_t now)
 {
     int stalest = -1;
     for (int i = 0; i < PS_STAT_KEPT; i++) {
-        if (stat_kept[i].owner == NULL)
+        if (ks->at[i].owner == NULL)
             return i;
-        if (now - stat_kept[i].used_ns >= PS_STAT_STALE_NS &&
-            (stalest < 0 || stat_kept[i].used_ns < stat_kept[stalest].used_ns))
+        if (now - ks->at[i].used_ns >= PS_STAT_STALE_NS &&
+            (stalest < 0 || ks->at[i].used_ns < ks->at[stalest].used_ns))
             stalest = i;
     }
     if (stalest >= 0) {
-        ps_fd_release(stat_kept[stalest].owner);
-        stat_kept[stalest].owner = NULL;
+        ps_fd_release(ks->at[stalest].owner);
+        ks->at[stalest].owner = NULL;
     }
     return stalest;
 }
@@ -347,9 +342,9 @@ static int kept_place(uint64_t now)
  * descriptor could be moved to a high number.  Otherwise each look opens
  * and closes as before rather than hold numbers the program may need
  * (docs/safety.md, the library's descriptors). */
-static int stat_open(long tid, struct ps_fd *kept, uint64_t now)
+static int stat_open(struct ps_stat_kept *ks, long tid, struct ps_fd *kept, uint64_t now)
 {
-    int at = kept_place(now);
+    int at = kept_place(ks, now);
     if (at < 0)
         return -1;
     char path[64];
@@ -370,8 +365,8 @@ static int stat_open(long tid, struct ps_fd *kept, uint64_t now)
         kept->fd = -1;
         return -1;
     }
-    stat_kept[at].owner = kept;
-    stat_kept[at].used_ns = now;
+    ks->at[at].owner = kept;
+    ks->at[at].used_ns = now;
     return 0;
 }
 
@@ -386,38 +381,38 @@ static char state_of_line(const char *buf, long tid)
     return p != NULL && p[1] == ' ' ? p[2] : 0;
 }
 
-void ps_thread_on_cpu_forget(struct ps_fd *kept)
+void ps_thread_on_cpu_forget(struct ps_stat_kept *ks, struct ps_fd *kept)
 {
     if (kept->fd < 0)
         return;
     ps_fd_release(kept);   /* closed only if still ours */
-    int i = kept_index(kept);
+    int i = kept_index(ks, kept);
     if (i >= 0)
-        stat_kept[i].owner = NULL;
+        ks->at[i].owner = NULL;
 }
 
-int ps_thread_on_cpu_kept(long tid, struct ps_fd *kept)
+int ps_thread_on_cpu_kept(struct ps_stat_kept *ks, long tid, struct ps_fd *kept)
 {
     uint64_t now = ps_now_ns();
     if (kept->fd >= 0 && !ps_fd_ours(kept)) {
         kept->fd = -1;     /* the program's number now: never read, never closed */
-        int i = kept_index(kept);
+        int i = kept_index(ks, kept);
         if (i >= 0)
-            stat_kept[i].owner = NULL;
+            ks->at[i].owner = NULL;
     }
-    if (kept->fd < 0 && stat_open(tid, kept, now) != 0)
+    if (kept->fd < 0 && stat_open(ks, tid, kept, now) != 0)
         return ps_thread_on_cpu(tid);
     char buf[512];
     ssize_t n = pread(kept->fd, buf, sizeof buf - 1, 0);
     buf[n > 0 ? n : 0] = '\0';
     char state = state_of_line(buf, tid);
     if (state == 0) {
-        ps_thread_on_cpu_forget(kept);   /* ended, or not this thread's line */
+        ps_thread_on_cpu_forget(ks, kept);   /* ended, or not this thread's line */
         return ps_thread_on_cpu(tid);
     }
-    int i = kept_index(kept);
+    int i = kept_index(ks, kept);
     if (i >= 0)
-        stat_kept[i].used_ns = now;
+        ks->at[i].used_ns = now;
     return state == 'R';
 }
 
