@@ -1,0 +1,72 @@
+/*
+ * libwaker.c - the floor of issue #36 item 3 as the issue states it: "a
+ * no-op thread waking at the same rate in the same process".
+ *
+ *     LD_PRELOAD=libwaker.so BENCH_WAKER_RATE=HZ BENCH_WAKER_OUT=FILE prog
+ *
+ * Preloaded into the profiled program in place of libpysample, its
+ * constructor starts one thread that waits for absolute deadlines HZ times
+ * a second exactly as the sampler thread does (bench_ticker.h: a condition
+ * variable on the monotonic clock, timer slack 1 ns as
+ * ps_thread_precise_timers() sets) and does nothing else.  At exit it
+ * writes the number of wake-ups to FILE.  The process's CPU beside an
+ * unpreloaded run, per wake-up, is what waking costs *this* program --
+ * the thread's own CPU, the context switches, and the caches and TLB the
+ * program refills after it -- so that the sampler's added CPU per sample
+ * can be set beside it with the walk as the only difference.  (bench_wake
+ * busy measures the same beside a C loop over 256 KiB, whose working set
+ * is not the interpreter's.)
+ *
+ * Benchmark only: nothing of the library, no checks beyond what a
+ * benchmark needs; without BENCH_WAKER_RATE it does nothing.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+
+#include "bench_ticker.h"
+
+static _Atomic long wakes;
+static long rate;
+
+static void *waker(void *unused)
+{
+    (void)unused;
+    struct ticker t;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    ticker_init(&t, rate, 0);
+    for (;;) {
+        ticker_wait(&t);
+        atomic_fetch_add_explicit(&wakes, 1, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+__attribute__((constructor)) static void waker_start(void)
+{
+    const char *r = getenv("BENCH_WAKER_RATE");
+    rate = r ? atol(r) : 0;
+    if (rate <= 0)
+        return;
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, waker, NULL) != 0)
+        rate = 0;
+    pthread_attr_destroy(&a);
+}
+
+__attribute__((destructor)) static void waker_report(void)
+{
+    const char *out = getenv("BENCH_WAKER_OUT");
+    if (rate <= 0 || out == NULL)
+        return;
+    FILE *f = fopen(out, "w");
+    if (f == NULL)
+        return;
+    fprintf(f, "%ld\n", atomic_load(&wakes));
+    fclose(f);
+}
