@@ -111,6 +111,8 @@ int ps_thread_on_cpu(long tid);
  * with ps_thread_on_cpu_forget when the thread's memory is dropped.
  * *ks says who holds the few: its caller's, zeroed to begin with (the
  * sampler's thread memory, threadinfo.h), one for every kept file.
+ * now: the monotonic clock (ps_now_ns) as the caller last read it, when
+ * the kept file was last used (a place unused for a second is given up).
  */
 #define PS_STAT_KEPT 8
 struct ps_fd;
@@ -120,7 +122,7 @@ struct ps_stat_kept {
         uint64_t used_ns;      /* last read */
     } at[PS_STAT_KEPT];
 };
-int ps_thread_on_cpu_kept(struct ps_stat_kept *ks, long tid, struct ps_fd *kept);
+int ps_thread_on_cpu_kept(struct ps_stat_kept *ks, long tid, struct ps_fd *kept, uint64_t now);
 void ps_thread_on_cpu_forget(struct ps_stat_kept *ks, struct ps_fd *kept);
 
 /*

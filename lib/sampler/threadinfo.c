@@ -84,7 +84,8 @@ uint64_t ps_threadinfo_cpu_weight(struct ps_threads *th, struct ps_thread_info *
     /* Charged only where it runs (weight.h): a thread waiting for
      * anything but a CPU is not where its CPU time went.  Where the OS
      * cannot tell (no /proc), the CPU time goes where it is found. */
-    int on_cpu = ti->clock.busy || ps_thread_on_cpu_kept(&th->kept, ti->tid, &ti->state_fd) != 0;
+    int on_cpu = ti->clock.busy ||
+                 ps_thread_on_cpu_kept(&th->kept, ti->tid, &ti->state_fd, r.after) != 0;
     return ps_cpu_clock_settle(&ti->clock, n, on_cpu, period_ns);
 }
 

@@ -277,10 +277,11 @@ int ps_thread_on_cpu(long tid)
 }
 
 /* thread_info answers without a descriptor: nothing to keep. */
-int ps_thread_on_cpu_kept(struct ps_stat_kept *ks, long tid, struct ps_fd *kept)
+int ps_thread_on_cpu_kept(struct ps_stat_kept *ks, long tid, struct ps_fd *kept, uint64_t now)
 {
     (void)ks;
     (void)kept;
+    (void)now;
     return ps_thread_on_cpu(tid);
 }
 

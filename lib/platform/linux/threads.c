@@ -391,9 +391,8 @@ void ps_thread_on_cpu_forget(struct ps_stat_kept *ks, struct ps_fd *kept)
         ks->at[i].owner = NULL;
 }
 
-int ps_thread_on_cpu_kept(struct ps_stat_kept *ks, long tid, struct ps_fd *kept)
+int ps_thread_on_cpu_kept(struct ps_stat_kept *ks, long tid, struct ps_fd *kept, uint64_t now)
 {
-    uint64_t now = ps_now_ns();
     if (kept->fd >= 0 && !ps_fd_ours(kept)) {
         kept->fd = -1;     /* the program's number now: never read, never closed */
         int i = kept_index(ks, kept);
