@@ -64,15 +64,21 @@ PS_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
     return program_sigaction(sig, act, old);
 }
 
-/* What glibc's signal() asks of sigaction: BSD semantics, the signal
- * blocked while its handler runs. */
+/* What the C library's signal() asks of sigaction, so that the program
+ * reads back what it would without us: glibc's BSD semantics put the
+ * signal in the handler's mask, musl's ask SA_RESTART alone (the kernel
+ * blocks the signal during its handler either way, without SA_NODEFER). */
 static void bsd_action(int sig, sighandler_t handler, struct sigaction *act)
 {
     memset(act, 0, sizeof *act);
     act->sa_handler = handler;
     act->sa_flags = SA_RESTART;
     sigemptyset(&act->sa_mask);
+#ifdef __GLIBC__
     sigaddset(&act->sa_mask, sig);
+#else
+    (void)sig;
+#endif
 }
 
 PS_EXPORT sighandler_t signal(int sig, sighandler_t handler)
