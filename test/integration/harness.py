@@ -205,6 +205,9 @@ class Context:
     def __init__(self, python, lib, label, version, tmp_root):
         self.python = python
         self.lib = lib
+        # The build dir of the files built for the tests (built()): run.py
+        # --build, else the one lib is in (BUILD/lib/libpysample.so).
+        self.build = os.path.dirname(os.path.dirname(lib))
         self.label = label
         self.version = version  # (major, minor)
         self.tmp_root = tmp_root
@@ -218,6 +221,17 @@ class Context:
 
     def program(self, name):
         return os.path.join(PROGRAMS, name)
+
+    def built(self, rel, var):
+        """A file the build makes for the tests: $var if set (test/meson.build
+        sets it), else rel under the build dir.  Missing: the scenario fails
+        saying where it looked and how to give it."""
+        path = os.environ.get(var) or os.path.join(self.build, rel)
+        self.check(os.path.exists(path),
+                   "%s is missing (looked at %s): `meson compile -C BUILD` makes it; with --lib "
+                   "outside its build dir, pass run.py --build BUILD or set %s"
+                   % (os.path.basename(rel), path, var))
+        return path
 
     def tmpdir(self):
         return tempfile.mkdtemp(dir=self.tmp_root)

@@ -126,6 +126,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", required=True)
     ap.add_argument("--lib", required=True)
+    ap.add_argument("--build", default=None, metavar="DIR",
+                    help="the meson build dir of the files built for the tests (test/*.so, "
+                         "lib/pysample-attach); default: the one --lib is in")
     ap.add_argument("--suite", default="core")
     ap.add_argument("--only", default=None)
     ap.add_argument("--label", default=None)
@@ -182,6 +185,8 @@ def main():
 
     tmp_root = tempfile.mkdtemp(prefix="pysample-it-")
     ctx = harness.Context(a.python, os.path.abspath(a.lib), a.label or "", version, tmp_root)
+    if a.build:
+        ctx.build = os.path.abspath(a.build)
     ctx.forced_env = dict(e.split("=", 1) for e in a.env)
     ctx.primary = a.primary
     # A suite whose module sets TWO_AT_A_TIME (and has no teardown, which

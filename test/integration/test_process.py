@@ -560,10 +560,7 @@ def test_last_descriptor_stays_the_programs(ctx):
 
 def exitstorm(ctx):
     """build/test/libexitstorm.so (test/integration/programs/exitstorm.c)."""
-    path = os.environ.get("PYSAMPLE_TEST_EXITSTORM") or os.path.join(
-        os.path.dirname(os.path.dirname(ctx.lib)), "test", "libexitstorm.so")
-    ctx.check(os.path.exists(path), "%s is missing: meson compile builds it" % path)
-    return path
+    return ctx.built(os.path.join("test", "libexitstorm.so"), "PYSAMPLE_TEST_EXITSTORM")
 
 
 def test_exit_in_signal_handler_storm(ctx):

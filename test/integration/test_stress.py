@@ -399,10 +399,7 @@ def handlers_run(ctx, args, interp_args=(), expect_modes=("direct",)):
 
 def faultprobe(ctx):
     """build/test/libfaultprobe.so (test/integration/programs/faultprobe.c)."""
-    path = os.environ.get("PYSAMPLE_TEST_FAULTPROBE") or os.path.join(
-        os.path.dirname(os.path.dirname(ctx.lib)), "test", "libfaultprobe.so")
-    ctx.check(os.path.exists(path), "%s is missing: meson compile builds it" % path)
-    return path
+    return ctx.built(os.path.join("test", "libfaultprobe.so"), "PYSAMPLE_TEST_FAULTPROBE")
 
 
 def test_faulthandler_enabled_by_program(ctx):
