@@ -115,6 +115,12 @@ def as_user(uid):
 def tool(ctx, *args, user=None, cwd=None, timeout=120, prefix=()):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSAMPLE_") and k != "LD_PRELOAD"}
     env["PYTHONPATH"] = SCRIPTS
+    # The build under test's pysample-attach (a process not started armed):
+    # the tool finds its own library in the tree's build/, which an
+    # out-of-tree build dir is not.
+    attach = os.path.join(ctx.build, "lib", "pysample-attach")
+    if os.access(attach, os.X_OK):
+        env["PYSAMPLE_ATTACH"] = attach
     cmd = list(prefix) + [sys.executable, "-m", "pysample_tool"] + list(args)
     if user is not None:
         cmd = as_user(user) + cmd
