@@ -45,21 +45,55 @@ static uint64_t frame_words(const struct walk_plan *p, const uint8_t *co)
     return p->specials_words + (uint64_t)stacksize + (uint64_t)nlocalsplus;
 }
 
-/* Keeps code's entry in wc: in its own slot, else an empty one of its two,
- * else over the one read earlier (the likelier to serve no frame now). */
+/* The other slot of the code object in slot k (framecode.h, code_slot2). */
+static size_t other_slot(uintptr_t code, size_t k)
+{
+    uint64_t h = code_hash(code);
+    return code_slot(h) == k ? code_slot2(h) : code_slot(h);
+}
+
+/* Where code's entry goes in wc: its own slot or an empty one of its
+ * two; else one of them emptied by moving its occupant to that one's
+ * other slot if empty (the older occupant tried first); else the slot of
+ * the one read earlier (the likelier to serve no frame now).  Without the
+ * move, three code objects of a recursion whose slots overlap so took
+ * turns, and each of their frames read its code object. */
+static size_t slot_for(struct walk_codes *wc, uintptr_t code)
+{
+    uint64_t h = code_hash(code);
+    size_t i = code_slot(h);
+    if (wc->code[i] == code || wc->code[i] == 0)
+        return i;
+    size_t j = code_slot2(h);
+    if (wc->code[j] == code || wc->code[j] == 0)
+        return j;
+    /* Both taken: the older occupant first, then the other. */
+    size_t older = wc->read_no[j] < wc->read_no[i] ? j : i;
+    size_t pair[2] = { older, older == i ? j : i };
+    for (int n = 0; n < 2; n++) {
+        size_t k = pair[n], to = other_slot(wc->code[k], k);
+        if (wc->code[to] == 0) {
+            wc->code[to] = wc->code[k];
+            wc->read_no[to] = wc->read_no[k];
+            wc->ce[to] = wc->ce[k];
+            wc->words[to] = wc->words[k];
+            return k;
+        }
+    }
+    return older;
+}
+
+/* Keeps code's entry in wc, where slot_for says. */
 static void code_checked(struct walk_codes *wc, uintptr_t code, struct ps_code_entry *ce,
                          uint64_t words, uint64_t read_no)
 {
     if (wc == NULL)
         return;
-    size_t i = code_slot(code), j = (i + 1) % PS_WALK_CODES;
-    if (wc->code[i] != code && wc->code[i] != 0 &&
-        (wc->code[j] == code || wc->code[j] == 0 || wc->read_no[j] < wc->read_no[i]))
-        i = j;
+    size_t i = slot_for(wc, code);
     wc->code[i] = code;
+    wc->read_no[i] = read_no;
     wc->ce[i] = ce;
     wc->words[i] = words;
-    wc->read_no[i] = read_no;
 }
 
 /* The code object at code, read now (after the frame that points to it

@@ -16,15 +16,23 @@
  * Code objects already checked in this walk (framespan.h, one read for
  * many frames): code address -> entry and frame size, and when its bytes
  * were read (a count of this walk's reads).  A slot is only trusted for a
- * frame whose bytes were copied before that read.  32 slots, a code
- * object in one of two (its hash's, or the next): so that a stack's dozen
- * or two distinct code objects rarely evict each other, and two that hash
- * alike do not take turns (3.15's ten benchmark levels had such a pair:
- * one frame in four read its code object).  code[] is emptied (0) for
- * each walk, 256 bytes; a slot's other fields are only read where code[]
- * holds its code.
+ * frame whose bytes were copied before that read.  code[] is emptied (0)
+ * for each walk, 512 bytes; a slot's other fields are only read where
+ * code[] holds its code.  (Those fields in one struct a slot touch fewer
+ * cache lines, but cost 2.5 instructions a frame: 163 against 160.)
+ *
+ * 64 slots, a code object in one of two chosen by different bits of its
+ * hash (code_slot, code_slot2); a full pair makes room by moving one of
+ * its occupants to that one's other slot (framecode.c, slot_for).  The
+ * table had 32 slots, a code object in its slot or the next: code objects
+ * of one size class sit at one stride, and at 0x120 bytes (3.16) five of
+ * test/bench/workload.py's ten levels fell into neighbouring slots and
+ * evicted each other, so that 86 % of a 1000-deep walk's frames read
+ * their code object (377 instructions a frame against 160); and any ten
+ * code objects thrashed so in about one layout in four.  Now about one
+ * in 500 (random addresses; strides 64-2048 bytes: 1 in 248).
  */
-#define PS_WALK_CODES 32
+#define PS_WALK_CODES 64
 
 struct walk_codes {
     uint64_t reads;                             /* reads made by this walk so far */
@@ -34,26 +42,38 @@ struct walk_codes {
     uint64_t words[PS_WALK_CODES];
 };
 
-/* A code object's first slot.  Multiplicative, not the address's low
- * bits: code objects of one size made one after the other (exec() of
- * similar source, as test/bench/workload.py's levels on 3.12) sit a
- * multiple of 256 bytes apart, so bits 4-7 were the same for all ten and
- * every frame evicted its caller's slot: no frame was ever served on
- * 3.12.  Its second slot is the next one. */
-static inline size_t code_slot(uintptr_t code)
+/* A code object's two slots: the top 6 bits of a multiplicative hash,
+ * and that slot moved by the next 6 bits (made odd, so never 0: the two
+ * always differ).  Multiplicative, not the address's low bits: code
+ * objects of one size made one after the other (exec() of similar
+ * source) sit a multiple of 16 bytes apart.  The second slot depends on
+ * other bits of the product than the first, so two code objects whose
+ * first slots are the same seldom share the second. */
+static inline size_t code_slot(uint64_t h)
 {
-    return (size_t)(((uint64_t)code * 0x9E3779B97F4A7C15ull) >> 59);
+    return (size_t)(h >> 58);
 }
-_Static_assert(PS_WALK_CODES == 32, "code_slot() yields 5 bits");
+
+static inline size_t code_slot2(uint64_t h)
+{
+    return (size_t)((h >> 58) ^ ((h >> 52) | 1)) & (PS_WALK_CODES - 1);
+}
+
+static inline uint64_t code_hash(uintptr_t code)
+{
+    return (uint64_t)code * 0x9E3779B97F4A7C15ull;
+}
+_Static_assert(PS_WALK_CODES == 64, "code_slot() yields 6 bits");
 
 static inline struct ps_code_entry *checked_code(const struct walk_codes *wc, uintptr_t code,
                                                  uint64_t frame_read, uint64_t *words)
 {
     if (wc == NULL)
         return NULL;
-    size_t i = code_slot(code);
+    uint64_t h = code_hash(code);
+    size_t i = code_slot(h);
     if (wc->code[i] != code) {
-        i = (i + 1) % PS_WALK_CODES;
+        i = code_slot2(h);
         if (wc->code[i] != code)
             return NULL;
     }
