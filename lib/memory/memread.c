@@ -311,6 +311,58 @@ int ps_read_in_scope(void *dst, uintptr_t src, size_t n)
     return ps_read(dst, src, n);
 }
 
+/* The record after the one at at (its copy at rec): the word at link in
+ * the copy, if it may be followed (ps_read_chain_in_scope), else 0. */
+static inline uintptr_t chain_next(const uint8_t *rec, uintptr_t at, size_t link, size_t len)
+{
+    uintptr_t next;
+    memcpy(&next, rec + link, sizeof next);
+    if (next == at || (next & 7) != 0 || range_worth_reading(next, len) <= 0)
+        return 0;
+    return next;
+}
+
+/* The chain in the scope: jump_to set once, in_copy around each copy
+ * (copy_jumping_to's order).  Out of line, like copy_in_scope; c's fields
+ * in locals (the copy's call would have them reloaded per record). */
+static __attribute__((noinline)) int chain_in_scope(const struct ps_chain *c, uintptr_t src)
+{
+    uint8_t *rec = c->dst;
+    uintptr_t *at = c->at;
+    const size_t len = c->len, stride = c->stride, link = c->link;
+    const int max = c->max;
+    int k = 0;
+    jump_to = scope_env;
+    for (;;) {
+        at[k] = src;
+        in_copy = 1;
+        atomic_signal_fence(memory_order_seq_cst);
+        guarded_copy(rec, (const void *)src, len);
+        atomic_signal_fence(memory_order_seq_cst);
+        in_copy = 0;
+        if (++k >= max || (src = chain_next(rec, src, link, len)) == 0)
+            return k;
+        rec += stride;
+    }
+}
+
+int ps_read_chain_in_scope(const struct ps_chain *c, uintptr_t src)
+{
+    if (c->max <= 0 || c->len < c->link + sizeof(uintptr_t) || c->stride < c->len ||
+        range_worth_reading(src, c->len) <= 0)
+        return 0;
+    if (scope_env != NULL && atomic_load_explicit(&guard_owner, memory_order_relaxed) == self_id())
+        return chain_in_scope(c, src);
+    uint8_t *rec = c->dst;
+    for (int k = 0;; rec += c->stride) {
+        c->at[k] = src;
+        if (ps_read(rec, src, c->len) != 0)
+            return k;
+        if (++k >= c->max || (src = chain_next(rec, src, c->link, c->len)) == 0)
+            return k;
+    }
+}
+
 int ps_read(void *dst, uintptr_t src, size_t n)
 {
     int r = range_worth_reading(src, n);

@@ -106,6 +106,26 @@ void ps_read_scope(sigjmp_buf *env);
 void ps_read_scope_end(void);
 int ps_read_in_scope(void *dst, uintptr_t src, size_t n);
 
+/*
+ * A chain of records read in one go (3.9/3.10's frame objects,
+ * framebatch.h): the record at src (len bytes) into dst, then the one the
+ * pointer at offset link of that copy leads to into dst + stride, and so
+ * on, at most max records, while that pointer is not 0, not the record
+ * itself, 8-aligned, and readable.  at[k] gets record k's address.  Each
+ * record is the scope's read (ps_read_in_scope): a fault jumps to the
+ * scope's point, and in_copy is set around each copy alone, so our own
+ * code between the copies is never jumped out of; outside a scope each is
+ * a ps_read().  What it saves is the call and the checks of a read per
+ * record.  The records read: 0 if the first is not readable.
+ */
+struct ps_chain {
+    uint8_t *dst;
+    uintptr_t *at;
+    size_t len, stride, link;   /* link + 8 <= len <= stride */
+    int max;
+};
+int ps_read_chain_in_scope(const struct ps_chain *c, uintptr_t src);
+
 /* Convenience: one pointer-sized word. */
 static inline int ps_read_ptr(uintptr_t src, uintptr_t *out)
 {

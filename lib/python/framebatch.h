@@ -45,61 +45,59 @@
 #include "python/walkplan.h"
 #include "memory/memread.h"
 
-#define PS_FRAME_BATCH 64
+#define PS_FRAME_BATCH 256
 #define PS_BATCH_FROM 16
 
 struct frame_batch {
     int i, n;                          /* next frame to hand out, frames held */
     size_t stride;                     /* bytes between copies in buf */
+    uint64_t read0;                    /* the walk's read that copied frame 0; frame k: + k */
     uintptr_t at[PS_FRAME_BATCH];
-    uint64_t read_no[PS_FRAME_BATCH];  /* the walk's read that copied each */
-    uint8_t buf[8192];               /* 64 3.9/3.10 frame objects (112 bytes read) */
+    uint8_t buf[PS_FRAME_BATCH * 112]; /* 3.9/3.10 frame objects: 112 bytes read */
 };
 
-/* Copies frame and up to cap - 1 frames down its chain into b: frame's
- * bytes (*read_no: its read), or NULL if frame itself is unreadable. */
+/* Copies frame and up to cap - 1 frames down its chain into b, in one
+ * chain read (memread.h: each frame the walk's scoped read, without a
+ * call and its checks per frame): frame's bytes (*read_no: its read), or
+ * NULL if frame itself is unreadable.  Each frame counts as a read of the
+ * walk, in chain order, as when they were read one by one. */
 static __attribute__((noinline)) const uint8_t *
 batch_fill(const struct walk_plan *p, struct frame_batch *b, struct walk_codes *wc,
            uintptr_t frame, int cap, uint64_t *read_no)
 {
     size_t len = p->fr_read, stride = (len + 7) & ~(size_t)7;
     b->i = b->n = 0;
-    if (stride == 0 || stride > sizeof b->buf || ps_read_in_scope(b->buf, frame, len) != 0)
+    if (stride == 0 || stride > sizeof b->buf)
         return NULL;
-    b->stride = stride;
-    b->at[0] = frame;
-    b->read_no[0] = ++wc->reads;
     if ((size_t)cap > sizeof b->buf / stride)
         cap = (int)(sizeof b->buf / stride);
     if (cap > PS_FRAME_BATCH)
         cap = PS_FRAME_BATCH;
-    int n = 1;
-    for (; n < cap; n++) {
-        uintptr_t back;
-        memcpy(&back, b->buf + (size_t)(n - 1) * stride + p->fr_back, sizeof back);
-        if (back == 0 || back == b->at[n - 1] || !ps_frame_addr_ok(back) ||
-            ps_read_in_scope(b->buf + (size_t)n * stride, back, len) != 0)
-            break;
-        b->at[n] = back;
-        b->read_no[n] = ++wc->reads;
-    }
+    int n = ps_read_chain_in_scope(&(struct ps_chain){ .dst = b->buf, .at = b->at, .len = len,
+                                                       .stride = stride, .link = p->fr_back,
+                                                       .max = cap },
+                                   frame);
+    if (n <= 0)
+        return NULL;
+    b->stride = stride;
+    b->read0 = wc->reads + 1;
+    wc->reads += (uint64_t)n;
     b->n = n;
     b->i = 1;
-    *read_no = b->read_no[0];
+    *read_no = b->read0;
     return b->buf;
 }
 
-/* The bytes of frame: the batch's next copy if it is that frame, else a
- * new batch from it (cap: how many frames the walk may still read). */
-static inline const uint8_t *batch_bytes(const struct walk_plan *p, struct frame_batch *b,
-                                         struct walk_codes *wc, uintptr_t frame, int cap,
-                                         uint64_t *read_no)
+/* The bytes of frame if it is the batch's next copy (*read_no: its
+ * read), else NULL: batch_fill starts a new batch from it. */
+static inline const uint8_t *batch_next(struct frame_batch *b, uintptr_t frame,
+                                        uint64_t *read_no)
 {
     if (b->i < b->n && b->at[b->i] == frame) {
-        *read_no = b->read_no[b->i];
+        *read_no = b->read0 + (uint64_t)b->i;
         return b->buf + b->stride * (size_t)b->i++;
     }
-    return batch_fill(p, b, wc, frame, cap, read_no);
+    return NULL;
 }
 
 #endif

@@ -138,11 +138,9 @@ resolve(const struct walk_plan *p, struct walk_codes *wc, const struct frame_cop
  * looked (the thread returned from it).  It now sits on the free list,
  * which is chained through f_back, or is its code's zombie frame with a
  * stale f_back: following it would report dead frames as a stack. */
-static inline int frame_freed(const struct walk_plan *p, const uint8_t *fr)
+static inline int frame_freed(const uint8_t *fr)
 {
     int64_t refcnt;
-    if (!p->objects)
-        return 0;
     memcpy(&refcnt, fr, sizeof refcnt);
     return refcnt <= 0;
 }
@@ -167,11 +165,9 @@ static inline int frame_freed(const struct walk_plan *p, const uint8_t *fr)
  * callee again at its new place passes this check: seen_twice()
  * (frameseen.h).
  */
-static inline int frame_holds_callee(const struct walk_plan *p, const uint8_t *fr)
+static inline int frame_holds_callee(const uint8_t *fr)
 {
     int64_t refcnt;
-    if (!p->objects)
-        return 1;
     memcpy(&refcnt, fr, sizeof refcnt);
     return refcnt >= 2;
 }
@@ -263,7 +259,7 @@ static inline int walk_begin(struct walk *w, struct walk_plan *plan, struct span
         return rc;
     /* 3.9/3.10 read a frame alone, after any code object read before it:
      * no slot could serve one, so none is kept until the walk copies its
-     * frames in batches (batch_now). */
+     * frames in batches (walk_frames). */
     sp->batch.i = sp->batch.n = 0;
     *w = (struct walk){ .p = plan, .rq = rq, .sp = sp, .wc = wc,
                         .codes = plan->interp ? wc : NULL, .top = rq->frame,
@@ -278,17 +274,21 @@ static inline int walk_begin(struct walk *w, struct walk_plan *plan, struct span
 /* Is the frame at frame (bytes fr, link back) one the chain can hold at
  * this point?  1 if it is a torn read: the walk must not go on.  interp:
  * a constant, 1 in the walk of 3.11+ frames (walk_frames), where the
- * frame-object checks cannot apply (no refcount, no seen table). */
+ * frame-object checks cannot apply (no refcount, no seen table); objs: a
+ * constant, 1 in the batched walk of 3.9/3.10 frames, where they always
+ * do (w->seen is set wherever p->objects is). */
 static inline int link_torn(const struct walk *w, uintptr_t frame, const uint8_t *fr,
-                            uintptr_t back, const int interp)
+                            uintptr_t back, const int interp, const int objs)
 {
     const struct walk_plan *p = w->p;
     if (back == frame)
         return 1;
-    if (!interp && (frame_freed(p, fr) || (frame != w->top && !frame_holds_callee(p, fr))))
+    if ((objs || (!interp && p->objects)) &&
+        (frame_freed(fr) || (frame != w->top && !frame_holds_callee(fr)) ||
+         seen_twice(w->seen, frame)))
         return 1;
-    if (!interp && w->seen != NULL && seen_twice(w->seen, frame))
-        return 1;
+    if (objs)
+        return 0;
     /* 3.12+: every thread's chain ends in an entry frame owned by the C
      * stack, so a Python frame without a previous one is a frame being
      * initialised over a popped one while we looked (its previous is set
@@ -334,17 +334,6 @@ static inline int report_frame(struct walk *w, uintptr_t frame, const uint8_t *f
     return 1;
 }
 
-/* 3.9/3.10: are the frames from here on copied in batches?  Past the
- * first PS_BATCH_FROM (framebatch.h says why); from then on the walk's
- * code objects are kept, to serve the batch's later frames. */
-static inline int batch_now(struct walk *w)
-{
-    if (!w->p->batch || w->n < PS_BATCH_FROM)
-        return 0;
-    w->codes = w->wc;
-    return 1;
-}
-
 /* Frames a batch or a span may copy ahead: no more than the walk may
  * read or report. */
 static inline int batch_cap(const struct walk *w)
@@ -356,12 +345,15 @@ static inline int batch_cap(const struct walk *w)
 /* The bytes of the frame at, from the walk's batch (3.9/3.10), its span
  * (3.11+) or read now; NULL if unreadable.  *read_no: the read that
  * copied them.  What the walk may still read (batch_cap) is only worked
- * out when something is read.  interp: as for link_torn (no batches). */
-static inline const uint8_t *frame_bytes(struct walk *w, uintptr_t at, uint64_t *read_no,
-                                         const int interp)
+ * out when something is read.  interp, objs: as for link_torn. */
+static inline __attribute__((always_inline)) const uint8_t *
+frame_bytes(struct walk *w, uintptr_t at, uint64_t *read_no, const int interp, const int objs)
 {
-    if (!interp && batch_now(w))
-        return batch_bytes(w->p, &w->sp->batch, w->wc, at, batch_cap(w), read_no);
+    if (objs) {
+        const uint8_t *fr = batch_next(&w->sp->batch, at, read_no);
+        return fr != NULL ? fr
+                          : batch_fill(w->p, &w->sp->batch, w->wc, at, batch_cap(w), read_no);
+    }
     /* 3.9/3.10 past their batches' reach, or macOS: read alone, inline
      * (the call cost a 10-frame 3.9 walk ~6 %). */
     if (!interp && !w->p->wide_ok)
@@ -378,9 +370,11 @@ static inline const uint8_t *frame_bytes(struct walk *w, uintptr_t at, uint64_t 
  * walk is cut here (its budget or max spent), or a PS_WALK_ error.
  * interp: a constant (walk_loop), 1 for 3.11+ frames located by
  * instruction pointers (every 3.11+ layout), whose walk keeps its code
- * objects from the start (w->codes is w->wc, walk_begin). */
+ * objects from the start (w->codes is w->wc, walk_begin); objs: a
+ * constant, 1 for 3.9/3.10 frames copied in batches (walk_frames), whose
+ * walk keeps them from then on. */
 static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintptr_t *frame,
-                                                           const int interp)
+                                                           const int interp, const int objs)
 {
     const struct walk_plan *p = w->p;
     const uintptr_t at = *frame;
@@ -392,37 +386,43 @@ static inline __attribute__((always_inline)) int walk_step(struct walk *w, uintp
         w->truncated = 1;
         return 0;
     }
-    if (!ps_frame_addr_ok(at) || (fr = frame_bytes(w, at, &fr_read, interp)) == NULL)
+    if (!ps_frame_addr_ok(at) || (fr = frame_bytes(w, at, &fr_read, interp, objs)) == NULL)
         return PS_WALK_UNREADABLE;
     uintptr_t back = word_at(fr, p->fr_back);
-    if (link_torn(w, at, fr, back, interp))
+    if (link_torn(w, at, fr, back, interp, objs))
         return PS_WALK_INCONSISTENT;
-    const int8_t owner = (int8_t)fr[p->fr_owner];
-    int r = resolve(p, interp ? w->wc : w->codes, &(struct frame_copy){ at, fr, fr_read, owner },
-                    &res, interp);
+    /* 3.9/3.10 have no owner byte (plan_init: byte 0, never native). */
+    const int8_t owner = objs ? 0 : (int8_t)fr[p->fr_owner];
+    int r = resolve(p, interp || objs ? w->wc : w->codes,
+                    &(struct frame_copy){ at, fr, fr_read, owner }, &res, interp);
     if (r < 0)
         return r;
-    if (data_stack_torn(w, at, owner, res.words))
+    if (!objs && data_stack_torn(w, at, owner, res.words))
         return PS_WALK_INCONSISTENT;
     w->boot = res.boot;
     if (r > 0 && !report_frame(w, at, fr, res.frame))
         return 0;
     /* 3.12+: a C-stack shim starts every evaluation-loop call, so the
      * Python frame just before it was that call's first. */
-    if (r == 0 && owner >= p->first_native)
+    if (!objs && r == 0 && owner >= p->first_native)
         mark_entry(w->rq->entry, w->n - 1);
     *frame = back;
     return 1;
 }
 
 /* Walks from *frame until the chain ends (*frame 0), is cut (*frame
- * where it stopped) or fails: 0, or a PS_WALK_ error.  interp: a
- * constant, so that each kind of walk gets a loop of its own. */
+ * where it stopped) or fails: 0, or a PS_WALK_ error.  interp, objs:
+ * constants, so that each kind of walk gets a loop of its own.  The
+ * general loop stops where 3.9/3.10's batches begin (*frame where it
+ * stopped, the walk not cut): past the first PS_BATCH_FROM frames
+ * (framebatch.h says why). */
 static inline __attribute__((always_inline)) int walk_loop(struct walk *w, uintptr_t *frame,
-                                                           const int interp)
+                                                           const int interp, const int objs)
 {
     while (*frame != 0) {
-        int rc = walk_step(w, frame, interp);
+        if (!interp && !objs && w->n >= PS_BATCH_FROM && w->p->batch)
+            return 0;
+        int rc = walk_step(w, frame, interp, objs);
         if (rc <= 0)
             return rc < 0 ? rc : 0;
     }
@@ -448,8 +448,17 @@ static __attribute__((noinline)) int walk_frames(const struct ps_walk_req *rq,
         return rc;
     /* Every 3.11+ layout gives instruction pointers; one that did not
      * would take the general loop. */
-    rc = plan.interp && plan.pos_kind == PS_POS_INSTR_PTR ? walk_loop(&w, &frame, 1)
-                                                          : walk_loop(&w, &frame, 0);
+    if (plan.interp && plan.pos_kind == PS_POS_INSTR_PTR) {
+        rc = walk_loop(&w, &frame, 1, 0);
+    } else {
+        rc = walk_loop(&w, &frame, 0, 0);
+        /* 3.9/3.10 from their batches on: the walk's code objects kept,
+         * to serve each batch's later frames. */
+        if (rc == 0 && frame != 0 && !w.truncated && plan.batch) {
+            w.codes = &wc;
+            rc = walk_loop(&w, &frame, 0, 1);
+        }
+    }
     if (rc < 0)
         return rc;
     /* The outermost frame began the outermost call. */
@@ -463,7 +472,8 @@ static __attribute__((noinline)) int walk_frames(const struct ps_walk_req *rq,
 
 /*
  * One recovery point per walk.  The walk's own reads of the
- * frames (frame_read) and of the code objects (ps_framecode_read) are
+ * frames (frame_read, 3.9/3.10's chain reads: batch_fill) and of the
+ * code objects (ps_framecode_read) are
  * ps_read_in_scope() reads: a fault in one of them jumps
  * here and the walk is reported unreadable, exactly what that read's
  * -1 would have led to (a failed frame or code object read ends the walk
@@ -517,7 +527,7 @@ int ps_frame_one(const struct ps_walk_req *rq, int *taskgroup)
         return rc;
     if (!ps_frame_addr_ok(frame) || ps_read(fr, frame, plan.fr_read) != 0)
         return PS_WALK_UNREADABLE;
-    if (frame_freed(&plan, fr))
+    if (plan.objects && frame_freed(fr))
         return PS_WALK_INCONSISTENT;
     int r = resolve(&plan, NULL, &(struct frame_copy){ frame, fr, 0, (int8_t)fr[plan.fr_owner] },
                     &res, 0);

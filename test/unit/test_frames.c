@@ -634,9 +634,32 @@ static void test_walk_fault(struct ps_codecache *cc, struct ps_symtab *syms,
     rq_cut.max = 17;
     CHECK_EQ_INT(walk_from(rq_cut, (uintptr_t)&callees[16], &res), 17);
     CHECK_EQ_INT(res.truncated, 1);
+    /* Not cut: the batch's chain read (memread.h, ps_read_chain_in_scope)
+     * follows the bad link in the middle of its frames: the fault ends
+     * the walk unreadable, and reads and walks after it work. */
+    static uint64_t deep_out[64];
+    struct ps_walk_req rq_deep = rq;
+    rq_deep.out = deep_out;
+    rq_deep.max = 64;
+    for (int round = 0; round < 2; round++) {
+        CHECK_EQ_INT(walk_from(rq_deep, (uintptr_t)&callees[16], &res), PS_WALK_UNREADABLE);
+        uint64_t word;
+        CHECK_EQ_INT(ps_read(&word, (uintptr_t)page, sizeof word), -1);
+        CHECK_EQ_INT(walk_from(rq, (uintptr_t)good, &res), 3);
+    }
+    /* A link the chain may not follow (below the first page, not
+     * 8-aligned) ends the batch there, and the walk at that frame. */
+    caller_gone.back = 0x800;
+    CHECK_EQ_INT(walk_from(rq_deep, (uintptr_t)&callees[16], &res), PS_WALK_UNREADABLE);
+    caller_gone.back = (uintptr_t)good + 4;
+    CHECK_EQ_INT(walk_from(rq_deep, (uintptr_t)&callees[16], &res), PS_WALK_UNREADABLE);
+    caller_gone.back = 0;
+    CHECK_EQ_INT(walk_from(rq_deep, (uintptr_t)&callees[16], &res), 18);
+    caller_gone.back = (uintptr_t)(page + 64);
     ps_mem_batch_end(held);
     /* Outside the batch the same walks give the same answers. */
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)&caller_gone, &res), PS_WALK_UNREADABLE);
+    CHECK_EQ_INT(walk_from(rq_deep, (uintptr_t)&callees[16], &res), PS_WALK_UNREADABLE);
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)good, &res), 3);
     munmap(page, 4096);
 }
@@ -644,26 +667,29 @@ static void test_walk_fault(struct ps_codecache *cc, struct ps_symtab *syms,
 /*
  * 3.9/3.10: frames copied in batches (framebatch.h), so that one read of
  * a code object serves every frame of the batch copied before it: a
- * 100-deep recursion of one function resolves its code object for each
- * of the first 16 frames (read alone), then once per batch of 64 (twice),
- * not once per frame, and reports the same stack.
+ * 300-deep recursion of one function resolves its code object for each
+ * of the first 16 frames (read alone), then once per batch of 256 (twice:
+ * 256 frames, then 28), not once per frame (or per batch of 64: 5 times,
+ * as before the batches grew), and reports the same stack.
  */
 static void test_frame_batch(struct ps_codecache *cc, struct ps_symtab *syms, uintptr_t file)
 {
     static struct fake_str s_r;
     static struct fake_code c_r;
-    static struct fake_frame deep[100];
+    static struct fake_frame deep[300];
     make_code(&c_r, make_str(&s_r, "rec"), file, 30);
-    for (int i = 0; i < 100; i++)
+    for (int i = 0; i < 300; i++)
         make_frame(&deep[i], i > 0 ? &deep[i - 1] : NULL, &c_r);
-    uint64_t out[128];
+    static uint64_t out[512];
     struct ps_walk_res res;
-    struct ps_walk_req rq = { .py = &py, .cc = cc, .syms = syms, .out = out, .max = 128 };
+    struct ps_walk_req rq = { .py = &py, .cc = cc, .syms = syms, .out = out, .max = 512 };
     uint64_t before = cc->hits + cc->misses;
-    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&deep[99], &res), 100);
+    CHECK_EQ_INT(walk_from(rq, (uintptr_t)&deep[299], &res), 300);
     CHECK_EQ_INT(cc->hits + cc->misses - before, 16 + 2);
-    for (int i = 0; i < 100; i++)
+    for (int i = 0; i < 300; i++)
         CHECK_EQ_INT(out[i] >> 32, ps_sym_python(syms, "rec", "app.py"));
+    /* From here on walks 100 deep, from deep[99]. */
+    rq.max = 128;
     /* Cut at max inside a batch, and a freed frame in its middle: the
      * checks see each copied frame as before. */
     rq.max = 10;
