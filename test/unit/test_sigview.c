@@ -374,6 +374,68 @@ static void test_stand_ins_fatal(void)
     signal(SIGUSR1, SIG_DFL);
 }
 
+sighandler_t bsd_signal(int sig, sighandler_t handler);
+#if defined(__GLIBC__)
+sighandler_t sysv_signal(int sig, sighandler_t handler);
+sighandler_t __sysv_signal(int sig, sighandler_t handler);
+#endif
+
+static int blocked_now(int sig)
+{
+    sigset_t m;
+    pthread_sigmask(SIG_BLOCK, NULL, &m);
+    return sigismember(&m, sig);
+}
+
+/* The C library's other calls that set a plain handler call its internal
+ * sigaction, not ours: each has a stand-in that asks SIGTERM's keeper
+ * (fatal.c) as signal() does, so the program is answered what it set and
+ * ours comes back with the default.  Without them the first answer is
+ * our handler and SIG_DFL takes ours out of the kernel. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  /* sigset, sigignore: what we test */
+static void test_stand_ins_other_setters(void)
+{
+    void (*ours_term)(int) = kernel_handler(SIGTERM);
+    struct sigaction q;
+#if defined(__GLIBC__)
+    /* System V semantics: reset on delivery, not blocked while it runs. */
+    CHECK(sysv_signal(SIGTERM, program_handler) == SIG_DFL);
+    CHECK(kernel_handler(SIGTERM) == program_handler);
+    CHECK_EQ_INT(sigaction(SIGTERM, NULL, &q), 0);
+    CHECK((q.sa_flags & (SA_RESETHAND | SA_NODEFER)) == (SA_RESETHAND | SA_NODEFER));
+    CHECK(__sysv_signal(SIGTERM, SIG_DFL) == program_handler);
+    CHECK(kernel_handler(SIGTERM) == ours_term);
+    CHECK(ssignal(SIGTERM, program_handler) == SIG_DFL);
+    CHECK(ssignal(SIGTERM, SIG_DFL) == program_handler);
+    CHECK(kernel_handler(SIGTERM) == ours_term);
+#endif
+    CHECK(bsd_signal(SIGTERM, program_handler) == SIG_DFL);
+    CHECK_EQ_INT(sigaction(SIGTERM, NULL, &q), 0);
+    CHECK(q.sa_flags & SA_RESTART);
+    CHECK_EQ_INT(sigignore(SIGTERM), 0);
+    CHECK(kernel_handler(SIGTERM) == SIG_IGN);
+    CHECK(sigset(SIGTERM, SIG_DFL) == SIG_IGN);
+    CHECK(kernel_handler(SIGTERM) == ours_term);
+    /* SIG_HOLD blocks it and answers the handler the program set; the
+     * next sigset unblocks it and answers SIG_HOLD. */
+    CHECK(sigset(SIGTERM, SIG_HOLD) == SIG_DFL);
+    CHECK_EQ_INT(blocked_now(SIGTERM), 1);
+    CHECK(sigset(SIGTERM, SIG_HOLD) == SIG_HOLD);
+    CHECK(sigset(SIGTERM, program_handler) == SIG_HOLD);
+    CHECK_EQ_INT(blocked_now(SIGTERM), 0);
+    CHECK(kernel_handler(SIGTERM) == program_handler);
+    CHECK(sigset(SIGTERM, SIG_DFL) == program_handler);
+    CHECK(kernel_handler(SIGTERM) == ours_term);
+    CHECK_EQ_INT(sigaction(SIGTERM, NULL, &q), 0);
+    CHECK(q.sa_handler == SIG_DFL);
+    /* The program's own signal: straight to the C library. */
+    CHECK(sigset(SIGUSR1, program_handler) == SIG_DFL);
+    CHECK(kernel_handler(SIGUSR1) == program_handler);
+    CHECK(sigset(SIGUSR1, SIG_DFL) == program_handler);
+}
+#pragma GCC diagnostic pop
+
 static int urg_calls;
 static sigset_t urg_mask;
 
@@ -435,6 +497,7 @@ int main(void)
     test_default_action();
     ps_owner_claim();
     test_stand_ins_fatal();
+    test_stand_ins_other_setters();
     test_stand_ins_native();
     CHECK_DONE();
 }

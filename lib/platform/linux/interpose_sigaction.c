@@ -19,8 +19,12 @@
  * sigmask.c, which then reads a thread's mask again before the native
  * path signals it.
  *
- * glibc's signal() calls its internal sigaction, not ours, so it needs a
- * stand-in of its own.  Each forwards to libc's definition (libc.c); in a
+ * glibc's calls that set a plain handler (signal and its aliases
+ * bsd_signal and ssignal, sysv_signal and __sysv_signal, sigset,
+ * sigignore) call its internal sigaction, not ours, so each needs a
+ * stand-in of its own, which asks the same keeper through
+ * program_sigaction; else only the sampler's periodic check of the
+ * handlers would catch such a change.  Each forwards to libc's definition (libc.c); in a
  * vfork() child (posix_spawn, subprocess), which runs in our memory until
  * it execs or _exits, they only forward (util/owner.h).
  *
@@ -39,6 +43,13 @@
 #include "util/owner.h"
 
 #define PS_EXPORT __attribute__((visibility("default")))
+
+/* Not declared by every C library's headers, or only under some
+ * feature macros. */
+sighandler_t sysv_signal(int sig, sighandler_t handler);
+sighandler_t __sysv_signal(int sig, sighandler_t handler);
+sighandler_t bsd_signal(int sig, sighandler_t handler);
+sighandler_t ssignal(int sig, sighandler_t handler);
 
 /* sigaction() of sig as the program is to see it: the keeper its row of
  * the table names answers. */
@@ -64,35 +75,132 @@ PS_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
     return program_sigaction(sig, act, old);
 }
 
+/* Whether a stand-in that sets a plain handler leaves sig to the C
+ * library: a signal nobody keeps a view of, SIG_ERR (which the C library
+ * refuses with its own errno), and a vfork() child's call. */
+static int libc_alone(int sig, sighandler_t handler)
+{
+    return !ps_owner_here() || handler == SIG_ERR || ps_sig_role(sig)->keeper == PS_SIGKEEP_NONE;
+}
+
+/* handler for sig, with flags and the signal itself blocked in it or not,
+ * as the C library's calls ask of its sigaction; the old one as the
+ * program sees it (sa_handler and sa_sigaction share storage: either
+ * way), or SIG_ERR. */
+static sighandler_t program_handler(int sig, sighandler_t handler, int flags, int mask_self)
+{
+    struct sigaction act, old;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = handler;
+    act.sa_flags = flags;
+    sigemptyset(&act.sa_mask);
+    if (mask_self)
+        sigaddset(&act.sa_mask, sig);
+    if (program_sigaction(sig, &act, &old) != 0)
+        return SIG_ERR;
+    return old.sa_handler;
+}
+
 /* What the C library's signal() asks of sigaction, so that the program
  * reads back what it would without us: glibc's BSD semantics put the
  * signal in the handler's mask, musl's ask SA_RESTART alone (the kernel
  * blocks the signal during its handler either way, without SA_NODEFER). */
-static void bsd_action(int sig, sighandler_t handler, struct sigaction *act)
-{
-    memset(act, 0, sizeof *act);
-    act->sa_handler = handler;
-    act->sa_flags = SA_RESTART;
-    sigemptyset(&act->sa_mask);
 #ifdef __GLIBC__
-    sigaddset(&act->sa_mask, sig);
+#define PS_SIGNAL_MASKS_SELF 1
 #else
-    (void)sig;
+#define PS_SIGNAL_MASKS_SELF 0
 #endif
+
+/* signal(), and bsd_signal() of glibc and musl, ssignal() of glibc: one
+ * function in each.  Called by each stand-in directly, never through its
+ * exported name, which in a library dlopen()ed late would be the C
+ * library's. */
+static sighandler_t bsd_semantics(int sig, sighandler_t handler)
+{
+    if (libc_alone(sig, handler))
+        return ps_real_signal(sig, handler);
+    return program_handler(sig, handler, SA_RESTART, PS_SIGNAL_MASKS_SELF);
 }
 
 PS_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 {
-    /* A signal nobody keeps a view of, and SIG_ERR (which the C library
-     * refuses with its own errno), are the C library's. */
-    if (!ps_owner_here() || handler == SIG_ERR || ps_sig_role(sig)->keeper == PS_SIGKEEP_NONE)
-        return ps_real_signal(sig, handler);
-    struct sigaction act, old;
-    bsd_action(sig, handler, &act);
-    if (program_sigaction(sig, &act, &old) != 0)
+    return bsd_semantics(sig, handler);
+}
+
+PS_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler)
+{
+    return bsd_semantics(sig, handler);
+}
+
+#if defined(__GLIBC__)
+PS_EXPORT sighandler_t ssignal(int sig, sighandler_t handler)
+{
+    return bsd_semantics(sig, handler);
+}
+
+/* glibc's System V semantics: reset to default on delivery, not blocked
+ * while it runs.  __sysv_signal is what glibc's headers make of signal()
+ * in a program built for strict ISO C or X/Open (no _DEFAULT_SOURCE);
+ * musl has no sysv_signal, and its __sysv_signal is its signal(). */
+static sighandler_t sysv_semantics(int sig, sighandler_t handler)
+{
+    if (libc_alone(sig, handler))
+        return ps_real_sysv_signal(sig, handler);
+    return program_handler(sig, handler, SA_RESETHAND | SA_NODEFER, 0);
+}
+
+PS_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler)
+{
+    return sysv_semantics(sig, handler);
+}
+
+PS_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler)
+{
+    return sysv_semantics(sig, handler);
+}
+#endif
+
+/* SIG_IGN, as sigset(sig, SIG_IGN) would set it: 0 or -1. */
+PS_EXPORT int sigignore(int sig)
+{
+    if (libc_alone(sig, SIG_IGN))
+        return ps_real_sigignore(sig);
+    return program_handler(sig, SIG_IGN, 0, 0) == SIG_ERR ? -1 : 0;
+}
+
+/* sigprocmask, saying so to sigmask.c (pthread_sigmask below says why). */
+static int mask_change(int how, const sigset_t *set, sigset_t *old)
+{
+    if (set != NULL)
+        ps_sigmask_changed();
+    int rc = ps_real_sigprocmask(how, set, old);
+    if (set != NULL)
+        ps_sigmask_changed();
+    return rc;
+}
+
+/* System V's sigset(): SIG_HOLD blocks sig and leaves its handler; any
+ * other sets it (no flags) and unblocks sig.  SIG_HOLD is returned if sig
+ * was blocked before, else the old handler as the program sees it. */
+PS_EXPORT sighandler_t sigset(int sig, sighandler_t disp)
+{
+    if (libc_alone(sig, disp))
+        return ps_real_sigset(sig, disp);
+    sigset_t one, before;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    if (disp == SIG_HOLD) {
+        if (mask_change(SIG_BLOCK, &one, &before) != 0)
+            return SIG_ERR;
+        struct sigaction old;
+        if (sigismember(&before, sig))
+            return SIG_HOLD;
+        return program_sigaction(sig, NULL, &old) == 0 ? old.sa_handler : SIG_ERR;
+    }
+    sighandler_t old = program_handler(sig, disp, 0, 0);
+    if (old == SIG_ERR || mask_change(SIG_UNBLOCK, &one, &before) != 0)
         return SIG_ERR;
-    /* sa_handler and sa_sigaction share storage: either way, the old one. */
-    return old.sa_handler;
+    return sigismember(&before, sig) ? SIG_HOLD : old;
 }
 
 /* A word before the change and one after: a sampler that read the
@@ -114,10 +222,5 @@ PS_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 
 PS_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
-    if (set != NULL)
-        ps_sigmask_changed();
-    int rc = ps_real_sigprocmask(how, set, old);
-    if (set != NULL)
-        ps_sigmask_changed();
-    return rc;
+    return mask_change(how, set, old);
 }

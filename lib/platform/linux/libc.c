@@ -37,12 +37,12 @@ typedef int (*sigmask_fn)(int, const sigset_t *, sigset_t *);
 enum real {
     R_SIGACTION, R_SIGNAL, R_EXIT, R_FOPEN, R_FOPEN64, R_FCLOSE, R_EXECVE,
     R_EXECVPE, R_EXECV, R_EXECVP, R_FEXECVE, R_KILL, R_RAISE, R_PTHREAD_SIGMASK,
-    R_SIGPROCMASK, R_COUNT
+    R_SIGPROCMASK, R_SYSV_SIGNAL, R_SIGSET, R_SIGIGNORE, R_COUNT
 };
 static const char *const real_names[] = {
     "sigaction", "signal", "_exit", "fopen", "fopen64", "fclose", "execve",
     "execvpe", "execv", "execvp", "fexecve", "kill", "raise", "pthread_sigmask",
-    "sigprocmask",
+    "sigprocmask", "sysv_signal", "sigset", "sigignore",
 };
 _Static_assert(sizeof real_names / sizeof real_names[0] == R_COUNT, "a name per function");
 
@@ -99,6 +99,32 @@ int ps_real_sigaction(int sig, const struct sigaction *act, struct sigaction *ol
 sighandler_t ps_real_signal(int sig, sighandler_t handler)
 {
     return ((signal_fn)real(R_SIGNAL))(sig, handler);
+}
+
+/* sysv_signal, sigset and sigignore: SIG_ERR (-1) with ENOSYS where the C
+ * library has none (musl has no sysv_signal). */
+sighandler_t ps_real_sysv_signal(int sig, sighandler_t handler)
+{
+    signal_fn f = (signal_fn)real(R_SYSV_SIGNAL);
+    if (f != NULL)
+        return f(sig, handler);
+    errno = ENOSYS;
+    return SIG_ERR;
+}
+
+sighandler_t ps_real_sigset(int sig, sighandler_t handler)
+{
+    signal_fn f = (signal_fn)real(R_SIGSET);
+    if (f != NULL)
+        return f(sig, handler);
+    errno = ENOSYS;
+    return SIG_ERR;
+}
+
+int ps_real_sigignore(int sig)
+{
+    int (*f)(int) = (int (*)(int))real(R_SIGIGNORE);
+    return f != NULL ? f(sig) : missing();
 }
 
 _Noreturn void ps_real_exit(int status)

@@ -15,6 +15,9 @@
 /* The C library's definition of name (not ours), or NULL. */
 void *ps_libc_sym(const char *name);
 sighandler_t ps_real_signal(int sig, sighandler_t handler);
+sighandler_t ps_real_sysv_signal(int sig, sighandler_t handler);
+sighandler_t ps_real_sigset(int sig, sighandler_t handler);
+int ps_real_sigignore(int sig);
 FILE *ps_real_fopen(const char *path, const char *mode, int large);
 int ps_real_fclose(FILE *f);
 int ps_real_execve(const char *path, char *const argv[], char *const envp[]);
