@@ -91,6 +91,13 @@ const struct ps_sig_role *ps_sig_roles(int *n)
     return roles;
 }
 
+void ps_sig_fatal_add(sigset_t *set)
+{
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
+        if (roles[i].keeper == PS_SIGKEEP_FATAL)
+            sigaddset(set, roles[i].sig);
+}
+
 int ps_sig_default_ignores(int sig)
 {
     /* POSIX's "ignore" defaults (SIGCONT continues, which is no death). */

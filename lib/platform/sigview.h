@@ -50,6 +50,9 @@ struct ps_sig_role {
 const struct ps_sig_role *ps_sig_role(int sig);
 /* The table itself (for the unit test and for docs): n rows. */
 const struct ps_sig_role *ps_sig_roles(int *n);
+/* The signals of its PS_SIGKEEP_FATAL rows (those our fatal-signal
+ * handler writes the profile on) added to *set. */
+void ps_sig_fatal_add(sigset_t *set);
 
 /*
  * The program's action for one signal, as the kernel would report it.

@@ -1,22 +1,22 @@
 /*
  * section.c - our critical sections (section.h): the signals our
- * fatal-signal handler takes (lib/platform/linux/fatal.c) held off the
- * calling thread, and a lock held.
+ * fatal-signal handler takes (lib/platform/linux/fatal.c; which ones is
+ * platform/sigview.c's table) held off the calling thread, and a lock
+ * held.
  */
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 
+#include "platform/sigview.h"
 #include "util/section.h"
 
 void ps_section_enter(struct ps_section *s, pthread_mutex_t *lock)
 {
-    /* the signals our handler writes the profile on (platform.h) */
-    static const int ours[] = { SIGTERM, SIGHUP, SIGQUIT, SIGINT };
+    /* the signals our handler writes the profile on: the table's */
     sigset_t set;
     sigemptyset(&set);
-    for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
-        sigaddset(&set, ours[i]);
+    ps_sig_fatal_add(&set);
     pthread_sigmask(SIG_BLOCK, &set, &s->old);
     s->lock = lock;
     if (lock != NULL)
