@@ -45,10 +45,22 @@ struct fork_child {
 };
 
 static void child_lifecycle(struct fork_child *c) { c->lifecycle(); }
-static void child_control(struct fork_child *c) { c->session_was_on = ps_control_child_after_fork(); }
-static void child_sampler(struct fork_child *c) { c->sampler_was_running = ps_sampler_child_forked(); }
-static void child_state(struct fork_child *c) { ps_sampler_state_child_after_fork(c->session_was_on); }
-static void child_restart(struct fork_child *c) { ps_sampler_child_restart(c->sampler_was_running); }
+static void child_control(struct fork_child *c)
+{
+    c->session_was_on = ps_control_child_after_fork();
+}
+static void child_sampler(struct fork_child *c)
+{
+    c->sampler_was_running = ps_sampler_child_forked();
+}
+static void child_state(struct fork_child *c)
+{
+    ps_sampler_state_child_after_fork(c->session_was_on);
+}
+static void child_restart(struct fork_child *c)
+{
+    ps_sampler_child_restart(c->sampler_was_running);
+}
 
 /*
  * The child: a new process with its own profile (empty), file, final write

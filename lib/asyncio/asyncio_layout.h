@@ -26,7 +26,8 @@ enum ps_atasks_kind {
 enum ps_yf_kind {
     PS_YF_STACKTOP_PTR = 1,   /* 3.9: frame f_stacktop != NULL, awaited object at f_stacktop[-1] */
     PS_YF_STACKDEPTH,         /* 3.10: f_state SUSPENDED, f_valuestack[f_stackdepth - 1] */
-    PS_YF_IFRAME,             /* 3.11-3.13: gi_frame_state says suspended, localsplus[stacktop - 1] */
+    PS_YF_IFRAME,             /* 3.11-3.13: gi_frame_state says suspended,
+                               * localsplus[stacktop - 1] */
     PS_YF_STACKPTR,           /* 3.14+: stackpointer[-yf_depth], a tagged _PyStackRef */
 };
 

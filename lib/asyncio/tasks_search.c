@@ -66,10 +66,9 @@ int ps_tasks_modules_grew(struct ps_tasks *T, uintptr_t interp, uint64_t now)
 static int module_dict(const struct ps_tasks *T, uintptr_t mod, uintptr_t *dict)
 {
     const struct ps_python *py = T->py;
-    return ps_type_named(py, ps_obj_type(py, mod), "module") &&
-                   ps_read_ptr(mod + T->A.md_dict, dict) == 0 && ps_obj_type(py, *dict) == py->dict_type
-               ? 0
-               : -1;
+    int ok = ps_type_named(py, ps_obj_type(py, mod), "module") &&
+             ps_read_ptr(mod + T->A.md_dict, dict) == 0 && ps_obj_type(py, *dict) == py->dict_type;
+    return ok ? 0 : -1;
 }
 
 /* The set inside a WeakSet instance (its data attribute). */

@@ -19,8 +19,8 @@
  *
  * Never blocking the sampler, whoever connects.  Every descriptor is
  * non-blocking; a connection slow to send its request or to take its
- * reply is dropped (ctlconn.c: the connections).  At most PS_CTL_ACCEPTS connections are accepted per
- * PS_CTL_WINDOW_NS: a flood from anyone costs bounded CPU, and the
+ * reply is dropped (ctlconn.c: the connections).  At most PS_CTL_ACCEPTS
+ * connections are accepted per PS_CTL_WINDOW_NS: a flood from anyone costs bounded CPU, and the
  * owner's client, queued among the flood's, is reached within a few
  * windows.  accept() failing for want of descriptors (EMFILE: the program
  * is at its limit) leaves the socket readable: the listening socket is
@@ -94,7 +94,8 @@ int ps_control_setup(const struct ps_config *cfg)
 {
     if (ctl.enabled)
         return 0;
-    snprintf(ctl.dir, sizeof ctl.dir, "%s", cfg->control_dir[0] ? cfg->control_dir : ps_ctlsock_default_dir());
+    snprintf(ctl.dir, sizeof ctl.dir, "%s",
+             cfg->control_dir[0] ? cfg->control_dir : ps_ctlsock_default_dir());
     ps_ctlconn_setup();
     int rc = ps_ctlwake_make();
     if (rc != 0) {
@@ -138,7 +139,8 @@ static void open_listen(uint64_t now)
         return;
     }
     if (fd >= 0) {
-        snprintf(why, sizeof why, "cannot keep the control socket %s: out of descriptors", ctl.shown);
+        snprintf(why, sizeof why, "cannot keep the control socket %s: out of descriptors",
+                 ctl.shown);
         fd = -EMFILE;
     }
     int transient = fd == -EMFILE || fd == -ENFILE || fd == -ENOMEM || fd == -ENOBUFS;
@@ -221,9 +223,13 @@ static void refuse(struct ps_fd *fd, long uid, long pid, const char *why)
         snprintf(more, sizeof more, " (and %u more since the last such line)", held);
     ctl.refusal_lines++;
     ctl.refusal_at = now;
+    const char *next = ctl.refusal_lines == 1
+                           ? "; more refusals are counted, in a line every 10 minutes at most"
+                       : ctl.refusal_lines == PS_CTL_REFUSAL_LINES
+                           ? "; further refusals are said at exit"
+                           : "";
     ps_say("refused a control connection from uid %ld (pid %ld): %s%s%s", uid, pid, why, more,
-           ctl.refusal_lines == 1 ? "; more refusals are counted, in a line every 10 minutes at most"
-           : ctl.refusal_lines == PS_CTL_REFUSAL_LINES ? "; further refusals are said at exit" : "");
+           next);
 }
 
 /* The refusals held back since the last line, in one line (at exit). */

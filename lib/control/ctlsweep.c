@@ -56,7 +56,8 @@ static int refuses(const char *path)
         return 0;
     /* Non-blocking (set after socket(): macOS has no SOCK_NONBLOCK). */
     int fl = fcntl(fd, F_GETFL);
-    int dead = fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 && connect(fd, (struct sockaddr *)&a, (socklen_t)sizeof a) != 0 &&
+    int dead = fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 &&
+               connect(fd, (struct sockaddr *)&a, (socklen_t)sizeof a) != 0 &&
                errno == ECONNREFUSED;
     close(fd);
     return dead;

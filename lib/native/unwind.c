@@ -59,8 +59,9 @@
  * (struct ps_unwind_rules), written by their thread only: relaxed loads
  * and stores, no read-modify-write. */
 enum { C_HITS, C_MISSES, C_FP, C_NOCFI, C_SIGNAL, C_WALKS, C_FRAMES, C_NS, C_N };
-#define ADD(x, v) atomic_store_explicit(&(x), atomic_load_explicit(&(x), memory_order_relaxed) + (v), \
-                                        memory_order_relaxed)
+#define ADD(x, v)                                                                  \
+    atomic_store_explicit(&(x), atomic_load_explicit(&(x), memory_order_relaxed) + (v), \
+                          memory_order_relaxed)
 #define BUMP(x) ADD(x, 1)
 
 /* One step along the frame-pointer chain: [fp] the caller's fp, [fp + 8]

@@ -44,7 +44,8 @@ static void quality_now(struct ps_quality *q, const char *how, const struct ps_s
 }
 
 /* meta and data frames of a profile, then ok. */
-static void send_profile(int conn, const struct ps_quality *q, const char *data, size_t len, int last)
+static void send_profile(int conn, const struct ps_quality *q, const char *data, size_t len,
+                         int last)
 {
     char meta[1024];
     size_t mlen = ps_quality_format(q, meta, sizeof meta);
@@ -210,8 +211,9 @@ static void dump_beside(struct ps_sampler_ctx *ctx, int conn, const struct ps_ct
     const struct ps_session *s = &ctx->session;
     if ((r->cpu >= 0 && r->cpu != s->cpu) || (r->native >= 0 && r->native != s->native) ||
         (r->async_tasks >= 0 && r->async_tasks != s->async_tasks)) {
-        ps_control_finish(conn, "err", "busy: a session with other --mode/--native/--async settings "
-                                       "is under way");
+        ps_control_finish(conn, "err",
+                          "busy: a session with other --mode/--native/--async settings "
+                          "is under way");
         return;
     }
     char *before, *after, *diff;
@@ -300,8 +302,8 @@ static void stop(struct ps_session *s, int conn)
         return;
     }
     int busy = s->ses != SES_NONE;
-    snprintf(why, sizeof why, "not started: run `pysample start --pid %ld` first%s%s%s", (long)getpid(),
-             busy ? " (a `pysample " : "", busy ? session_name(s->ses) : "",
+    snprintf(why, sizeof why, "not started: run `pysample start --pid %ld` first%s%s%s",
+             (long)getpid(), busy ? " (a `pysample " : "", busy ? session_name(s->ses) : "",
              busy ? "` is under way)" : "");
     ps_control_finish(conn, "err", why);
 }

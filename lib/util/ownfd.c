@@ -52,7 +52,8 @@ int ps_fd_own(struct ps_fd *o, int fd)
 int ps_fd_is(int fd, uint64_t dev, uint64_t ino)
 {
     struct stat st;
-    return fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino;
+    return fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_dev == dev &&
+           (uint64_t)st.st_ino == ino;
 }
 
 int ps_fd_ours(const struct ps_fd *o)

@@ -249,7 +249,7 @@ uint32_t ps_sym_label(struct ps_symtab *s, long tid, const char *name)
     if (m->id != PS_ID_NONE && m->tid == tid && strcmp(m->name, name) == 0)
         return m->id;
     if (tid < 0)
-        n = snprintf(text, sizeof text, "thread ?");  /* 3.9/3.10 thread made without pthread_create */
+        n = snprintf(text, sizeof text, "thread ?");  /* 3.9/3.10: no pthread_create */
     else if (*name)
         n = snprintf(text, sizeof text, "thread %ld (%s)", tid, name);
     else

@@ -61,8 +61,8 @@ int ps_ctlsock_listen(const char *dir, const char *base, const struct ps_ctlsock
     struct stat st;
     if (lstat(a.sun_path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
-            snprintf(why, whylen, "%s exists and is not a socket of uid %u: not touching it", a.sun_path,
-                     (unsigned)geteuid());
+            snprintf(why, whylen, "%s exists and is not a socket of uid %u: not touching it",
+                     a.sun_path, (unsigned)geteuid());
             return -EEXIST;
         }
         unlink(a.sun_path);
@@ -74,7 +74,8 @@ int ps_ctlsock_listen(const char *dir, const char *base, const struct ps_ctlsock
         return -e;
     }
     int rc = nonblock_cloexec(fd);
-    if (rc != 0 || bind(fd, (struct sockaddr *)&a, (socklen_t)sizeof a) != 0 || listen(fd, 16) != 0) {
+    if (rc != 0 || bind(fd, (struct sockaddr *)&a, (socklen_t)sizeof a) != 0 ||
+        listen(fd, 16) != 0) {
         int e = rc != 0 ? -rc : errno;
         snprintf(why, whylen, "cannot listen on %s: %s", shown, strerror(e));
         close(fd);

@@ -189,8 +189,8 @@ static void enumerate(void)
     for (mach_msg_type_number_t i = 0; i < n; i++) {
         thread_identifier_info_data_t id;
         mach_msg_type_number_t cnt = THREAD_IDENTIFIER_INFO_COUNT;
-        if (thread_info(list[i], THREAD_IDENTIFIER_INFO, (thread_info_t)&id, &cnt) != KERN_SUCCESS ||
-            id.thread_id == 0) {
+        kern_return_t kr = thread_info(list[i], THREAD_IDENTIFIER_INFO, (thread_info_t)&id, &cnt);
+        if (kr != KERN_SUCCESS || id.thread_id == 0) {
             mach_port_deallocate(mach_task_self(), list[i]);
             continue;
         }

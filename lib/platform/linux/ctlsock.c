@@ -127,8 +127,10 @@ int ps_ctlsock_bound_to(int fd, const char *shown)
     memset(&got, 0, sizeof got);
     if (getsockname(fd, (struct sockaddr *)&got, &glen) != 0 || got.sun_family != AF_UNIX)
         return 0;
-    if (shown[0] == '@')
-        return glen == wlen && memcmp(got.sun_path, want.sun_path, wlen - offsetof(struct sockaddr_un, sun_path)) == 0;
+    if (shown[0] == '@') {
+        size_t n = wlen - offsetof(struct sockaddr_un, sun_path);
+        return glen == wlen && memcmp(got.sun_path, want.sun_path, n) == 0;
+    }
     return strncmp(got.sun_path, want.sun_path, sizeof got.sun_path) == 0;
 }
 
@@ -152,7 +154,8 @@ int ps_ctlsock_accept(int lfd, long *uid, long *pid)
 static int same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
 }
 
 int ps_ctlsock_same_userns(long pid)

@@ -84,7 +84,7 @@ static int64_t writes(uint32_t in)
         return rdbit;
     if ((in & 0x1f000000u) == 0x0a000000u)           /* logical (shifted register): mov */
         return rdbit;
-    if ((in & 0x1f800000u) == 0x12000000u)           /* logical (immediate): 31 is sp but for ands */
+    if ((in & 0x1f800000u) == 0x12000000u)           /* logical (immediate): 31 is sp except ands */
         return rd == 31 ? (((in >> 29) & 3) == 3 ? 0 : (int64_t)1 << A64_SP) : rdbit;
     if ((in & 0x1f200000u) == 0x0b000000u)           /* add/sub (shifted register) */
         return rdbit;
