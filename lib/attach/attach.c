@@ -252,7 +252,7 @@ static void do_dump(pid_t pid, struct ps_sampler_ctx *ctx)
 {
     uint64_t start = ps_now_ns();
     if (ps_python_ready(&ctx->py))
-        ps_tick(ctx, 1, 0, 1);
+        ps_tick(ctx, 1, 0, 1, ps_now_ns());
     send_meta(&ctx->py, "outside dump (process_vm_readv)", 0, start);
     send_data();
     frame("ok", "", 0);
@@ -284,7 +284,7 @@ static void do_record(pid_t pid, struct ps_sampler_ctx *ctx, int rate_hz, long d
         uint64_t now = ps_now_ns();
         if (now >= end || (kill(pid, 0) != 0 && errno == ESRCH))
             break;
-        if (ps_python_ready(py) && ps_tick(ctx, 0, period, 1) != 0)
+        if (ps_python_ready(py) && ps_tick(ctx, 0, period, 1, ps_now_ns()) != 0)
             break;  /* the runtime is finalizing: nothing more to read */
         if (now >= show) {
             send_meta(py, how, rate_hz, start);

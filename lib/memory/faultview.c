@@ -376,9 +376,13 @@ static int check_due(uint64_t now)
 
 void ps_mem_tick(void)
 {
+    ps_mem_tick_at(ps_now_ns());
+}
+
+void ps_mem_tick_at(uint64_t now)
+{
     if (ps_mem_mode() != PS_READ_DIRECT)
         return;
-    uint64_t now = ps_now_ns();
     if (!check_due(now))
         return;
     check_sched.last_ns = now;

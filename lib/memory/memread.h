@@ -51,9 +51,12 @@ void ps_mem_enable_direct(void);
  * Called once per sampler tick: keeps the direct path only while our
  * handlers are still the installed ones (one sigaction query per signal,
  * at most once a millisecond): a raw rt_sigaction system call replaces
- * them behind the interposers.
+ * them behind the interposers.  ps_mem_tick_at: the same, with the
+ * monotonic time the caller read already (the tick's: one clock read
+ * less on every tick).
  */
 void ps_mem_tick(void);
+void ps_mem_tick_at(uint64_t now);
 
 /*
  * The program's sigaction() of SIGSEGV or SIGBUS, from our sigaction and

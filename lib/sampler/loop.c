@@ -156,7 +156,7 @@ static uint64_t timed_tick(struct ps_sampler_ctx *ctx, struct schedule *sc, uint
     count_skipped(sc, skipped);
     if (timed)
         ps_stats_late(&ctx->times, late);
-    ps_sampler_tick(ctx, 0);
+    ps_sampler_tick(ctx, 0, *woke);
     uint64_t now = ps_now_ns();
     if (timed)
         ps_stats_tick_took(&ctx->times, now - *woke);

@@ -242,17 +242,17 @@ void ps_sampler_set_rate_now(int rate_hz)
  * whatever the rate ticks are at now (the CPU budget's), so that counts
  * are CPU time / the period the profile's readers assume
  * (docs/format.md). */
-void ps_sampler_tick(struct ps_sampler_ctx *ctx, int all)
+void ps_sampler_tick(struct ps_sampler_ctx *ctx, int all, uint64_t now)
 {
     int hz = atomic_load(&st.requested_hz);
     uint64_t period = 1000000000ull / (uint64_t)(hz > 0 ? hz : PS_DEFAULT_RATE);
-    if (ps_tick(ctx, all, period, ctx->run) != 0)
+    if (ps_tick(ctx, all, period, ctx->run, now) != 0)
         ps_sampler_move(ps_sampler_state(), PS_SAMPLER_FINISHED);  /* from SAMPLING or IDLE */
 }
 
 void ps_sampler_tick_all(struct ps_sampler_ctx *ctx)
 {
-    ps_sampler_tick(ctx, 1);
+    ps_sampler_tick(ctx, 1, ps_now_ns());
 }
 
 /* ---- counts ------------------------------------------------------------------- */

@@ -134,8 +134,9 @@ struct ps_sampler_ctx;  /* context.h */
 
 /* One tick (tick.c) of ctx's sampled threads, or all of them: the runtime
  * finalizing makes the thread FINISHED.  ctx->run counts the stretches
- * of SAMPLING (loop.c; weight.h needs to know when a new one begins). */
-void ps_sampler_tick(struct ps_sampler_ctx *ctx, int all);
+ * of SAMPLING (loop.c; weight.h needs to know when a new one begins).
+ * now: the monotonic time the tick began (ps_tick). */
+void ps_sampler_tick(struct ps_sampler_ctx *ctx, int all, uint64_t now);
 /* One tick of every thread whatever PYSAMPLE_MODE says (`pysample dump`):
  * on the sampler thread only. */
 void ps_sampler_tick_all(struct ps_sampler_ctx *ctx);

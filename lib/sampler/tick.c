@@ -137,15 +137,16 @@ static void sample_threads(struct ps_tick_ctx *t, struct ps_tstate_iter *it)
                    t->all);
 }
 
-int ps_tick(struct ps_sampler_ctx *ctx, int all, uint64_t cpu_period_ns, unsigned run)
+int ps_tick(struct ps_sampler_ctx *ctx, int all, uint64_t cpu_period_ns, unsigned run,
+            uint64_t now)
 {
     struct ps_tstate_iter it;
-    struct ps_tick_ctx t = { .sampler = ctx, .now = ps_now_ns(), .all = all,
+    struct ps_tick_ctx t = { .sampler = ctx, .now = now, .all = all,
                              .cpu_period_ns = cpu_period_ns, .run = run,
                              .interp_func = PS_ID_NONE, .tasks = ctx->tasks,
                              .tasks_state = PS_TASKS_NOT_TAKEN };
 
-    ps_mem_tick();
+    ps_mem_tick_at(now);
     /* Loaded objects for native stacks: here, before the profile's lock,
      * before the batch and before any thread is held (dl_iterate_phdr
      * takes the loader's lock, which a held thread could own, and a thread

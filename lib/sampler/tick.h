@@ -18,9 +18,12 @@ int ps_tick_setup(struct ps_sampler_ctx *ctx);
  * thread, whatever PYSAMPLE_MODE and PYSAMPLE_MAX_THREADS_PER_TICK say
  * (`pysample dump`).  cpu_period_ns: in cpu mode, the CPU time one sample
  * stands for (the requested rate's period); run: changes whenever sampling
- * starts again, so that CPU used meanwhile is not counted.  Returns 1 if
- * the runtime is finalizing (nothing was read, and nothing more will be),
- * else 0. */
-int ps_tick(struct ps_sampler_ctx *ctx, int all, uint64_t cpu_period_ns, unsigned run);
+ * starts again, so that CPU used meanwhile is not counted.  now: the
+ * monotonic time the tick began (the caller's clock read when it woke:
+ * a vDSO read touches the clock's page and costs as much as a frame).
+ * Returns 1 if the runtime is finalizing (nothing was read, and nothing
+ * more will be), else 0. */
+int ps_tick(struct ps_sampler_ctx *ctx, int all, uint64_t cpu_period_ns, unsigned run,
+            uint64_t now);
 
 #endif
