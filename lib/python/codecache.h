@@ -65,6 +65,9 @@ struct ps_codecache {
 };
 
 int ps_codecache_init(struct ps_codecache *c, size_t max_entries);
+/* The set of c that the code object at addr is kept in (codecache.c says
+ * how it is chosen). */
+size_t ps_code_set(const struct ps_codecache *c, uintptr_t addr);
 void ps_codecache_clear(struct ps_codecache *c);
 
 /*

@@ -501,12 +501,12 @@ static char *render(const struct ps_stacktab *t, const struct ps_symtab *syms)
 
 /*
  * The code cache on its own: bounded, least recently used way replaced.
- * Which set an address falls in is codecache.c's business; this repeats
- * its hash (white box) to build a set's worth of collisions.
+ * Which set an address falls in is codecache.c's business (ps_code_set);
+ * the test asks it to build a set's worth of collisions.
  */
 static size_t set_of(const struct ps_codecache *c, uintptr_t addr)
 {
-    return (size_t)((addr >> 4) * 0x9E3779B97F4A7C15ull >> 32) & (c->sets - 1);
+    return ps_code_set(c, addr);
 }
 
 static const struct ps_code_entry *resolve(struct ps_codecache *c, struct ps_symtab *syms,
@@ -583,6 +583,49 @@ static void test_codecache_bounds(uintptr_t file)
     ps_codecache_clear(&c);
     free(c.e);
     ps_symtab_free(&syms);
+}
+
+/* Pages of the profile's code cache (16384 entries) that the entries of
+ * the code objects at base, base + step, ... (n of them) are on. */
+static int table_pages(const struct ps_codecache *c, uintptr_t base, uintptr_t step, int n)
+{
+    size_t pages[64];
+    int np = 0;
+    for (int i = 0; i < n && i < 64; i++) {
+        size_t off = ps_code_set(c, base + (uintptr_t)i * step) * PS_CODECACHE_WAYS *
+                     sizeof(struct ps_code_entry);
+        int seen = 0;
+        for (int k = 0; k < np; k++)
+            seen |= pages[k] == off / 4096;
+        if (!seen)
+            pages[np++] = off / 4096;
+    }
+    return np;
+}
+
+/*
+ * Where code objects fall in the cache (ps_code_set): ten made together
+ * (a few hundred bytes apart) in 3 pages of the table at most, not ~10:
+ * a tick that starts cold pays a TLB miss per page (issue #36); objects at
+ * one offset of different 1 MiB regions spread over the sets.
+ */
+static void test_codecache_sets(void)
+{
+    struct ps_codecache c;
+    CHECK_EQ_INT(ps_codecache_init(&c, 16384), 0);
+    for (uintptr_t base = 0x7f3a12345000u; base < 0x7f3a12345000u + 8 * 0x9f30u; base += 0x9f30u)
+        CHECK(table_pages(&c, base + 0x58, 400, 10) <= 3);
+    size_t sets[64];
+    int distinct = 0;
+    for (int i = 0; i < 64; i++) {
+        sets[i] = ps_code_set(&c, 0x7f3a00000000u + ((uintptr_t)i << 20) + 0x1230);
+        int seen = 0;
+        for (int k = 0; k < i; k++)
+            seen |= sets[k] == sets[i];
+        distinct += !seen;
+    }
+    CHECK(distinct >= 56);
+    free(c.e);
 }
 
 /*
@@ -844,6 +887,7 @@ int main(void)
     }
 
     test_codecache_bounds(file);
+    test_codecache_sets();
     test_data_stack(file);
     test_span_blocks(file);
     test_codes_collide(file);
