@@ -44,21 +44,30 @@ struct ps_sample_bufs {
     struct ps_native_names *names;  /* native frames' names (merge.c) */
 };
 
+/*
+ * In the order a tick reads them: what every tick reads first and
+ * together (a tick starts on caches and TLB entries its sleep left cold:
+ * issue #36), the thread memory next (its own fields first, then its
+ * 1024 slots, of which a tick reads one per thread), and what only some
+ * ticks or none read (the PYSAMPLE_STATS histograms, 15 KiB, one line
+ * each a tick; the armed session) after those, where they no longer sit
+ * between the hot fields and spread them over five pages.
+ */
 struct ps_sampler_ctx {
     struct ps_python py;        /* the interpreter read: the sampler's one copy */
-    /* loop.c's */
-    struct ps_budget budget;    /* PYSAMPLE_CPU_BUDGET, during SAMPLING */
-    uint64_t next_flush;        /* PYSAMPLE_FLUSH_INTERVAL; 0: none */
-    unsigned run;               /* runs of SAMPLING begun (weight.h: cpu mode) */
-    struct ps_tick_times times; /* PYSAMPLE_STATS: lateness, tick work (stats.h) */
-    struct ps_session session;  /* armed mode's session under way (sessions.h) */
     /* tick.c's, from one tick to the next */
     struct ps_tasks *tasks;     /* PYSAMPLE_ASYNC, else NULL (tasks.h) */
     int gil_only;               /* PYSAMPLE_GIL, where this build has a GIL to read */
+    unsigned run;               /* loop.c's: runs of SAMPLING begun (weight.h: cpu mode) */
     struct ps_subset subset;    /* PYSAMPLE_MAX_THREADS_PER_TICK's window (weight.h) */
     struct ps_sample_bufs buf;  /* threadsample.c's */
+    /* loop.c's */
+    struct ps_budget budget;    /* PYSAMPLE_CPU_BUDGET, during SAMPLING */
+    uint64_t next_flush;        /* PYSAMPLE_FLUSH_INTERVAL; 0: none */
     struct ps_threads threads;  /* what it remembers of each thread (threadinfo.h);
                                  * forking_tid is the forking thread's to write */
+    struct ps_tick_times times; /* PYSAMPLE_STATS: lateness, tick work (stats.h) */
+    struct ps_session session;  /* armed mode's session under way (sessions.h) */
 };
 
 #endif

@@ -37,7 +37,6 @@ struct ps_thread_info {
 /* The sampler's memory of every thread: a member of its context
  * (context.h), passed to each function here as its first argument. */
 struct ps_threads {
-    struct ps_thread_info tids[PS_TIDCACHE];
     pid_t pid;
     /* Kernel tids that, in this process, mean its main thread: the thread
      * that forked us (and our ancestors), as recorded in thread states
@@ -46,6 +45,9 @@ struct ps_threads {
     long forker_tids[PS_FORKERS];
     long forking_tid;           /* set in the prepare handler (the forking thread) */
     struct ps_stat_kept kept;   /* cpu mode: which tids[].state_fd are open (platform.h) */
+    /* Last, after the fields every sample reads (pid, forker_tids): 150 KiB
+     * of which a sample reads one slot. */
+    struct ps_thread_info tids[PS_TIDCACHE];
 };
 
 /* Notes this process's pid (its main thread's tid). */
