@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "settings.h"
+#include "util/tickpath.h"
 
 static struct ps_config process;
 static struct ps_config now;
@@ -26,7 +27,7 @@ const struct ps_config *ps_settings_process(void)
     return &process;
 }
 
-const struct ps_config *ps_settings(void)
+PS_TICK_PATH const struct ps_config *ps_settings(void)
 {
     return &now;
 }

@@ -82,6 +82,7 @@
 #include "memory/memread.h"
 #include "platform/platform.h"
 #include "platform/sigview.h"
+#include "util/tickpath.h"
 
 static _Atomic int handlers_installed;   /* we have put ours in, once */
 static int direct_disabled_by_env;       /* PYSAMPLE_READ_MODE=syscall|pipe|file */
@@ -379,7 +380,7 @@ void ps_mem_tick(void)
     ps_mem_tick_at(ps_now_ns());
 }
 
-void ps_mem_tick_at(uint64_t now)
+PS_TICK_PATH void ps_mem_tick_at(uint64_t now)
 {
     if (ps_mem_mode() != PS_READ_DIRECT)
         return;

@@ -27,6 +27,7 @@
 #include "memory/guard.h"
 #include "memory/memread.h"
 #include "platform/platform.h"
+#include "util/tickpath.h"
 
 /* No user mapping exists at or above 2^56 on any 64-bit platform we run on
  * (x86-64 with 5-level paging tops out there, arm64 at 2^52); refusing such
@@ -128,7 +129,7 @@ void ps_mem_read_after_fork(void)
     scope_env = NULL;
 }
 
-enum ps_read_mode ps_mem_mode(void)
+PS_TICK_PATH enum ps_read_mode ps_mem_mode(void)
 {
     return atomic_load(&read_mode);
 }
@@ -182,7 +183,7 @@ static inline __attribute__((always_inline)) void copy_jumping_to(sigjmp_buf *en
 /* The guarded copy, for a thread that holds guard_owner.  Kept out of line
  * so that the compiler cannot move loads of *src outside the region where
  * in_copy is set. */
-static __attribute__((noinline)) int copy_guarded(void *dst, uintptr_t src, size_t n)
+PS_TICK_PATH static __attribute__((noinline)) int copy_guarded(void *dst, uintptr_t src, size_t n)
 {
     if (sigsetjmp(guard_env, 0) != 0) {
         in_copy = 0;
@@ -204,7 +205,7 @@ static __attribute__((noinline)) int copy_guarded(void *dst, uintptr_t src, size
  * itself, and may run inside a scope.  Only within the guard owner's batch:
  * elsewhere (no batch, the syscall path) this is ps_read.
  */
-void ps_read_scope(sigjmp_buf *env)
+PS_TICK_PATH void ps_read_scope(sigjmp_buf *env)
 {
     /* Only in the calling thread's own batch.  Walks are serialised by the
      * profile lock, so no other thread reads while the scope is set; this
@@ -218,14 +219,14 @@ void ps_read_scope(sigjmp_buf *env)
 
 /* Also the first thing after a jump to the scope's point: the copy that
  * faulted left in_copy set. */
-void ps_read_scope_end(void)
+PS_TICK_PATH void ps_read_scope_end(void)
 {
     in_copy = 0;
     atomic_signal_fence(memory_order_seq_cst);
     scope_env = NULL;
 }
 
-static __attribute__((noinline)) int copy_in_scope(void *dst, uintptr_t src, size_t n)
+PS_TICK_PATH static __attribute__((noinline)) int copy_in_scope(void *dst, uintptr_t src, size_t n)
 {
     copy_jumping_to(scope_env, dst, src, n);
     return 0;
@@ -262,7 +263,7 @@ static int read_direct(void *dst, uintptr_t src, size_t n)
  * tick, before the program's handler goes in.  fork() cannot split a batch:
  * the prepare handler takes the same profile lock.
  */
-int ps_mem_batch_begin(void)
+PS_TICK_PATH int ps_mem_batch_begin(void)
 {
     uintptr_t expected = 0;
     if (atomic_load(&read_mode) != PS_READ_DIRECT)
@@ -276,7 +277,7 @@ int ps_mem_batch_begin(void)
     return 1;
 }
 
-void ps_mem_batch_end(int held)
+PS_TICK_PATH void ps_mem_batch_end(int held)
 {
     if (held)
         atomic_store_explicit(&guard_owner, 0, memory_order_release);
@@ -284,7 +285,7 @@ void ps_mem_batch_end(int held)
 
 /* Outside a batch.  Out of line, so that ps_read itself stays a few
  * checks and a tail call (it runs once per frame). */
-static __attribute__((noinline)) int read_unbatched(void *dst, uintptr_t src, size_t n)
+PS_TICK_PATH static __attribute__((noinline)) int read_unbatched(void *dst, uintptr_t src, size_t n)
 {
     if (atomic_load_explicit(&read_mode, memory_order_relaxed) == PS_READ_DIRECT)
         return read_direct(dst, src, n);
@@ -301,7 +302,7 @@ static inline int range_worth_reading(uintptr_t src, size_t n)
     return n != 0;
 }
 
-int ps_read_in_scope(void *dst, uintptr_t src, size_t n)
+PS_TICK_PATH int ps_read_in_scope(void *dst, uintptr_t src, size_t n)
 {
     int r = range_worth_reading(src, n);
     if (r <= 0)
@@ -325,7 +326,7 @@ static inline uintptr_t chain_next(const uint8_t *rec, uintptr_t at, size_t link
 /* The chain in the scope: jump_to set once, in_copy around each copy
  * (copy_jumping_to's order).  Out of line, like copy_in_scope; c's fields
  * in locals (the copy's call would have them reloaded per record). */
-static __attribute__((noinline)) int chain_in_scope(const struct ps_chain *c, uintptr_t src)
+PS_TICK_PATH static __attribute__((noinline)) int chain_in_scope(const struct ps_chain *c, uintptr_t src)
 {
     uint8_t *rec = c->dst;
     uintptr_t *at = c->at;
@@ -346,7 +347,7 @@ static __attribute__((noinline)) int chain_in_scope(const struct ps_chain *c, ui
     }
 }
 
-int ps_read_chain_in_scope(const struct ps_chain *c, uintptr_t src)
+PS_TICK_PATH int ps_read_chain_in_scope(const struct ps_chain *c, uintptr_t src)
 {
     if (c->max <= 0 || c->len < c->link + sizeof(uintptr_t) || c->stride < c->len ||
         range_worth_reading(src, c->len) <= 0)
@@ -363,7 +364,7 @@ int ps_read_chain_in_scope(const struct ps_chain *c, uintptr_t src)
     }
 }
 
-int ps_read(void *dst, uintptr_t src, size_t n)
+PS_TICK_PATH int ps_read(void *dst, uintptr_t src, size_t n)
 {
     int r = range_worth_reading(src, n);
     if (r <= 0)

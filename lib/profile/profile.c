@@ -21,6 +21,7 @@
 #include "util/arena.h"
 #include "util/lock.h"
 #include "util/message.h"
+#include "util/tickpath.h"
 
 /* How long a write waits for the tables' lock: its holders keep it for one
  * tick or one render.  Held longer, its holder is the thread a signal
@@ -59,13 +60,13 @@ void ps_profile_setup_timeline(size_t max_records, int rate_hz)
     pthread_mutex_unlock(&profile.lock);
 }
 
-struct ps_profile *ps_profile_lock(void)
+PS_TICK_PATH struct ps_profile *ps_profile_lock(void)
 {
     pthread_mutex_lock(&profile.lock);
     return &profile.p;
 }
 
-void ps_profile_unlock(void)
+PS_TICK_PATH void ps_profile_unlock(void)
 {
     pthread_mutex_unlock(&profile.lock);
 }

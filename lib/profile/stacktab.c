@@ -11,6 +11,7 @@
 
 #include "util/grow.h"
 #include "profile/stacktab.h"
+#include "util/tickpath.h"
 
 int ps_stacktab_init(struct ps_stacktab *t, size_t max_stacks, uint64_t full_frame)
 {
@@ -43,7 +44,7 @@ int ps_stacktab_clear(struct ps_stacktab *t)
     return 0;
 }
 
-static uint64_t hash_stack(uint32_t label, const uint64_t *frames, uint32_t depth)
+PS_TICK_PATH static uint64_t hash_stack(uint32_t label, const uint64_t *frames, uint32_t depth)
 {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ label;
     for (uint32_t i = 0; i < depth; i++) {
@@ -87,7 +88,7 @@ static int frames_append(struct ps_stacktab *t, const uint64_t *frames, uint32_t
 
 /* overflow: frames is the thread's "table full" stack, which may go past
  * max_stacks (one per label, and labels are bounded: symtab.h). */
-static int add(struct ps_stacktab *t, uint32_t label, const uint64_t *frames, uint32_t depth,
+PS_TICK_PATH static int add(struct ps_stacktab *t, uint32_t label, const uint64_t *frames, uint32_t depth,
                uint64_t count, int overflow)
 {
     uint64_t h = hash_stack(label, frames, depth);
@@ -137,7 +138,7 @@ static int add(struct ps_stacktab *t, uint32_t label, const uint64_t *frames, ui
     return 0;
 }
 
-int ps_stacktab_add(struct ps_stacktab *t, uint32_t label, const uint64_t *frames,
+PS_TICK_PATH int ps_stacktab_add(struct ps_stacktab *t, uint32_t label, const uint64_t *frames,
                     uint32_t depth, uint64_t count)
 {
     return add(t, label, frames, depth, count, 0);

@@ -15,6 +15,7 @@
 #include "profile/render.h"
 #include "profile/timeline.h"
 #include "util/arena.h"
+#include "util/tickpath.h"
 
 void ps_timeline_init(struct ps_timeline *tl, size_t max, int rate_hz, uint64_t start_mono,
                       uint64_t start_real)
@@ -60,7 +61,7 @@ static int make_room(struct ps_timeline *tl)
     return 0;
 }
 
-void ps_timeline_add(struct ps_timeline *tl, uint32_t stack, uint64_t weight)
+PS_TICK_PATH void ps_timeline_add(struct ps_timeline *tl, uint32_t stack, uint64_t weight)
 {
     if (!ps_timeline_on(tl) || weight == 0)
         return;

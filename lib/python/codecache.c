@@ -54,6 +54,7 @@
 #include "python/codecache.h"
 #include "memory/memread.h"
 #include "python/pystr.h"
+#include "util/tickpath.h"
 
 /* Line tables larger than this are not decoded (the frame keeps line 0). */
 #define PS_MAX_LINETABLE (1u << 20)
@@ -203,13 +204,13 @@ refill(struct ps_codecache *c, struct ps_code_entry *victim, const struct ps_cod
  * hashed and added, so that objects at one offset of different regions
  * (arenas, heaps) spread over the sets as a hash would spread them.
  */
-size_t ps_code_set(const struct ps_codecache *c, uintptr_t addr)
+PS_TICK_PATH size_t ps_code_set(const struct ps_codecache *c, uintptr_t addr)
 {
     size_t region = (size_t)((uint64_t)(addr >> 20) * 0x9E3779B97F4A7C15ull >> 32);
     return ((size_t)(addr >> 8) + region) & (c->sets - 1);
 }
 
-struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
+PS_TICK_PATH struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
                                       const struct ps_python *py,
                                       struct ps_symtab *syms, int lines,
                                       uintptr_t addr, const uint8_t *snap)
@@ -235,7 +236,7 @@ struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
     return refill(c, victim, &id, py, syms, lines);
 }
 
-int32_t ps_code_line_lookup(struct ps_code_entry *e, int64_t addr)
+PS_TICK_PATH int32_t ps_code_line_lookup(struct ps_code_entry *e, int64_t addr)
 {
     int line = ps_linetable_lookup(e->ranges, e->nranges, addr, e->id.firstlineno);
     /* No location (compiler-generated instructions): the function's first

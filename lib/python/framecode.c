@@ -10,6 +10,7 @@
 
 #include "python/framecode.h"
 #include "memory/memread.h"
+#include "util/tickpath.h"
 
 /* 3.14t: the thread may run its own copy of the bytecode.  Out of line:
  * only a frame whose pointer is not in the code's own bytecode gets here. */
@@ -101,7 +102,7 @@ static void code_checked(struct walk_codes *wc, uintptr_t code, struct ps_code_e
  * (3.13+), or a PS_WALK_ error.  Out of line: in a deep walk most frames
  * are served by walk_codes, and its 1 KiB buffer stays off the walk's
  * stack. */
-__attribute__((noinline)) int ps_framecode_read(const struct walk_plan *p, struct walk_codes *wc,
+PS_TICK_PATH __attribute__((noinline)) int ps_framecode_read(const struct walk_plan *p, struct walk_codes *wc,
                                                 uintptr_t code, struct ps_code_entry **cep,
                                                 uint64_t *words)
 {

@@ -28,6 +28,7 @@
 #include "python/walkplan.h"
 #include "memory/memread.h"
 #include "platform/platform.h"
+#include "util/tickpath.h"
 
 /* A pointer field the plan guarantees present (ps_walk_plan_init), within the
  * fr_read bytes copied: no "no such field" test per frame. */
@@ -433,7 +434,7 @@ static inline __attribute__((always_inline)) int walk_loop(struct walk *w, uintp
  * PS_WALK_ error (*res untouched).  Out of line: kept apart from
  * ps_walk()'s sigsetjmp, so that the compiler optimises it as an ordinary
  * function. */
-static __attribute__((noinline)) int walk_frames(const struct ps_walk_req *rq,
+PS_TICK_PATH static __attribute__((noinline)) int walk_frames(const struct ps_walk_req *rq,
                                                  struct ps_walk_res *res)
 {
     struct walk_plan plan;
@@ -498,7 +499,7 @@ static __attribute__((noinline)) int walk_frames(const struct ps_walk_req *rq,
  * the walk.  A change that makes the walk write shared state outside
  * ps_code_resolve, or call a scoped read from inside it, breaks this.
  */
-int ps_walk(const struct ps_walk_req *rq, struct ps_walk_res *res)
+PS_TICK_PATH int ps_walk(const struct ps_walk_req *rq, struct ps_walk_res *res)
 {
     sigjmp_buf env;
     *res = (struct ps_walk_res){ .n = 0 };

@@ -36,8 +36,9 @@
 #include "memory/memread.h"
 #include "python/interpstate.h"
 #include "python/threadstates.h"
+#include "util/tickpath.h"
 
-uintptr_t ps_gil_holder(const struct ps_python *py, uintptr_t interp)
+PS_TICK_PATH uintptr_t ps_gil_holder(const struct ps_python *py, uintptr_t interp)
 {
     const struct ps_layout *L = &py->L;
     uintptr_t gil = 0, holder = 0;
@@ -102,14 +103,14 @@ static uintptr_t only_attached(const struct ps_python *py, uintptr_t interp)
     return found;
 }
 
-uintptr_t ps_gc_collector(const struct ps_python *py, uintptr_t interp)
+PS_TICK_PATH uintptr_t ps_gc_collector(const struct ps_python *py, uintptr_t interp)
 {
     if (!ps_gc_collecting(py, interp))
         return 0;
     return py->L.free_threaded ? only_attached(py, interp) : ps_gil_holder(py, interp);
 }
 
-int ps_gc_still_collecting(const struct ps_python *py, uintptr_t interp, uintptr_t tsp)
+PS_TICK_PATH int ps_gc_still_collecting(const struct ps_python *py, uintptr_t interp, uintptr_t tsp)
 {
     if (tsp == 0 || !ps_gc_collecting(py, interp))
         return 0;

@@ -19,6 +19,7 @@
 
 #include "memory/memread.h"
 #include "python/runtime.h"
+#include "util/tickpath.h"
 
 int ps_python_present(void)
 {
@@ -172,7 +173,7 @@ int ps_python_ready(const struct ps_python *py)
     return 1;
 }
 
-int ps_python_finalizing(const struct ps_python *py)
+PS_TICK_PATH int ps_python_finalizing(const struct ps_python *py)
 {
     uintptr_t f;
     /* _PyRuntime is static data and never goes away, so a failed read says

@@ -8,8 +8,9 @@
 #include "memory/memread.h"
 #include "python/frames.h"
 #include "python/threadstates.h"
+#include "util/tickpath.h"
 
-int ps_tstates_begin(struct ps_tstate_iter *it, const struct ps_python *py)
+PS_TICK_PATH int ps_tstates_begin(struct ps_tstate_iter *it, const struct ps_python *py)
 {
     const struct ps_layout *L = &py->L;
     memset(it, 0, sizeof *it);
@@ -38,7 +39,7 @@ static int next_interp(struct ps_tstate_iter *it)
     return 1;
 }
 
-uintptr_t ps_tstates_next(struct ps_tstate_iter *it, uint8_t *ts)
+PS_TICK_PATH uintptr_t ps_tstates_next(struct ps_tstate_iter *it, uint8_t *ts)
 {
     const struct ps_layout *L = &it->py->L;
     if (it->py == NULL)

@@ -6,8 +6,9 @@
 #include "memory/memread.h"
 #include "platform/platform.h"
 #include "python/walkplan.h"
+#include "util/tickpath.h"
 
-int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts, uintptr_t *frame)
+PS_TICK_PATH int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts, uintptr_t *frame)
 {
     const struct ps_layout *L = &py->L;
     if (L->ts_cframe == PS_NOFIELD) {
@@ -30,7 +31,7 @@ static int within(uint32_t off, uint32_t width, uint32_t n)
     return off != PS_NOFIELD && (uint64_t)off + width <= n;
 }
 
-int ps_walk_plan_init(struct walk_plan *p, const struct ps_python *py, struct ps_codecache *cc,
+PS_TICK_PATH int ps_walk_plan_init(struct walk_plan *p, const struct ps_python *py, struct ps_codecache *cc,
                       struct ps_symtab *syms, int lines)
 {
     const struct ps_layout *L = &py->L;

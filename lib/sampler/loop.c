@@ -25,6 +25,7 @@
 #include "sampler/state.h"
 #include "sampler/stats.h"
 #include "settings.h"
+#include "util/tickpath.h"
 
 /* ---- waiting ----------------------------------------------------------------- */
 
@@ -273,7 +274,7 @@ static int become(enum ps_sampler_state to)
     return s == to ? 0 : ps_sampler_move(s, to);
 }
 
-void ps_sampler_loop(struct ps_sampler_ctx *ctx)
+PS_TICK_PATH void ps_sampler_loop(struct ps_sampler_ctx *ctx)
 {
     wait_for_interpreter(ctx);
     ps_mem_enable_direct();

@@ -2,6 +2,7 @@
  * schedule.c - when the sampler ticks (schedule.h has the rules and why).
  */
 #include "sampler/schedule.h"
+#include "util/tickpath.h"
 
 void ps_schedule_start(struct ps_schedule *s, uint64_t interval, uint64_t start)
 {
@@ -9,7 +10,7 @@ void ps_schedule_start(struct ps_schedule *s, uint64_t interval, uint64_t start)
     s->next = start + s->interval;
 }
 
-uint64_t ps_schedule_woke(struct ps_schedule *s, uint64_t now)
+PS_TICK_PATH uint64_t ps_schedule_woke(struct ps_schedule *s, uint64_t now)
 {
     if (now < s->next)
         return 0;   /* woken early (never by the waits we use): on time */
@@ -19,7 +20,7 @@ uint64_t ps_schedule_woke(struct ps_schedule *s, uint64_t now)
     return now - s->next;
 }
 
-void ps_schedule_ticked(struct ps_schedule *s, uint64_t woke, uint64_t now)
+PS_TICK_PATH void ps_schedule_ticked(struct ps_schedule *s, uint64_t woke, uint64_t now)
 {
     s->next += s->interval;
     if (now > s->next && now - woke >= s->interval / 2) {

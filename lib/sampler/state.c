@@ -29,6 +29,7 @@
 #include "sampler/tick.h"
 #include "settings.h"
 #include "util/statem.h"
+#include "util/tickpath.h"
 
 static struct {
     unsigned hexversion;        /* the interpreter's, for the quality figures */
@@ -242,7 +243,7 @@ void ps_sampler_set_rate_now(int rate_hz)
  * whatever the rate ticks are at now (the CPU budget's), so that counts
  * are CPU time / the period the profile's readers assume
  * (docs/format.md). */
-void ps_sampler_tick(struct ps_sampler_ctx *ctx, int all, uint64_t now)
+PS_TICK_PATH void ps_sampler_tick(struct ps_sampler_ctx *ctx, int all, uint64_t now)
 {
     int hz = atomic_load(&st.requested_hz);
     uint64_t period = 1000000000ull / (uint64_t)(hz > 0 ? hz : PS_DEFAULT_RATE);
@@ -265,7 +266,7 @@ void ps_sampler_stats(struct ps_stats *out)
     out->budget_pct = ps_settings()->cpu_budget * 100.0;
 }
 
-int ps_sampler_stats_wanted(void)
+PS_TICK_PATH int ps_sampler_stats_wanted(void)
 {
     return ps_settings_process()->stats_path[0] != '\0';
 }

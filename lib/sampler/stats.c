@@ -34,6 +34,7 @@
 #include "sampler/context.h"
 #include "sampler/stats.h"
 #include "util/message.h"
+#include "util/tickpath.h"
 
 static struct {
     _Atomic uint64_t count[PS_COUNT_N];
@@ -42,7 +43,7 @@ static struct {
     _Atomic uint64_t run_began; /* ... but the one under way, begun then (0: none) */
 } stats;
 
-void ps_count(enum ps_count c, uint64_t n)
+PS_TICK_PATH void ps_count(enum ps_count c, uint64_t n)
 {
     atomic_fetch_add(&stats.count[c], n);
 }
@@ -116,12 +117,12 @@ static uint64_t late_max(const uint64_t *hist)
     return max;
 }
 
-void ps_stats_late(struct ps_tick_times *t, uint64_t ns)
+PS_TICK_PATH void ps_stats_late(struct ps_tick_times *t, uint64_t ns)
 {
     t->late_hist[late_bucket(ns)]++;
 }
 
-void ps_stats_tick_took(struct ps_tick_times *t, uint64_t ns)
+PS_TICK_PATH void ps_stats_tick_took(struct ps_tick_times *t, uint64_t ns)
 {
     t->tick_hist[late_bucket(ns)]++;
 }

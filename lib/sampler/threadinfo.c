@@ -15,6 +15,7 @@
 #include "sampler/threadinfo.h"
 #include "sampler/weight.h"
 #include "python/threadnames.h"
+#include "util/tickpath.h"
 
 #define PS_NAME_RETRIES 8
 #define PS_NAME_REFRESH_NS 1000000000ull
@@ -29,7 +30,7 @@ void ps_threadinfo_target(struct ps_threads *th, long pid)
     th->pid = (pid_t)pid;
 }
 
-int ps_threadinfo_ids(const struct ps_threads *th, const struct ps_layout *L, const uint8_t *ts,
+PS_TICK_PATH int ps_threadinfo_ids(const struct ps_threads *th, const struct ps_layout *L, const uint8_t *ts,
                       long *tid, uintptr_t *pth)
 {
     *tid = -1;
@@ -49,7 +50,7 @@ int ps_threadinfo_ids(const struct ps_threads *th, const struct ps_layout *L, co
     return 0;
 }
 
-struct ps_thread_info *ps_threadinfo_find(struct ps_threads *th, long tid)
+PS_TICK_PATH struct ps_thread_info *ps_threadinfo_find(struct ps_threads *th, long tid)
 {
     size_t i = (size_t)tid & (PS_TIDCACHE - 1);
     for (size_t n = 0; n < 8; n++, i = (i + 1) & (PS_TIDCACHE - 1))
@@ -102,7 +103,7 @@ static void read_name(const struct ps_threads *th, const struct ps_python *py, l
         ps_thread_py_name(py, boot, name, size);
 }
 
-uint32_t ps_threadinfo_label(const struct ps_threads *th, const struct ps_python *py,
+PS_TICK_PATH uint32_t ps_threadinfo_label(const struct ps_threads *th, const struct ps_python *py,
                              struct ps_symtab *syms, struct ps_thread_info *ti, uint64_t now,
                              uintptr_t boot)
 {

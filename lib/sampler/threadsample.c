@@ -25,6 +25,7 @@
 #include "sampler/threadinfo.h"
 #include "sampler/threadsample.h"
 #include "settings.h"
+#include "util/tickpath.h"
 
 #define PS_WALK_TRIES 3
 
@@ -301,7 +302,7 @@ static void count_walk(struct ps_tick_ctx *t, uintptr_t tsp, uintptr_t pth,
         count_waiting(t, pth, label, w->py.truncated ? d_root - 1 : d_root, weight);
 }
 
-void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_t weight)
+PS_TICK_PATH void ps_sample_thread(struct ps_tick_ctx *t, uintptr_t tsp, uint8_t *ts, uint64_t weight)
 {
     long tid;
     uintptr_t pth;

@@ -31,6 +31,7 @@
 #include "python/threadnames.h"
 #include "asyncio/tasks.h"
 #include "settings.h"
+#include "util/tickpath.h"
 
 /* PYSAMPLE_GIL: 1 if this build's GIL holder can be read, else 0 after one
  * line saying why and that every thread is sampled. */
@@ -137,7 +138,7 @@ static void sample_threads(struct ps_tick_ctx *t, struct ps_tstate_iter *it)
                    t->all);
 }
 
-int ps_tick(struct ps_sampler_ctx *ctx, int all, uint64_t cpu_period_ns, unsigned run,
+PS_TICK_PATH int ps_tick(struct ps_sampler_ctx *ctx, int all, uint64_t cpu_period_ns, unsigned run,
             uint64_t now)
 {
     struct ps_tstate_iter it;

@@ -3,8 +3,9 @@
  * the caller's state: no reads, no clocks, no locks.
  */
 #include "sampler/weight.h"
+#include "util/tickpath.h"
 
-uint64_t ps_subset_weight(struct ps_subset *s, unsigned k, unsigned idx, int all)
+PS_TICK_PATH uint64_t ps_subset_weight(struct ps_subset *s, unsigned k, unsigned idx, int all)
 {
     unsigned t = s->threads_seen;
     if (k == 0 || t <= k || all)
@@ -20,7 +21,7 @@ uint64_t ps_subset_weight(struct ps_subset *s, unsigned k, unsigned idx, int all
     return whole + ((x % k) < rest ? 1 : 0);
 }
 
-void ps_subset_next(struct ps_subset *s, unsigned k, unsigned n, int all)
+PS_TICK_PATH void ps_subset_next(struct ps_subset *s, unsigned k, unsigned n, int all)
 {
     if (k == 0 || all)
         return;

@@ -17,6 +17,7 @@
 
 #include "util/grow.h"
 #include "util/symtab.h"
+#include "util/tickpath.h"
 
 struct strkey {
     uint32_t off, len;
@@ -237,7 +238,7 @@ static void memo_empty(struct ps_symtab *s)
         s->memo[i].id = PS_ID_NONE;
 }
 
-uint32_t ps_sym_label(struct ps_symtab *s, long tid, const char *name)
+PS_TICK_PATH uint32_t ps_sym_label(struct ps_symtab *s, long tid, const char *name)
 {
     char text[256];
     int n;
