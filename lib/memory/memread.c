@@ -313,14 +313,23 @@ PS_TICK_PATH int ps_read_in_scope(void *dst, uintptr_t src, size_t n)
 }
 
 /* The record after the one at at (its copy at rec): the word at link in
- * the copy, if it may be followed (ps_read_chain_in_scope), else 0. */
-static inline uintptr_t chain_next(const uint8_t *rec, uintptr_t at, size_t link, size_t len)
+ * the copy, if it may be followed (ps_read_chain_in_scope), else 0.
+ * last: the highest address a record may start at (range_worth_reading's
+ * bounds in one compare, chain_last). */
+static inline uintptr_t chain_next(const uint8_t *rec, uintptr_t at, size_t link, uintptr_t last)
 {
     uintptr_t next;
     memcpy(&next, rec + link, sizeof next);
-    if (next == at || (next & 7) != 0 || range_worth_reading(next, len) <= 0)
+    if (next == at || (next & 7) != 0 || next - 4096 > last - 4096)
         return 0;
     return next;
+}
+
+/* For chain_next: a record of len bytes (0 < len < PS_ADDR_LIMIT - 4096)
+ * at next is worth reading iff 4096 <= next <= this. */
+static inline uintptr_t chain_last(size_t len)
+{
+    return PS_ADDR_LIMIT - len;
 }
 
 /* The chain in the scope: jump_to set once, in_copy around each copy
@@ -331,6 +340,7 @@ PS_TICK_PATH static __attribute__((noinline)) int chain_in_scope(const struct ps
     uint8_t *rec = c->dst;
     uintptr_t *at = c->at;
     const size_t len = c->len, stride = c->stride, link = c->link;
+    const uintptr_t last = chain_last(len);
     const int max = c->max;
     int k = 0;
     jump_to = scope_env;
@@ -341,7 +351,7 @@ PS_TICK_PATH static __attribute__((noinline)) int chain_in_scope(const struct ps
         guarded_copy(rec, (const void *)src, len);
         atomic_signal_fence(memory_order_seq_cst);
         in_copy = 0;
-        if (++k >= max || (src = chain_next(rec, src, link, len)) == 0)
+        if (++k >= max || (src = chain_next(rec, src, link, last)) == 0)
             return k;
         rec += stride;
     }
@@ -350,7 +360,7 @@ PS_TICK_PATH static __attribute__((noinline)) int chain_in_scope(const struct ps
 PS_TICK_PATH int ps_read_chain_in_scope(const struct ps_chain *c, uintptr_t src)
 {
     if (c->max <= 0 || c->len < c->link + sizeof(uintptr_t) || c->stride < c->len ||
-        range_worth_reading(src, c->len) <= 0)
+        c->len >= PS_ADDR_LIMIT - 4096 || range_worth_reading(src, c->len) <= 0)
         return 0;
     if (scope_env != NULL && atomic_load_explicit(&guard_owner, memory_order_relaxed) == self_id())
         return chain_in_scope(c, src);
@@ -359,7 +369,7 @@ PS_TICK_PATH int ps_read_chain_in_scope(const struct ps_chain *c, uintptr_t src)
         c->at[k] = src;
         if (ps_read(rec, src, c->len) != 0)
             return k;
-        if (++k >= c->max || (src = chain_next(rec, src, c->link, c->len)) == 0)
+        if (++k >= c->max || (src = chain_next(rec, src, c->link, chain_last(c->len))) == 0)
             return k;
     }
 }

@@ -64,21 +64,11 @@ static __attribute__((noinline)) void seen_spill(struct seen *s)
         *seen_slot(s, s->at[i], seen_hash(s->at[i])) = s->at[i];
 }
 
-/* Records frame (never 0: the walk stops there): 1 if the walk met it
- * before (a torn walk). */
-static int seen_twice(struct seen *s, uintptr_t frame)
+/* seen_twice() while the list is in use (a walk's first PS_SEEN_LIST
+ * frames). */
+static inline int seen_listed(struct seen *s, uintptr_t frame)
 {
     unsigned h = seen_hash(frame);
-    if (s->n >= PS_SEEN_LIST) {
-        uintptr_t *slot = seen_slot(s, frame, h);
-        if (*slot == frame)
-            return 1;
-        if (s->n < PS_SEEN_MAX) {
-            *slot = frame;
-            s->n++;
-        }
-        return 0;
-    }
     uint64_t bit = (uint64_t)1 << (h & 63);
     if (s->bits[h >> 6] & bit) {
         for (int i = 0; i < s->n; i++)
@@ -89,6 +79,22 @@ static int seen_twice(struct seen *s, uintptr_t frame)
     s->at[s->n++] = frame;
     if (s->n == PS_SEEN_LIST)
         seen_spill(s);
+    return 0;
+}
+
+/* Records frame (never 0: the walk stops there): 1 if the walk met it
+ * before (a torn walk).  Inlined: every 3.9/3.10 frame comes here. */
+static inline int seen_twice(struct seen *s, uintptr_t frame)
+{
+    if (s->n < PS_SEEN_LIST)
+        return seen_listed(s, frame);
+    uintptr_t *slot = seen_slot(s, frame, seen_hash(frame));
+    if (*slot == frame)
+        return 1;
+    if (s->n < PS_SEEN_MAX) {
+        *slot = frame;
+        s->n++;
+    }
     return 0;
 }
 
