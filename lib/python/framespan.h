@@ -58,6 +58,7 @@
 #include "python/framecode.h"
 #include "python/walkplan.h"
 #include "memory/memread.h"
+#include "util/tickpath.h"
 
 #define PS_FRAME_SPAN 4096
 /* Blocks a span holds: 32 KiB, ~250 frames of a small function, on the
@@ -96,7 +97,7 @@ struct frame_at {
  * Not within a walk's first PS_BATCH_FROM frames: a short stack's code
  * objects are seldom shared, and a block read for them saves no code
  * read (framebatch.h; a 10-deep walk ~200 instructions dearer). */
-static __attribute__((noinline)) void span_extend(const struct walk_plan *p, struct span *s,
+PS_TICK_PATH static __attribute__((noinline)) void span_extend(const struct walk_plan *p, struct span *s,
                                                   struct walk_codes *wc,
                                                   const struct frame_at *fa)
 {
@@ -137,7 +138,7 @@ static inline const uint8_t *frame_alone(const struct walk_plan *p, struct span 
 /* The bytes of fa->frame when the span does not hold them: one read,
  * wide (then extended below) or alone (3.9/3.10: every frame); NULL if
  * unreadable.  *read_no: the read that copied them. */
-static const uint8_t *
+PS_TICK_PATH static const uint8_t *
 frame_read(const struct walk_plan *p, struct span *s, struct walk_codes *wc,
            const struct frame_at *fa, uint64_t *read_no)
 {

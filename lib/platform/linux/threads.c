@@ -36,6 +36,7 @@
 #include "platform/platform.h"
 #include "platform/target.h"
 #include "platform/linux/linux.h"
+#include "util/tickpath.h"
 
 #define REG_SLOTS 8192  /* power of two */
 
@@ -465,7 +466,7 @@ int ps_program_threads_gone(int may_open)
 
 /* --- time --------------------------------------------------------------- */
 
-uint64_t ps_now_ns(void)
+PS_TICK_PATH uint64_t ps_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
