@@ -312,66 +312,100 @@ PS_TICK_PATH int ps_read_in_scope(void *dst, uintptr_t src, size_t n)
     return ps_read(dst, src, n);
 }
 
-/* The record after the one at at (its copy at rec): the word at link in
- * the copy, if it may be followed (ps_read_chain_in_scope), else 0.
- * last: the highest address a record may start at (range_worth_reading's
- * bounds in one compare, chain_last). */
-static inline uintptr_t chain_next(const uint8_t *rec, uintptr_t at, size_t link, uintptr_t last)
+/* The record after the one at at (its words at rec): its word[link], if
+ * it may be followed (ps_read_chain_in_scope), else 0.  last: the highest
+ * address a record may start at (range_worth_reading's bounds in one
+ * compare, chain_last). */
+static inline uintptr_t chain_next(const uintptr_t *rec, uintptr_t at, int link, uintptr_t last)
 {
-    uintptr_t next;
-    memcpy(&next, rec + link, sizeof next);
+    uintptr_t next = rec[link];
     if (next == at || (next & 7) != 0 || next - 4096 > last - 4096)
         return 0;
     return next;
 }
 
-/* For chain_next: a record of len bytes (0 < len < PS_ADDR_LIMIT - 4096)
- * at next is worth reading iff 4096 <= next <= this. */
+/* For chain_next: a record of len bytes (8 <= len <= 64 KiB,
+ * ps_read_chain_in_scope) at next is worth reading iff 4096 <= next <=
+ * this. */
 static inline uintptr_t chain_last(size_t len)
 {
     return PS_ADDR_LIMIT - len;
 }
 
-/* The chain in the scope: jump_to set once, in_copy around each copy
- * (copy_jumping_to's order).  Out of line, like copy_in_scope; c's fields
- * in locals (the copy's call would have them reloaded per record). */
-PS_TICK_PATH static __attribute__((noinline)) int chain_in_scope(const struct ps_chain *c, uintptr_t src)
+/* One word of interpreter memory, for the chain's guarded loads (as
+ * guarded_copy: not through AddressSanitizer's checks). */
+#ifdef PS_ASAN
+__attribute__((no_sanitize_address, noinline))
+static uintptr_t guarded_word(uintptr_t src)
 {
-    uint8_t *rec = c->dst;
-    uintptr_t *at = c->at;
-    const size_t len = c->len, stride = c->stride, link = c->link;
-    const uintptr_t last = chain_last(len);
-    const int max = c->max;
+    uintptr_t v;
+    guarded_copy(&v, (const void *)src, sizeof v);
+    return v;
+}
+#else
+static inline uintptr_t guarded_word(uintptr_t src)
+{
+    uintptr_t v;
+    memcpy(&v, (const void *)src, sizeof v);
+    return v;
+}
+#endif
+
+/* The chain in the scope: jump_to set once, in_copy around each record's
+ * loads (copy_jumping_to's order).  Out of line, like copy_in_scope, so
+ * that no load of a record moves out of its window; c's fields in
+ * locals. */
+PS_TICK_PATH static __attribute__((noinline)) int chain_in_scope(const struct ps_chain *c,
+                                                              uintptr_t src)
+{
+    uintptr_t *rec = c->dst, *at = c->at;
+    const uintptr_t w0 = c->word[0], w1 = c->word[1], w2 = c->word[2], w3 = c->word[3];
+    const uintptr_t last = chain_last(c->len);
+    const int max = c->max, link = c->link;
+    _Static_assert(PS_CHAIN_WORDS == 4, "chain_in_scope loads 4 words");
     int k = 0;
     jump_to = scope_env;
     for (;;) {
         at[k] = src;
         in_copy = 1;
         atomic_signal_fence(memory_order_seq_cst);
-        guarded_copy(rec, (const void *)src, len);
+        rec[0] = guarded_word(src + w0);
+        rec[1] = guarded_word(src + w1);
+        rec[2] = guarded_word(src + w2);
+        rec[3] = guarded_word(src + w3);
         atomic_signal_fence(memory_order_seq_cst);
         in_copy = 0;
         if (++k >= max || (src = chain_next(rec, src, link, last)) == 0)
             return k;
-        rec += stride;
+        rec += PS_CHAIN_WORDS;
+    }
+}
+
+/* The chain outside a scope: a ps_read() per word. */
+static int chain_read(const struct ps_chain *c, uintptr_t src)
+{
+    uintptr_t *rec = c->dst;
+    for (int k = 0;; rec += PS_CHAIN_WORDS) {
+        c->at[k] = src;
+        for (int i = 0; i < PS_CHAIN_WORDS; i++)
+            if (ps_read(&rec[i], src + c->word[i], sizeof rec[i]) != 0)
+                return k;
+        if (++k >= c->max || (src = chain_next(rec, src, c->link, chain_last(c->len))) == 0)
+            return k;
     }
 }
 
 PS_TICK_PATH int ps_read_chain_in_scope(const struct ps_chain *c, uintptr_t src)
 {
-    if (c->max <= 0 || c->len < c->link + sizeof(uintptr_t) || c->stride < c->len ||
-        c->len >= PS_ADDR_LIMIT - 4096 || range_worth_reading(src, c->len) <= 0)
+    if (c->max <= 0 || c->link < 0 || c->link >= PS_CHAIN_WORDS ||
+        c->len > 65536 || range_worth_reading(src, c->len) <= 0)
         return 0;
+    for (int i = 0; i < PS_CHAIN_WORDS; i++)
+        if ((uint64_t)c->word[i] + sizeof(uintptr_t) > c->len)
+            return 0;
     if (scope_env != NULL && atomic_load_explicit(&guard_owner, memory_order_relaxed) == self_id())
         return chain_in_scope(c, src);
-    uint8_t *rec = c->dst;
-    for (int k = 0;; rec += c->stride) {
-        c->at[k] = src;
-        if (ps_read(rec, src, c->len) != 0)
-            return k;
-        if (++k >= c->max || (src = chain_next(rec, src, c->link, chain_last(c->len))) == 0)
-            return k;
-    }
+    return chain_read(c, src);
 }
 
 PS_TICK_PATH int ps_read(void *dst, uintptr_t src, size_t n)

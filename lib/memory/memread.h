@@ -111,20 +111,27 @@ int ps_read_in_scope(void *dst, uintptr_t src, size_t n);
 
 /*
  * A chain of records read in one go (3.9/3.10's frame objects,
- * framebatch.h): the record at src (len bytes) into dst, then the one the
- * pointer at offset link of that copy leads to into dst + stride, and so
- * on, at most max records, while that pointer is not 0, not the record
- * itself, 8-aligned, and readable.  at[k] gets record k's address.  Each
- * record is the scope's read (ps_read_in_scope): a fault jumps to the
- * scope's point, and in_copy is set around each copy alone, so our own
- * code between the copies is never jumped out of; outside a scope each is
- * a ps_read().  What it saves is the call and the checks of a read per
- * record.  The records read: 0 if the first is not readable.
+ * framebatch.h): PS_CHAIN_WORDS words of the record at src (at offsets
+ * word[], each word within its len bytes) into dst, then those of the
+ * record the word[link] word leads to into dst + PS_CHAIN_WORDS words,
+ * and so on, at most max records, while that pointer is not 0, not the
+ * record itself, 8-aligned, and its len bytes readable by
+ * range_worth_reading's rule.  at[k] gets record k's address.  Each
+ * record is one of the scope's reads (ps_read_in_scope) of bytes of
+ * [record, record + len): a fault jumps to the scope's point, and in_copy
+ * is set around each record's loads alone, so our own code between them
+ * is never jumped out of; outside a scope each word is a ps_read().  What
+ * it saves is a call and its checks per record, and the copy of bytes
+ * nobody looks at (a 3.9 frame object is 112 bytes read for 4 words).
+ * The records read: 0 if the first is not readable.
  */
+#define PS_CHAIN_WORDS 4
 struct ps_chain {
-    uint8_t *dst;
+    uintptr_t *dst;
     uintptr_t *at;
-    size_t len, stride, link;   /* link + 8 <= len <= stride */
+    uint32_t word[PS_CHAIN_WORDS];   /* each + 8 <= len */
+    uint32_t len;                    /* a record's bytes, at most 64 KiB */
+    int link;                        /* index in word[] */
     int max;
 };
 int ps_read_chain_in_scope(const struct ps_chain *c, uintptr_t src);

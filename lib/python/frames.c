@@ -353,7 +353,7 @@ frame_bytes(struct walk *w, uintptr_t at, uint64_t *read_no, const int interp, c
     if (objs) {
         const uint8_t *fr = batch_next(&w->sp->batch, at, read_no);
         return fr != NULL ? fr
-                          : batch_fill(w->p, &w->sp->batch, w->wc, at, batch_cap(w), read_no);
+                          : batch_fill(&w->sp->batch, w->wc, at, batch_cap(w), read_no);
     }
     /* 3.9/3.10 past their batches' reach, or macOS: read alone, inline
      * (the call cost a 10-frame 3.9 walk ~6 %). */
@@ -456,6 +456,9 @@ PS_TICK_PATH static __attribute__((noinline)) int walk_frames(const struct ps_wa
         /* 3.9/3.10 from their batches on: the walk's code objects kept,
          * to serve each batch's later frames. */
         if (rc == 0 && frame != 0 && !w.truncated && plan.batch) {
+            struct walk_plan copies;
+            batch_plan(&plan, &copies, &sp.batch);
+            w.p = &copies;
             w.codes = &wc;
             rc = walk_loop(&w, &frame, 0, 1);
         }

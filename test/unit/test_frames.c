@@ -16,6 +16,7 @@
 
 #include "check.h"
 #include "python/codecache.h"
+#include "python/framebatch.h"
 #include "python/frames.h"
 #include "memory/memread.h"
 #include "profile/render.h"
@@ -753,6 +754,58 @@ static void test_frame_batch(struct ps_codecache *cc, struct ps_symtab *syms, ui
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)&deep[99], &res), 100);
 }
 
+/*
+ * A batch's copies (framebatch.h): four words of each frame, read through
+ * a plan of their own.  Here the position field (4 bytes) is the last of
+ * the frame's bytes read: its word starts 4 bytes before it, so the copy
+ * still holds it where the plan says and no word is read past the
+ * frame's bytes -- the frame ends where its page does, and a word from
+ * the position itself would fault (outside a scope: the read fails).
+ */
+static void test_batch_words(void)
+{
+    uint8_t *map = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(map != MAP_FAILED);
+    CHECK_EQ_INT(munmap(map + 4096, 4096), 0);
+    static struct fake_code code;
+    static struct fake_frame caller;
+    struct fake_frame *f = (struct fake_frame *)(map + 4096 - sizeof *f);
+    make_code(&code, 0, 0, 1);
+    make_frame(&caller, NULL, &code);
+    make_frame(f, &caller, &code);
+    f->pad = 777;
+    caller.pad = 555;
+    struct ps_python py_pad = py;
+    py_pad.L.fr_pos = offsetof(struct fake_frame, pad);   /* 28 of 32 bytes */
+    struct walk_plan plan, copies;
+    static struct frame_batch b;
+    CHECK_EQ_INT(ps_walk_plan_init(&plan, &py_pad, NULL, NULL, 1), 0);
+    batch_plan(&plan, &copies, &b);
+    CHECK_EQ_INT(b.chain.word[3], 24);
+    CHECK_EQ_INT(copies.fr_pos, 28);
+    b.chain.max = 8;
+    CHECK_EQ_INT(ps_read_chain_in_scope(&b.chain, (uintptr_t)f), 2);
+    CHECK_EQ_INT(b.at[0], (uintptr_t)f);
+    CHECK_EQ_INT(b.at[1], (uintptr_t)&caller);
+    int32_t pos[2];
+    uintptr_t back, codep;
+    for (int k = 0; k < 2; k++)
+        memcpy(&pos[k], (const uint8_t *)&b.buf[4 * k] + copies.fr_pos, sizeof pos[k]);
+    memcpy(&back, (const uint8_t *)b.buf + copies.fr_back, sizeof back);
+    memcpy(&codep, (const uint8_t *)b.buf + copies.fr_code, sizeof codep);
+    CHECK_EQ_INT(pos[0], 777);
+    CHECK_EQ_INT(pos[1], 555);
+    CHECK_EQ_INT(back, (uintptr_t)&caller);
+    CHECK_EQ_INT(codep, (uintptr_t)&code);
+    CHECK_EQ_INT(b.buf[0], f->refcnt);
+    /* At most max frames; none past the last readable one. */
+    b.chain.max = 1;
+    CHECK_EQ_INT(ps_read_chain_in_scope(&b.chain, (uintptr_t)f), 1);
+    b.chain.max = 8;
+    CHECK_EQ_INT(ps_read_chain_in_scope(&b.chain, (uintptr_t)(map + 4096)), 0);
+    munmap(map, 4096);
+}
+
 int main(void)
 {
     CHECK_EQ_INT(ps_mem_init(), 0);
@@ -893,6 +946,7 @@ int main(void)
     test_codes_collide(file);
     test_walk_fault(&cc, &syms, &fr[2], &c_f);
     test_frame_batch(&cc, &syms, file);
+    test_batch_words();
 
     ps_codecache_clear(&cc);
     free(cc.e);
