@@ -324,7 +324,7 @@ static inline uintptr_t chain_next(const uintptr_t *rec, uintptr_t at, int link,
     return next;
 }
 
-/* For chain_next: a record of len bytes (8 <= len <= 64 KiB,
+/* For chain_next: a record of len bytes (8 <= len <= PS_CHAIN_MAX_LEN,
  * ps_read_chain_in_scope) at next is worth reading iff 4096 <= next <=
  * this. */
 static inline uintptr_t chain_last(size_t len)
@@ -381,15 +381,19 @@ PS_TICK_PATH static __attribute__((noinline)) int chain_in_scope(const struct ps
     }
 }
 
-/* The chain outside a scope: a ps_read() per word. */
+/* The chain outside a scope: one ps_read() of each record's len bytes
+ * (on the syscall path one system call a record, as a whole-frame read
+ * was, not one a word), its words taken from that copy. */
 static int chain_read(const struct ps_chain *c, uintptr_t src)
 {
+    uint8_t one[PS_CHAIN_MAX_LEN];
     uintptr_t *rec = c->dst;
     for (int k = 0;; rec += PS_CHAIN_WORDS) {
         c->at[k] = src;
+        if (ps_read(one, src, c->len) != 0)
+            return k;
         for (int i = 0; i < PS_CHAIN_WORDS; i++)
-            if (ps_read(&rec[i], src + c->word[i], sizeof rec[i]) != 0)
-                return k;
+            memcpy(&rec[i], one + c->word[i], sizeof rec[i]);
         if (++k >= c->max || (src = chain_next(rec, src, c->link, chain_last(c->len))) == 0)
             return k;
     }
@@ -398,7 +402,7 @@ static int chain_read(const struct ps_chain *c, uintptr_t src)
 PS_TICK_PATH int ps_read_chain_in_scope(const struct ps_chain *c, uintptr_t src)
 {
     if (c->max <= 0 || c->link < 0 || c->link >= PS_CHAIN_WORDS ||
-        c->len > 65536 || range_worth_reading(src, c->len) <= 0)
+        c->len > PS_CHAIN_MAX_LEN || range_worth_reading(src, c->len) <= 0)
         return 0;
     for (int i = 0; i < PS_CHAIN_WORDS; i++)
         if ((uint64_t)c->word[i] + sizeof(uintptr_t) > c->len)

@@ -120,17 +120,19 @@ int ps_read_in_scope(void *dst, uintptr_t src, size_t n);
  * record is one of the scope's reads (ps_read_in_scope) of bytes of
  * [record, record + len): a fault jumps to the scope's point, and in_copy
  * is set around each record's loads alone, so our own code between them
- * is never jumped out of; outside a scope each word is a ps_read().  What
+ * is never jumped out of; outside a scope each record is a ps_read() of
+ * its len bytes (one system call on the syscall path, as before).  What
  * it saves is a call and its checks per record, and the copy of bytes
  * nobody looks at (a 3.9 frame object is 112 bytes read for 4 words).
  * The records read: 0 if the first is not readable.
  */
 #define PS_CHAIN_WORDS 4
+#define PS_CHAIN_MAX_LEN 512         /* a frame's read bytes at most (walkplan.c) */
 struct ps_chain {
     uintptr_t *dst;
     uintptr_t *at;
     uint32_t word[PS_CHAIN_WORDS];   /* each + 8 <= len */
-    uint32_t len;                    /* a record's bytes, at most 64 KiB */
+    uint32_t len;                    /* a record's bytes, at most PS_CHAIN_MAX_LEN */
     int link;                        /* index in word[] */
     int max;
 };

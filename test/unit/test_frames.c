@@ -803,6 +803,15 @@ static void test_batch_words(void)
     CHECK_EQ_INT(ps_read_chain_in_scope(&b.chain, (uintptr_t)f), 1);
     b.chain.max = 8;
     CHECK_EQ_INT(ps_read_chain_in_scope(&b.chain, (uintptr_t)(map + 4096)), 0);
+    /* Outside a scope a record is one read of its bytes (one system call
+     * on the syscall path, as a whole frame's read was): a record whose
+     * bytes pass the page's end is unreadable even where the words taken
+     * from it lie before. */
+    struct ps_chain c = { .dst = b.buf, .at = b.at, .word = { 0, 8, 0, 8 }, .len = 32,
+                          .link = 1, .max = 8 };
+    CHECK_EQ_INT(ps_read_chain_in_scope(&c, (uintptr_t)(map + 4096 - 16)), 0);
+    c.max = 1;
+    CHECK_EQ_INT(ps_read_chain_in_scope(&c, (uintptr_t)(map + 4096 - 32)), 1);
     munmap(map, 4096);
 }
 
