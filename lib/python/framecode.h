@@ -25,9 +25,9 @@
  * hash (code_slot, code_slot2); a full pair makes room by moving one of
  * its occupants to that one's other slot (framecode.c, slot_for).  The
  * table had 32 slots, a code object in its slot or the next: code objects
- * of one size class sit at one stride, and at 0x120 bytes (3.16) five of
- * test/bench/workload.py's ten levels fell into neighbouring slots and
- * evicted each other, so that 86 % of a 1000-deep walk's frames read
+ * of one size class sit at one stride, and at 0x120 bytes (3.16) six of
+ * test/bench/workload.py's ten levels fell into two neighbouring slots
+ * and three more into one, and evicted each other, so that 86 % of a 1000-deep walk's frames read
  * their code object (377 instructions a frame against 160); and any ten
  * code objects thrashed so in about one layout in four.  Now about one
  * in 500 (random addresses; strides 64-2048 bytes: 1 in 248).
