@@ -65,7 +65,11 @@ int ps_codecache_init(struct ps_codecache *c, size_t max_entries)
     size_t sets = 64;
     while (sets * PS_CODECACHE_WAYS < max_entries)
         sets *= 2;
-    c->e = calloc(sets * PS_CODECACHE_WAYS, sizeof *c->e);
+    /* Aligned as its entries are (codecache.h): calloc promises 16 bytes. */
+    size_t bytes = sets * PS_CODECACHE_WAYS * sizeof *c->e;
+    c->e = aligned_alloc(_Alignof(struct ps_code_entry), bytes);
+    if (c->e != NULL)
+        memset(c->e, 0, bytes);
     if (c->e == NULL)
         return -1;
     c->sets = sets;

@@ -39,15 +39,19 @@ struct ps_code_id {
     int32_t firstlineno;
 };
 
+/* Two cache lines, 64-byte aligned (issue #36: a tick starts on cold
+ * caches, and a 104-byte entry anywhere straddled 2-3 lines): the first
+ * holds what a lookup compares and what the walk takes from a hit, the
+ * second what a hit writes (stamp) and the line memo. */
 struct ps_code_entry {
-    struct ps_code_id id;
+    _Alignas(64) struct ps_code_id id;
     uint32_t func;              /* symbol of (qualname, filename) */
     uint8_t skip;               /* interpreter shim: not shown */
     uint8_t roles;              /* PS_ROLE_* bits (ps_code_classify_with) */
     uint8_t valid;
+    uint64_t stamp;             /* last use, for replacement */
     uint32_t nranges;
     struct ps_lt_range *ranges; /* owned */
-    uint64_t stamp;             /* last use, for replacement */
     /* The last address looked up and its line (ps_code_line): a frame
      * that is not the innermost one sits at the same call instruction
      * tick after tick.  INT64_MIN: none yet. */
