@@ -103,22 +103,23 @@ sighandler_t ps_real_signal(int sig, sighandler_t handler)
 
 /* sysv_signal, sigset and sigignore: SIG_ERR (-1) with ENOSYS where the C
  * library has none (musl has no sysv_signal). */
-sighandler_t ps_real_sysv_signal(int sig, sighandler_t handler)
+static sighandler_t real_signal_like(enum real i, int sig, sighandler_t handler)
 {
-    signal_fn f = (signal_fn)real(R_SYSV_SIGNAL);
+    signal_fn f = (signal_fn)real(i);
     if (f != NULL)
         return f(sig, handler);
     errno = ENOSYS;
     return SIG_ERR;
 }
 
+sighandler_t ps_real_sysv_signal(int sig, sighandler_t handler)
+{
+    return real_signal_like(R_SYSV_SIGNAL, sig, handler);
+}
+
 sighandler_t ps_real_sigset(int sig, sighandler_t handler)
 {
-    signal_fn f = (signal_fn)real(R_SIGSET);
-    if (f != NULL)
-        return f(sig, handler);
-    errno = ENOSYS;
-    return SIG_ERR;
+    return real_signal_like(R_SIGSET, sig, handler);
 }
 
 int ps_real_sigignore(int sig)
