@@ -464,7 +464,7 @@ def bench_timeline(ctx, py, threads=(1, 64), reps=3, seconds=1.5, rate=1000):
                   "cpu_sample_ns": med(r["cpu_sample"]), "tick_p50_us": med(r["tick_p50"]) / 1e3}
     mem = {}
     for samples in (100000, 1000000):
-        for tl in ("", "timeline,floor"):
+        for tl in ("", "timeline"):
             vals = []
             for _ in range(reps):
                 p = subprocess.run([ctx.bench_stacktab, str(samples), "10000", ctx.tmp] + ([tl] if tl else []),
