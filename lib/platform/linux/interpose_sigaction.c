@@ -14,8 +14,9 @@
  *                     stays hidden (fatal.c).
  * Every other signal is the program's alone: straight to the C library.
  *
- * And the stand-ins for pthread_sigmask and sigprocmask, which change
- * nothing the program sees: once the mask is changed they say so to
+ * And the stand-ins for pthread_sigmask and sigprocmask (and sighold and
+ * sigrelse, which call the C library's own), which change nothing the
+ * program sees: once the mask is changed they say so to
  * sigmask.c, which then reads a thread's mask again before the native
  * path signals it.
  *
@@ -223,4 +224,28 @@ PS_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 PS_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
     return mask_change(how, set, old);
+}
+
+/* sighold() and sigrelse() (System V; glibc and musl have both) change
+ * the mask through the C library's own sigprocmask, which ours never
+ * sees: a thread that blocked SIGURG so would still be remembered as
+ * taking it, and sent one that stays pending.  Through mask_change, then,
+ * with the C library's checks: -1 (EINVAL) for a bad signal. */
+static int one_signal_mask(int how, int sig)
+{
+    sigset_t one;
+    sigemptyset(&one);
+    if (sigaddset(&one, sig) != 0)
+        return -1;
+    return mask_change(how, &one, NULL);
+}
+
+PS_EXPORT int sighold(int sig)
+{
+    return one_signal_mask(SIG_BLOCK, sig);
+}
+
+PS_EXPORT int sigrelse(int sig)
+{
+    return one_signal_mask(SIG_UNBLOCK, sig);
 }

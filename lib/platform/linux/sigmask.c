@@ -15,8 +15,8 @@
  * bumps it too.  The answer is kept for at most PS_MASK_KEEP_NS besides,
  * for the changes that go round the stand-ins (a raw rt_sigprocmask
  * system call, siglongjmp restoring a saved mask, swapcontext,
- * sigblock/sighold): there a thread may be sent one SIGURG within that
- * long of blocking it (docs/native.md).  "It blocks it" is never
+ * sigblock; sighold and sigrelse have stand-ins): there a thread may be
+ * sent one SIGURG within that long of blocking it (docs/native.md).  "It blocks it" is never
  * remembered: such a thread is read again at its next sample.
  *
  * The generation is read before the file, so a change whose second bump
