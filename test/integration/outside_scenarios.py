@@ -85,8 +85,11 @@ def tool(ctx, *args, user=None):
 def _need_attach(ctx):
     if not sys.platform.startswith("linux"):
         ctx.skip("reading from outside is Linux only")
-    if not os.access(os.path.join(os.path.dirname(ctx.lib), "pysample-attach"), os.X_OK):
-        ctx.skip("no pysample-attach beside %s" % ctx.lib)
+    # Where test_control.tool() gives the tool its pysample-attach: the
+    # build dir under test (run.py --build, else the one --lib is in).
+    attach = os.path.join(ctx.build, "lib", "pysample-attach")
+    if not os.access(attach, os.X_OK):
+        ctx.skip("no pysample-attach at %s (run.py --build BUILD names the build dir)" % attach)
 
 
 def _lines(ctx, *markers):
