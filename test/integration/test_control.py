@@ -117,9 +117,10 @@ def tool(ctx, *args, user=None, cwd=None, timeout=120, prefix=()):
     env["PYTHONPATH"] = SCRIPTS
     # The build under test's pysample-attach (a process not started armed):
     # the tool finds its own library in the tree's build/, which an
-    # out-of-tree build dir is not.
-    attach = os.path.join(ctx.build, "lib", "pysample-attach")
-    if os.access(attach, os.X_OK):
+    # out-of-tree build dir is not.  (ctx None: a helper's dump of an
+    # armed process, which needs no pysample-attach.)
+    attach = os.path.join(ctx.build, "lib", "pysample-attach") if ctx is not None else ""
+    if attach and os.access(attach, os.X_OK):
         env["PYSAMPLE_ATTACH"] = attach
     cmd = list(prefix) + [sys.executable, "-m", "pysample_tool"] + list(args)
     if user is not None:
