@@ -169,15 +169,28 @@ PS_EXPORT int sigignore(int sig)
     return program_handler(sig, SIG_IGN, 0, 0) == SIG_ERR ? -1 : 0;
 }
 
-/* sigprocmask, saying so to sigmask.c (pthread_sigmask below says why). */
-static int mask_change(int how, const sigset_t *set, sigset_t *old)
+/* A mask change by the C library's function real, said to sigmask.c a
+ * word before the change and one after: a sampler that read the
+ * generation after the first reads the thread's status again rather than
+ * trust what it remembered, and one that read it before the second does
+ * not remember what it then read.  What is left is what a status read
+ * always left: a signal sent right after a read that came just before the
+ * change.  Async-signal-safe, as the functions it stands for. */
+typedef int (*mask_fn)(int, const sigset_t *, sigset_t *);
+
+static int mask_change_by(mask_fn real, int how, const sigset_t *set, sigset_t *old)
 {
     if (set != NULL)
         ps_sigmask_changed();
-    int rc = ps_real_sigprocmask(how, set, old);
+    int rc = real(how, set, old);
     if (set != NULL)
         ps_sigmask_changed();
     return rc;
+}
+
+static int mask_change(int how, const sigset_t *set, sigset_t *old)
+{
+    return mask_change_by(ps_real_sigprocmask, how, set, old);
 }
 
 /* System V's sigset(): SIG_HOLD blocks sig and leaves its handler; any
@@ -204,21 +217,9 @@ PS_EXPORT sighandler_t sigset(int sig, sighandler_t disp)
     return sigismember(&before, sig) ? SIG_HOLD : old;
 }
 
-/* A word before the change and one after: a sampler that read the
- * generation after the first reads the thread's status again rather than
- * trust what it remembered (sigmask.c), and one that read it before the
- * second does not remember what it then read.  What is left is what a
- * status read always left: a signal sent right after a read that came
- * just before the change.  Async-signal-safe, as the functions they
- * stand for. */
 PS_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-    if (set != NULL)
-        ps_sigmask_changed();
-    int rc = ps_real_pthread_sigmask(how, set, old);
-    if (set != NULL)
-        ps_sigmask_changed();
-    return rc;
+    return mask_change_by(ps_real_pthread_sigmask, how, set, old);
 }
 
 PS_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
