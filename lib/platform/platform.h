@@ -47,6 +47,12 @@ void ps_interpose_init(void);
 /* The C library's sigaction, bypassing our own interposer. */
 int ps_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 
+/* The C library's pthread_sigmask, bypassing our own stand-in: for the
+ * library's own mask changes (util/section.c), which must not count as the
+ * program's (Linux's stand-in tells linux/sigmask.c, which then reads every
+ * thread's mask again). */
+int ps_real_pthread_sigmask(int how, const sigset_t *set, sigset_t *old);
+
 /*
  * For the program's view of SIGSEGV/SIGBUS (memread.c), which must read
  * back exactly as the kernel would have stored the action:

@@ -3,11 +3,18 @@
  * fatal-signal handler takes (lib/platform/linux/fatal.c; which ones is
  * platform/sigview.c's table) held off the calling thread, and a lock
  * held.
+ *
+ * The mask is changed with the C library's own pthread_sigmask, not the
+ * program's (our stand-in on Linux): these are the library's changes, of
+ * signals the native path never sends, so they must not make the sampler
+ * read every thread's mask again (linux/sigmask.c), as they did once for
+ * each pysample_status() call, lifecycle step and fork.
  */
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 
+#include "platform/platform.h"
 #include "platform/sigview.h"
 #include "util/section.h"
 
@@ -17,7 +24,7 @@ void ps_section_enter(struct ps_section *s, pthread_mutex_t *lock)
     sigset_t set;
     sigemptyset(&set);
     ps_sig_fatal_add(&set);
-    pthread_sigmask(SIG_BLOCK, &set, &s->old);
+    ps_real_pthread_sigmask(SIG_BLOCK, &set, &s->old);
     s->lock = lock;
     if (lock != NULL)
         pthread_mutex_lock(lock);
@@ -27,5 +34,5 @@ void ps_section_leave(struct ps_section *s)
 {
     if (s->lock != NULL)
         pthread_mutex_unlock(s->lock);
-    pthread_sigmask(SIG_SETMASK, &s->old, NULL);
+    ps_real_pthread_sigmask(SIG_SETMASK, &s->old, NULL);
 }

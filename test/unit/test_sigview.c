@@ -28,6 +28,7 @@
 #include "platform/stacks.h"
 #include "platform/linux/linux.h"
 #include "util/owner.h"
+#include "util/section.h"
 
 /* What the last handler call saw. */
 static struct {
@@ -519,6 +520,35 @@ static void test_stand_ins_mask(void)
 }
 #pragma GCC diagnostic pop
 
+/* The library's own critical sections change the mask with the C library's
+ * pthread_sigmask: they do not make the sampler read every thread's mask
+ * again (once per pysample_status() call, lifecycle step and fork, before
+ * section.c bypassed our stand-in).  A change nothing sees (raw) is the
+ * witness: it is still answered from memory after a section. */
+static void test_section_is_not_a_mask_change(void)
+{
+    long tid = (long)syscall(SYS_gettid);
+    sigset_t urg, before, after;
+    sigemptyset(&urg);
+    sigaddset(&urg, SIGURG);
+    CHECK_EQ_INT(pthread_sigmask(SIG_UNBLOCK, &urg, NULL), 0);
+    uint64_t now = ps_now_ns();
+    CHECK_EQ_INT(ps_thread_blocks_signal(tid, SIGURG, now), 0);   /* read, kept */
+    uint64_t raw = 1ull << (SIGURG - 1);
+    CHECK_EQ_INT(syscall(SYS_rt_sigprocmask, SIG_BLOCK, &raw, NULL, sizeof raw), 0);
+    CHECK_EQ_INT(pthread_sigmask(SIG_BLOCK, NULL, &before), 0);
+    struct ps_section sec;
+    ps_section_enter(&sec, NULL);
+    sigset_t inside;
+    CHECK_EQ_INT(pthread_sigmask(SIG_BLOCK, NULL, &inside), 0);
+    CHECK_EQ_INT(sigismember(&inside, SIGTERM), 1);                /* still a section */
+    ps_section_leave(&sec);
+    CHECK_EQ_INT(pthread_sigmask(SIG_BLOCK, NULL, &after), 0);
+    CHECK_EQ_INT(memcmp(&before, &after, sizeof before), 0);        /* restored */
+    CHECK_EQ_INT(ps_thread_blocks_signal(tid, SIGURG, now), 0);   /* no re-read */
+    CHECK_EQ_INT(syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &raw, NULL, sizeof raw), 0);
+}
+
 int main(void)
 {
     ps_interpose_init();
@@ -535,5 +565,6 @@ int main(void)
     test_stand_ins_other_setters();
     test_stand_ins_native();
     test_stand_ins_mask();
+    test_section_is_not_a_mask_change();
     CHECK_DONE();
 }

@@ -1,11 +1,12 @@
 /*
- * darwin/libc.c - the C library's own sigaction and _exit, and the small
- * struct stat difference.
+ * darwin/libc.c - the C library's own sigaction, pthread_sigmask and _exit,
+ * and the small struct stat difference.
  *
  * On macOS the interposers (darwin/interpose.c, interpose_sigaction.c) are
  * listed in a __DATA,__interpose section, which dyld applies to every image
- * except the one that holds the section.  So from this library a plain call to
- * sigaction() or _exit() reaches libSystem's, and no lookup is needed.
+ * except the one that holds the section.  So from this library a plain call
+ * to sigaction(), pthread_sigmask() or _exit() reaches libSystem's, and no
+ * lookup is needed.
  */
 #include <signal.h>
 #include <sys/stat.h>
@@ -21,6 +22,11 @@ void ps_interpose_init(void)
 int ps_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     return sigaction(sig, act, old);
+}
+
+int ps_real_pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+    return pthread_sigmask(how, set, old);
 }
 
 _Noreturn void ps_real_exit(int status)

@@ -27,7 +27,6 @@ int ps_real_execvp(const char *file, char *const argv[]);
 int ps_real_fexecve(int fd, char *const argv[], char *const envp[]);
 int ps_real_kill(pid_t pid, int sig);
 int ps_real_raise(int sig);
-int ps_real_pthread_sigmask(int how, const sigset_t *set, sigset_t *old);
 int ps_real_sigprocmask(int how, const sigset_t *set, sigset_t *old);
 
 /*
