@@ -89,6 +89,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -814,6 +815,97 @@ def machine():
             "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
 
 
+def items(ctx, results, pythons, primary, args, q):
+    """The suite's items in the order they run: (name for --only, a
+    function that measures and stores into results)."""
+    py = primary[1]
+
+    def put(key, fn):
+        return lambda: results.__setitem__(key, fn())
+
+    def cost():
+        results["wake_floor"] = bench_wake(ctx)
+        results["cost"] = bench_cost(ctx, py, reps=1 if q else 3)
+
+    def startup():
+        results["startup_true"] = bench_startup(ctx, ["/bin/true"], 50 if q else 300)
+        results["startup_python"] = bench_startup(ctx, [py, "-c", "pass"], 10 if q else 40)
+
+    return [
+        ("slowdown", put("slowdown", lambda: bench_slowdown(ctx, py, reps=3 if q else 7))),
+        ("cost", cost),
+        ("rate", put("rate", lambda: bench_rate(ctx, py, reps=1 if q else 2,
+                                                seconds=1.0 if q else 1.5))),
+        ("startup", startup),
+        ("memory", put("memory", lambda: bench_memory(ctx, reps=1 if q else 3))),
+        ("idle", put("idle", lambda: bench_idle(ctx, py, reps=2 if q else 5,
+                                                seconds=1.0 if q else 1.5))),
+        ("wake", put("wake_methods", lambda: bench_wake_methods(ctx, reps=1 if q else 3))),
+        ("async", put("async", lambda: bench_async(ctx, py, reps=1 if q else 3))),
+        ("native", put("native", lambda: bench_native(ctx, py, reps=1 if q else 3))),
+        ("rooted", put("rooted", lambda: bench_rooted(ctx, pythons, reps=1 if q else 2))),
+        ("timeline", put("timeline", lambda: bench_timeline(ctx, py, reps=1 if q else 3))),
+        ("peers", put("peers", lambda: bench_peers(ctx, pythons, primary, args.peers_on, q))),
+        # Item 14: the pinned 10 kHz target alone, in more and longer
+        # rounds than item 1 can afford, so that its standard error is
+        # below the 10 % it is judged by.
+        ("floor", put("floor", lambda: bench_slowdown(ctx, py, pins=(True,), reps=5 if q else 15,
+                                                      target_s=0.5 if q else 1.2, rates=(10000,),
+                                                      peers_too=False))),
+        ("versions", put("versions", lambda: bench_versions(ctx, pythons, primary, q))),
+    ]
+
+
+def bench_versions(ctx, pythons, primary, q):
+    """Item 6: items 1-4 in short, under every other interpreter."""
+    per = {}
+    for label, path in pythons:
+        if label == primary[0]:
+            continue
+        log("version %s" % label)
+        v = {}
+        why = refusal(ctx, path)
+        if why:
+            v["refused"] = why
+            log("  refused: %s" % why)
+            per[label] = v
+            continue
+        try:
+            v["slowdown"] = bench_slowdown(ctx, path, pins=(True,), reps=2 if q else 3, target_s=0.4)
+            v["cost"] = bench_cost(ctx, path, threads=(1,), reps=1 if q else 2, seconds=0.7)
+            v["rate"] = bench_rate(ctx, path, rates=(1000, 10000), threads=(1,), reps=1, seconds=1.0)
+            v["startup_python"] = bench_startup(ctx, [path, "-c", "pass"], 8 if q else 20)
+        except (RuntimeError, OSError) as e:
+            # An interpreter the library refuses (a trace-refs build)
+            # leaves no statistics: say so and go on.
+            v["error"] = str(e)[:500]
+            log("  failed: %s" % v["error"])
+        per[label] = v
+    return per
+
+
+def run_item(results, name, fill, out):
+    """Runs one item; an item that raises is recorded under "errors" and
+    the suite goes on (a whole run once stopped at item 12 and wrote
+    nothing).  The results so far are saved after each item, so that a run
+    cut short keeps what it measured."""
+    try:
+        fill()
+    except Exception as e:  # noqa: BLE001 - any failure of one item
+        why = "%s: %s" % (type(e).__name__, str(e)[:500])
+        results.setdefault("errors", {})[name] = why
+        log("item %s failed: %s" % (name, why))
+        traceback.print_exc()
+    save_json(results, out)
+
+
+def save_json(results, out):
+    tmp = os.path.join(out, "results.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(results, f, indent=1)
+    os.replace(tmp, os.path.join(out, "results.json"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", required=True)
@@ -848,71 +940,16 @@ def main():
                "lib": ctx.lib, "peer": os.environ.get("PYSAMPLE_BENCH_PEER", "")}
     log("primary interpreter %s (%s); %d interpreters" % (primary[0], py, len(pythons)))
     random.seed(5)
+    os.makedirs(args.out, exist_ok=True)
     try:
-        if "slowdown" in only:
-            results["slowdown"] = bench_slowdown(ctx, py, reps=3 if q else 7)
-        if "cost" in only:
-            results["wake_floor"] = bench_wake(ctx)
-            results["cost"] = bench_cost(ctx, py, reps=1 if q else 3)
-        if "rate" in only:
-            results["rate"] = bench_rate(ctx, py, reps=1 if q else 2, seconds=1.0 if q else 1.5)
-        if "startup" in only:
-            results["startup_true"] = bench_startup(ctx, ["/bin/true"], 50 if q else 300)
-            results["startup_python"] = bench_startup(ctx, [py, "-c", "pass"], 10 if q else 40)
-        if "memory" in only:
-            results["memory"] = bench_memory(ctx, reps=1 if q else 3)
-        if "idle" in only:
-            results["idle"] = bench_idle(ctx, py, reps=2 if q else 5, seconds=1.0 if q else 1.5)
-        if "wake" in only:
-            results["wake_methods"] = bench_wake_methods(ctx, reps=1 if q else 3)
-        if "async" in only:
-            results["async"] = bench_async(ctx, py, reps=1 if q else 3)
-        if "native" in only:
-            results["native"] = bench_native(ctx, py, reps=1 if q else 3)
-        if "rooted" in only:
-            results["rooted"] = bench_rooted(ctx, pythons, reps=1 if q else 2)
-        if "timeline" in only:
-            results["timeline"] = bench_timeline(ctx, py, reps=1 if q else 3)
-        if "peers" in only:
-            results["peers"] = bench_peers(ctx, pythons, primary, args.peers_on, q)
-        if "floor" in only:
-            # Item 14: the pinned 10 kHz target alone, in more and longer
-            # rounds than item 1 can afford, so that its standard error
-            # is below the 10 % it is judged by.
-            results["floor"] = bench_slowdown(ctx, py, pins=(True,), reps=5 if q else 15,
-                                              target_s=0.5 if q else 1.2, rates=(10000,), peers_too=False)
-        if "versions" in only:
-            per = {}
-            for label, path in pythons:
-                if label == primary[0]:
-                    continue
-                log("version %s" % label)
-                v = {}
-                why = refusal(ctx, path)
-                if why:
-                    v["refused"] = why
-                    log("  refused: %s" % why)
-                    per[label] = v
-                    continue
-                try:
-                    v["slowdown"] = bench_slowdown(ctx, path, pins=(True,), reps=2 if q else 3, target_s=0.4)
-                    v["cost"] = bench_cost(ctx, path, threads=(1,), reps=1 if q else 2, seconds=0.7)
-                    v["rate"] = bench_rate(ctx, path, rates=(1000, 10000), threads=(1,), reps=1, seconds=1.0)
-                    v["startup_python"] = bench_startup(ctx, [path, "-c", "pass"], 8 if q else 20)
-                except (RuntimeError, OSError) as e:
-                    # An interpreter the library refuses (a trace-refs
-                    # build) leaves no statistics: say so and go on.
-                    v["error"] = str(e)[:500]
-                    log("  failed: %s" % v["error"])
-                per[label] = v
-            results["versions"] = per
+        for name, fill in items(ctx, results, pythons, primary, args, q):
+            if name in only:
+                run_item(results, name, fill, args.out)
     finally:
         shutil.rmtree(ctx.tmp, ignore_errors=True)
     results["duration_s"] = round(time.time() - started)
     results["machine"]["load_after"] = os.getloadavg()[0]
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=1)
+    save_json(results, args.out)
     md = render(results)
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(md)
@@ -1024,6 +1061,9 @@ def render(R):
              (m["cpu"], m["cores"], m["mem_gib"], m["kernel"], m["load_before"], m.get("load_after", 0), R["primary"],
               ", ".join(l for l, _ in R["pythons"] if l != R["primary"]) or "none"))
     L.append("")
+    for name, why in sorted(R.get("errors", {}).items()):
+        L.append("**Item `%s` failed, no figures:** %s" % (name, why))
+        L.append("")
     if "floor" in R:
         heading(L, "14. Pinned 10 kHz against the in-process floor (%s, %d rounds)" %
                 (R["primary"], R["floor"]["pinned"]["rounds"]))
