@@ -193,6 +193,18 @@ static int mask_change(int how, const sigset_t *set, sigset_t *old)
     return mask_change_by(ps_real_sigprocmask, how, set, old);
 }
 
+/* sig alone blocked or unblocked through mask_change (the mask before in
+ * *before, if not NULL): 0, or -1 (EINVAL from sigaddset) for a bad
+ * signal, as the C library's sighold() and sigrelse() give. */
+static int one_signal_mask(int how, int sig, sigset_t *before)
+{
+    sigset_t one;
+    sigemptyset(&one);
+    if (sigaddset(&one, sig) != 0)
+        return -1;
+    return mask_change(how, &one, before);
+}
+
 /* System V's sigset(): SIG_HOLD blocks sig and leaves its handler; any
  * other sets it (no flags) and unblocks sig.  SIG_HOLD is returned if sig
  * was blocked before, else the old handler as the program sees it. */
@@ -200,11 +212,9 @@ PS_EXPORT sighandler_t sigset(int sig, sighandler_t disp)
 {
     if (libc_alone(sig, disp))
         return ps_real_sigset(sig, disp);
-    sigset_t one, before;
-    sigemptyset(&one);
-    sigaddset(&one, sig);
+    sigset_t before;
     if (disp == SIG_HOLD) {
-        if (mask_change(SIG_BLOCK, &one, &before) != 0)
+        if (one_signal_mask(SIG_BLOCK, sig, &before) != 0)
             return SIG_ERR;
         struct sigaction old;
         if (sigismember(&before, sig))
@@ -212,7 +222,7 @@ PS_EXPORT sighandler_t sigset(int sig, sighandler_t disp)
         return program_sigaction(sig, NULL, &old) == 0 ? old.sa_handler : SIG_ERR;
     }
     sighandler_t old = program_handler(sig, disp, 0, 0);
-    if (old == SIG_ERR || mask_change(SIG_UNBLOCK, &one, &before) != 0)
+    if (old == SIG_ERR || one_signal_mask(SIG_UNBLOCK, sig, &before) != 0)
         return SIG_ERR;
     return sigismember(&before, sig) ? SIG_HOLD : old;
 }
@@ -232,21 +242,12 @@ PS_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
  * sees: a thread that blocked SIGURG so would still be remembered as
  * taking it, and sent one that stays pending.  Through mask_change, then,
  * with the C library's checks: -1 (EINVAL) for a bad signal. */
-static int one_signal_mask(int how, int sig)
-{
-    sigset_t one;
-    sigemptyset(&one);
-    if (sigaddset(&one, sig) != 0)
-        return -1;
-    return mask_change(how, &one, NULL);
-}
-
 PS_EXPORT int sighold(int sig)
 {
-    return one_signal_mask(SIG_BLOCK, sig);
+    return one_signal_mask(SIG_BLOCK, sig, NULL);
 }
 
 PS_EXPORT int sigrelse(int sig)
 {
-    return one_signal_mask(SIG_UNBLOCK, sig);
+    return one_signal_mask(SIG_UNBLOCK, sig, NULL);
 }
