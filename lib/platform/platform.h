@@ -87,6 +87,16 @@ void ps_fatal_signals_take_over(void (*write_first)(int sig));
 long ps_gettid(void);
 
 /*
+ * 1 once the kernel has released thread tid of this process (it is no
+ * longer in the process's thread count or /proc/self/task), 0 while it
+ * still holds it.  A joined thread may still be held for a moment: the
+ * join returns when the kernel clears the thread's tid, before it takes
+ * the thread out of the count (forkpause.c).  1 as well where that
+ * cannot be known.
+ */
+int ps_thread_released(long tid);
+
+/*
  * Starts recording (pthread_t -> kernel tid) for threads created from now
  * on, and records the calling thread.  Called once when profiling starts.
  */

@@ -11,9 +11,13 @@
  * and restarted in the parent's atfork handler: that runs inside fork(),
  * before the count.  So the parent's handler opens a window, and the next
  * fopen() of /proc/self/stat by the forking thread within a second stops
- * the sampler thread (joined: it is really gone, the count is true), and
- * the fclose() of that stream starts it again (~0.1 ms; the samples and the
- * flush schedule carry on).  If the open fails, it starts again at once;
+ * the sampler thread, and the fclose() of that stream starts it again
+ * (~0.1 ms; the samples and the flush schedule carry on).  Stopped means
+ * joined and then released: pthread_join returns when the kernel clears
+ * the thread's tid, before it takes the thread out of the count, and a
+ * traced thread stays counted until its tracer waits for it; so
+ * ps_sampler_pause waits, at most 100 ms, until the kernel no longer has
+ * the thread (sampler.c).  If the open fails, it starts again at once;
  * if the stream is never closed, the next fopen() anywhere, or the next
  * fork, starts it again.  A fork that is not os.fork() (subprocess, a C
  * extension) opens no such file: the window closes at the next fopen() by

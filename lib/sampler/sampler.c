@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -45,6 +46,7 @@ static struct {
 
     pthread_mutex_t join_lock;  /* one thread joins the sampler thread */
     pthread_t thread;
+    _Atomic long tid;           /* its kernel tid, set by the thread itself */
 } sampler = { .ctx.session = PS_SESSION_NONE, .join_lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* PYSAMPLE_NATIVE: what capture needs on this platform (Linux: the
@@ -98,6 +100,7 @@ static void block_signals(void)
 static void *sampler_main(void *arg)
 {
     (void)arg;
+    atomic_store(&sampler.tid, ps_gettid());
     block_signals();
     ps_thread_precise_timers();
     ps_sampler_loop(&sampler.ctx);
@@ -194,12 +197,39 @@ int ps_sampler_end_bounded(long ms)
     return 1;
 }
 
+/* How long a paused thread may take to leave the kernel's thread count
+ * after its join.  Normally microseconds; a preempted exit on a loaded
+ * machine, a few scheduler periods (ms); held by a tracer that has not
+ * waited for it yet, as long as the tracer likes.  100 ms covers the
+ * first two with room, and is the most an os.fork() ever waits for the
+ * third (docs/processes.md). */
+#define PS_RELEASE_WAIT_NS 100000000ull
+
+/* The joined thread tid out of the kernel's count, or the bound passed. */
+static void wait_released(long tid)
+{
+    uint64_t until = ps_now_ns() + PS_RELEASE_WAIT_NS;
+    while (!ps_thread_released(tid) && ps_now_ns() < until) {
+        struct timespec nap = { 0, 50000 };
+        nanosleep(&nap, NULL);
+    }
+}
+
 int ps_sampler_pause(void)
 {
     if (!ps_sampler_may_read())
         return 0;
     ps_sampler_stop();
-    return ps_sampler_move(PS_SAMPLER_OFF, PS_SAMPLER_PAUSED) == 0;
+    if (ps_sampler_move(PS_SAMPLER_OFF, PS_SAMPLER_PAUSED) != 0)
+        return 0;
+    /* Joined is not yet uncounted: pthread_join returns when the kernel
+     * clears the thread's tid (CLONE_CHILD_CLEARTID, as it gives up its
+     * memory), and only after that is the thread taken out of the
+     * process's thread count that CPython is about to read.  The tid is
+     * the joined thread's (written by it before it ran, read after the
+     * join) and is taken, so that no later pause waits for it again. */
+    wait_released(atomic_exchange(&sampler.tid, 0));
+    return 1;
 }
 
 void ps_sampler_resume(int restart)

@@ -84,7 +84,7 @@ const struct ps_move ps_sampler_moves[] = {
     M(IDLE, ENDED),
     M(FINISHED, ENDED),
     M(ENDED, OFF),          /* joined (sampler.c) */
-    M(OFF, PAUSED),         /* joined for CPython's thread count (forkpause.c) */
+    M(OFF, PAUSED),         /* joined and released for CPython's thread count (forkpause.c) */
     M(PAUSED, WAITING),     /* the count is done: started again */
     M(PAUSED, OFF),         /* stopped meanwhile, or the profile was closed */
     M(WAITING, EXITING),    /* the program's threads are all gone (orphan.c) */

@@ -41,7 +41,7 @@ class Run:
     ended."""
 
     def __init__(self, ctx, args, lib, output="prof.%p.txt", env=None, interp_args=(),
-                 outdir=None):
+                 outdir=None, wrap=()):
         self.ctx = ctx
         self.lib = lib
         self.outdir = outdir or ctx.tmpdir()
@@ -50,8 +50,14 @@ class Run:
             e["PYSAMPLE_OUTPUT"] = os.path.join(self.outdir, output)
         e.update(RATE)
         e.update(env or {})
-        self.proc = subprocess.Popen([ctx.python] + list(interp_args) + list(args),
-                                     env=ctx.env(e, preload=lib), stdout=subprocess.PIPE,
+        env = ctx.env(e, preload=lib)
+        cmd = [ctx.python] + list(interp_args) + list(args)
+        if wrap:
+            # A C program that starts the interpreter (slowreap.c): the
+            # library goes to the interpreter only, through env(1).
+            pre = ["env", "LD_PRELOAD=" + env.pop("LD_PRELOAD")] if "LD_PRELOAD" in env else []
+            cmd = list(wrap) + pre + cmd
+        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True,
                                      cwd=os.path.dirname(ctx.program("proc_common.py")),
                                      preexec_fn=default_signals, start_new_session=True)
@@ -275,6 +281,49 @@ def test_fork_warning_still_given_for_real_threads(ctx):
     check_same_exit(ctx, lib, plain, 0)
     ctx.check(plain.stderr.count("is multi-threaded") == 1, "CPython did not warn", plain.stderr)
     no_fork_warning(ctx, lib, plain)
+
+
+def _slowreap(ctx):
+    """programs/slowreap.c built into a fresh directory (or a skip)."""
+    cc = os.environ.get("CC", "cc")
+    if not shutil.which(cc):
+        ctx.skip("no C compiler (%s)" % cc)
+    path = os.path.join(ctx.tmpdir(), "slowreap")
+    r = subprocess.run([cc, "-O2", "-o", path, ctx.program("slowreap.c")],
+                       capture_output=True, text=True, timeout=120)
+    ctx.check(r.returncode == 0, "building slowreap.c failed", r.stderr[-2000:])
+    return path
+
+
+@harness.not_emulated("qemu-user does not let one program trace another's threads")
+def test_fork_warning_after_a_slow_reap(ctx):
+    """The sampler thread leaves CPython's thread count for os.fork()
+    (forkpause.c) by being joined; but a joined thread is still counted
+    until the kernel releases it, a moment later (sampler.c,
+    ps_sampler_pause).  Every thread of the program is traced here
+    (slowreap.c) and reaped only 25 ms after it ends, so that moment lasts
+    25 ms each time: without waiting for the release, all three forks
+    warn.  The library must not add a warning, and the parent still has
+    its samples."""
+    if ctx.version < (3, 12):
+        ctx.skip("CPython warns about fork with threads from 3.12 on")
+    if not sys.platform.startswith("linux"):
+        ctx.skip("ptrace is Linux's here (and macOS has no forkpause)")
+    tracer = _slowreap(ctx)
+    lib, plain = finish_pair(*pair(ctx, [ctx.program("proc_fork.py"), "3", "0.4"],
+                                   interp_args=["-W", "always::DeprecationWarning"],
+                                   wrap=[tracer, "25"]))
+    if plain.rc == 125 and "slowreap:" in plain.stderr:
+        ctx.skip("ptrace not permitted: %s" % plain.stderr.strip().splitlines()[-1])
+    check_same_exit(ctx, lib, plain, 0)
+    ctx.check(plain.stderr.count("is multi-threaded") == 0, "CPython warned without the library",
+              plain.stderr[-2000:])
+    no_fork_warning(ctx, lib, plain)
+    info = json.loads(lib.stdout)
+    ctx.check(info["status"] == [0, 0, 0], "children ended with %r" % info["status"])
+    files = [pid_file(info["parent"])] + [pid_file(c) for c in info["children"]]
+    profiles = check_files(ctx, lib, files)
+    check_has(ctx, profiles[files[0]], ["fork_parent_work"], ["fork_child_work"])
 
 
 # ---- multiprocessing --------------------------------------------------------

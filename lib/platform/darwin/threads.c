@@ -67,6 +67,14 @@ long ps_gettid(void)
     return (long)self_tid();
 }
 
+int ps_thread_released(long tid)
+{
+    /* Only forkpause.c asks, and it has no work on macOS (no fopen
+     * stand-in: docs/macos.md). */
+    (void)tid;
+    return 1;
+}
+
 /* Takes ownership of one send right to port. */
 static void reg_add(uint64_t tid, uintptr_t pth, mach_port_t port)
 {

@@ -53,6 +53,18 @@ long ps_gettid(void)
     return (long)syscall(SYS_gettid);
 }
 
+int ps_thread_released(long tid)
+{
+    if (tid <= 0)
+        return 1;
+    /* Signal 0 only looks the thread up: an exited thread that is not
+     * yet released (its tracer has not waited for it, or its exit is not
+     * final yet) is still found.  Any error (ESRCH: gone; or a seccomp
+     * filter refusing the call) answers "released": nobody waits for what
+     * cannot be known. */
+    return syscall(SYS_tgkill, (long)getpid(), tid, 0) != 0;
+}
+
 static size_t slot_of(uintptr_t key)
 {
     /* pthread_t values are addresses; mix the high bits down. */
