@@ -64,7 +64,8 @@ struct ps_layout {
     /* PyInterpreterState */
     uint32_t is_next;
     uint32_t is_threads_head;
-    uint32_t is_id;              /* int64 interpreter id, 0 = main (tick.c: other interpreters' root frames) */
+    uint32_t is_id;              /* int64 interpreter id, 0 = main (tick.c: other
+                                    interpreters' root frames) */
     uint32_t is_modules;         /* the modules dict (sys.modules), for asyncio (tasks_search.c) */
     uint32_t is_ceval_gil;       /* pointer to the GIL in use, 3.12+ (interp->ceval.gil) */
     /* Inside struct _gil_runtime_state (PYSAMPLE_GIL, tick.c): the thread

@@ -204,7 +204,8 @@ static void gc_layout(const uint8_t *dbg, int v, uint32_t ts_size, struct ps_lay
     if (l->is_gc != PS_NOFIELD && size >= 64 && size <= 4096 && collecting + 4 <= size &&
         collecting % 4 == 0)
         l->gc_collecting = (uint32_t)collecting;
-    if (status == 32 && state + 4 <= ts_size && l->ts_frame != PS_NOFIELD && state + 4 <= l->ts_frame)
+    if (status == 32 && state + 4 <= ts_size && l->ts_frame != PS_NOFIELD &&
+        state + 4 <= l->ts_frame)
         l->ts_state = state;
 }
 

@@ -99,8 +99,8 @@ static int keys_entries(const struct ps_layout *L, const struct table *tb, struc
         memcpy(&size, hdr + L->dk_size_at, sizeof size);
         if (size < 8 || size > (1 << 24) || (size & (size - 1)) != 0 || e->n > (2 * size) / 3)
             return -1;
-        e->first = tb->keys + L->dk_indices_at +
-                   (uintptr_t)size * (size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffff ? 4 : 8);
+        uintptr_t index_size = size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffff ? 4 : 8;
+        e->first = tb->keys + L->dk_indices_at + (uintptr_t)size * index_size;
         e->esize = 24;
         e->koff = 8;
         e->voff = 16;

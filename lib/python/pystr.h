@@ -15,8 +15,8 @@
 /*
  * Copies the str object at addr as NUL-terminated UTF-8 into out[0..outlen).
  * Handles compact ASCII and compact Latin-1/UCS-2/UCS-4 (transcoded from
- * the canonical data, never from a cached UTF-8 copy).  Returns the byte length, or -1 if the object cannot be
- * read or is not a plausible string.
+ * the canonical data, never from a cached UTF-8 copy).  Returns the byte
+ * length, or -1 if the object cannot be read or is not a plausible string.
  */
 int ps_str_read(const struct ps_layout *l, uintptr_t addr, char *out, size_t outlen);
 

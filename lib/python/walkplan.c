@@ -8,7 +8,8 @@
 #include "python/walkplan.h"
 #include "util/tickpath.h"
 
-PS_TICK_PATH int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts, uintptr_t *frame)
+PS_TICK_PATH int ps_thread_top_frame(const struct ps_python *py, const uint8_t *ts,
+                                     uintptr_t *frame)
 {
     const struct ps_layout *L = &py->L;
     if (L->ts_cframe == PS_NOFIELD) {
@@ -31,8 +32,8 @@ static int within(uint32_t off, uint32_t width, uint32_t n)
     return off != PS_NOFIELD && (uint64_t)off + width <= n;
 }
 
-PS_TICK_PATH int ps_walk_plan_init(struct walk_plan *p, const struct ps_python *py, struct ps_codecache *cc,
-                      struct ps_symtab *syms, int lines)
+PS_TICK_PATH int ps_walk_plan_init(struct walk_plan *p, const struct ps_python *py,
+                                   struct ps_codecache *cc, struct ps_symtab *syms, int lines)
 {
     const struct ps_layout *L = &py->L;
     uint32_t pos_width = L->pos_kind == PS_POS_INSTR_PTR ? 8 : 4;
@@ -60,7 +61,8 @@ PS_TICK_PATH int ps_walk_plan_init(struct walk_plan *p, const struct ps_python *
         .objects = L->frame_kind == PS_FRAMES_OBJECT, .interp = (uint8_t)interp,
         .rootless_torn = interp && L->minor >= 12, .none_is_entry = interp && L->minor >= 13,
         .wide_ok = interp && !ps_plat_walk_reads_copy,
-        .batch = L->frame_kind == PS_FRAMES_OBJECT && !ps_plat_walk_reads_copy, .pos_kind = (uint8_t)L->pos_kind,
+        .batch = L->frame_kind == PS_FRAMES_OBJECT && !ps_plat_walk_reads_copy,
+        .pos_kind = (uint8_t)L->pos_kind,
         .tlbc = L->fr_tlbc_index != PS_NOFIELD && L->co_tlbc != PS_NOFIELD,
     };
     return 0;
