@@ -202,14 +202,26 @@ void ps_thread_precise_timers(void);
 int64_t ps_self_cpu_ns(void);             /* CPU time of the calling thread */
 
 /*
- * A wait that another thread can end at once: c is initialised by
- * ps_cond_init(); ps_cond_wait_until() waits on it (m held) until it is
- * signalled or ps_now_ns() reaches deadline, and returns 0 or ETIMEDOUT.
- * (Linux: a CLOCK_MONOTONIC condition variable; macOS has no clock
- * attribute, so the wait is relative to the monotonic clock instead.)
+ * A wait that another thread, or a signal handler, can end at once (the
+ * sampler's nap, state.c).  The waiter reads ps_wake_seq(), then looks at
+ * what it waits for, then calls ps_wake_wait_until() with what it read:
+ * that returns at once if ps_wake_post() was called since the read, else
+ * when it is, at deadline (monotonic ns, as ps_now_ns(); UINT64_MAX:
+ * none) or spuriously: 0, or ETIMEDOUT at the deadline.  ps_wake_post() is
+ * async-signal-safe and keeps errno.  Linux (linux/wake.c): a futex word,
+ * one system call a wait, no post lost.  macOS (darwin/wake.c): a
+ * condition variable (lock, cond) whose mutex a post only tries, so a post
+ * that finds it busy is seen at the deadline.
  */
-void ps_cond_init(pthread_cond_t *c);
-int ps_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint64_t deadline);
+struct ps_wake {
+    _Atomic uint32_t seq;   /* bumped by every post */
+    pthread_mutex_t lock;   /* macOS only */
+    pthread_cond_t cond;    /* macOS only */
+};
+void ps_wake_init(struct ps_wake *w);
+uint32_t ps_wake_seq(struct ps_wake *w);
+int ps_wake_wait_until(struct ps_wake *w, uint32_t seen, uint64_t deadline);
+void ps_wake_post(struct ps_wake *w);
 
 /* --- files -------------------------------------------------------------- */
 

@@ -8,15 +8,15 @@
  * Whether armed mode is on is control.c's to hold (one flag, which a fork
  * child may lose); nothing here keeps a copy.
  *
- * Waking.  The thread waits on a condition variable with an absolute
- * deadline instead of sleeping, so that pysample_stop() and the exit path
- * wake it at once: a plain sleep made every exit wait for the rest of the
- * current interval (10 ms at the default 100 Hz), which was most of what
- * profiling added to a short program's run time.  Armed, the wait is
- * control.c's poll, woken through its pipe.
+ * Waking.  The thread waits with an absolute deadline on the platform's
+ * wake (platform.h: Linux, a futex word, one system call a tick) instead
+ * of sleeping, so that pysample_stop() and the exit path wake it at once:
+ * a plain sleep made every exit wait for the rest of the current interval
+ * (10 ms at the default 100 Hz), which was most of what profiling added
+ * to a short program's run time.  Armed, the wait is control.c's poll,
+ * woken through its pipe.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -42,14 +42,12 @@ static struct {
     _Atomic int rate_hz;        /* the rate ticks are at now ... */
     _Atomic int requested_hz;   /* ... and the one asked for (budget.h) */
 
-    pthread_mutex_t wake_lock;  /* with wake: the interruptible wait */
-    pthread_cond_t wake;
+    struct ps_wake wake;        /* the interruptible wait */
 } st;
 
 static void wake_init(void)
 {
-    ps_cond_init(&st.wake);
-    pthread_mutex_init(&st.wake_lock, NULL);
+    ps_wake_init(&st.wake);
 }
 
 void ps_sampler_state_setup(const struct ps_python *py, int rate_hz)
@@ -143,32 +141,36 @@ int ps_sampler_sampling(void)
 
 /* ---- requests ---------------------------------------------------------------- */
 
-/*
- * The wake lock is only tried: a signal handler may have interrupted the
- * thread that holds it (in this very function), and then the sampler
- * wakes at its next deadline instead (a tick, or 100 ms idle).  The flags
- * the wait looks at are set before this is called, and the wait reads
- * them under the lock, so when the lock is busy because the sampler is
- * about to wait, it sees them first.
- */
+/* The flags the nap looks at are set before this is called (a post
+ * orders them before its bump of the wake's sequence). */
 void ps_sampler_wake(void)
 {
     if (ps_sampler_armed())
         ps_control_wake();  /* one write(): async-signal-safe */
-    if (pthread_mutex_trylock(&st.wake_lock) != 0)
-        return;
-    pthread_cond_broadcast(&st.wake);
-    pthread_mutex_unlock(&st.wake_lock);
+    ps_wake_post(&st.wake);
 }
 
+/* Whether the nap should end before its deadline: asked to stop or to
+ * write, or sampling switched on while IDLE or off while SAMPLING (other
+ * states do not act on it: a nap there would end at once, again and
+ * again). */
+static int nap_over(void)
+{
+    if (atomic_load(&st.stop) || atomic_load(&st.write_request))
+        return 1;
+    int s = atomic_load(&st.state), on = atomic_load(&st.active);
+    return (s == PS_SAMPLER_IDLE && on) || (s == PS_SAMPLER_SAMPLING && !on);
+}
+
+/* The sequence is read before the flags: a wake in between (from a signal
+ * handler on this very thread too) makes the wait return at once. */
 void ps_sampler_nap(uint64_t deadline)
 {
-    pthread_mutex_lock(&st.wake_lock);
-    while (!atomic_load(&st.stop) && !atomic_load(&st.write_request)) {
-        if (ps_cond_wait_until(&st.wake, &st.wake_lock, deadline) == ETIMEDOUT)
-            break;
+    for (;;) {
+        uint32_t seen = ps_wake_seq(&st.wake);
+        if (nap_over() || ps_wake_wait_until(&st.wake, seen, deadline) == ETIMEDOUT)
+            return;
     }
-    pthread_mutex_unlock(&st.wake_lock);
 }
 
 void ps_sampler_set_active(int on)

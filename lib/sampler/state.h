@@ -107,8 +107,8 @@ int ps_sampler_stop_asked(void);
 void ps_sampler_clear_stop(void);
 /*
  * Asks the thread to serve the writer's requests (writer.h) soon: it
- * wakes at once, or at its next tick when the wake lock is busy.
- * Async-signal-safe (atomics, a trylock, one write() armed).
+ * wakes at once (macOS: or at its next tick, platform.h's ps_wake).
+ * Async-signal-safe (atomics, ps_wake_post, one write() armed).
  * take_write_request: 1 once if asked (then cleared).
  */
 void ps_sampler_request_write(void);
@@ -123,8 +123,10 @@ void ps_sampler_set_rate_now(int rate_hz);
 
 /*
  * Wakes the thread from its wait; callable from a signal handler.  Waits
- * (ps_sampler_nap) end when it is called, when asked to stop or to write,
- * or at the deadline (monotonic ns; UINT64_MAX: none).  Not armed only:
+ * (ps_sampler_nap) end when asked to stop or to write, when sampling is
+ * switched on while IDLE or off while SAMPLING, or at the deadline
+ * (monotonic ns; UINT64_MAX: none); a wake for anything else only makes
+ * the nap look again.  Not armed only:
  * armed, the wait is control.c's poll, which ps_sampler_wake() also ends.
  */
 void ps_sampler_wake(void);

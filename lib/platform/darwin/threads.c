@@ -355,24 +355,6 @@ void ps_thread_precise_timers(void)
 {
 }
 
-void ps_cond_init(pthread_cond_t *c)
-{
-    pthread_cond_init(c, NULL);
-}
-
-int ps_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint64_t deadline)
-{
-    /* No CLOCK_MONOTONIC attribute on macOS: wait for the time left,
-     * measured on the monotonic clock (a wall-clock deadline would move
-     * with the clock). */
-    uint64_t now = ps_now_ns();
-    if (now >= deadline)
-        return ETIMEDOUT;
-    struct timespec rel = { (time_t)((deadline - now) / 1000000000u),
-                            (long)((deadline - now) % 1000000000u) };
-    return pthread_cond_timedwait_relative_np(c, m, &rel);
-}
-
 int ps_signal_from_fault(const siginfo_t *si)
 {
     return si != NULL && si->si_code > 0 && si->si_code < SI_USER;

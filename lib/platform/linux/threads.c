@@ -485,22 +485,6 @@ PS_TICK_PATH uint64_t ps_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void ps_cond_init(pthread_cond_t *c)
-{
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    /* Deadlines are on the monotonic clock, like ps_now_ns(). */
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &ca);
-    pthread_condattr_destroy(&ca);
-}
-
-int ps_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint64_t deadline)
-{
-    struct timespec ts = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
-    return pthread_cond_timedwait(c, m, &ts);
-}
-
 int ps_signal_from_fault(const siginfo_t *si)
 {
     return si != NULL && si->si_code > 0;
