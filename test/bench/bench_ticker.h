@@ -19,8 +19,10 @@ static inline long long now(clockid_t c)
 }
 
 /* Absolute deadlines RATE times a second, waited for the way the sampler
- * thread waits (a condition variable on the monotonic clock), or with
- * clock_nanosleep; deadlines missed are skipped, never burst. */
+ * thread waited until #36 round 4 (a condition variable on the monotonic
+ * clock: two system calls, the wait and its mutex's FUTEX_WAKE), or with
+ * clock_nanosleep (one, as the sampler's futex wait now); deadlines missed
+ * are skipped, never burst. */
 struct ticker {
     pthread_mutex_t m;
     pthread_cond_t c;

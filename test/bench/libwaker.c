@@ -2,7 +2,8 @@
  * libwaker.c - the floor of issue #36 item 3 as the issue states it: "a
  * no-op thread waking at the same rate in the same process".
  *
- *     LD_PRELOAD=libwaker.so BENCH_WAKER_RATE=HZ BENCH_WAKER_OUT=FILE prog
+ *     LD_PRELOAD=libwaker.so BENCH_WAKER_RATE=HZ BENCH_WAKER_OUT=FILE \
+ *         [BENCH_WAKER_WAIT=cond|nanosleep] prog
  *
  * Preloaded into the profiled program in place of libpysample, its
  * constructor starts one thread that waits for absolute deadlines HZ times
@@ -13,7 +14,12 @@
  * unpreloaded run, per wake-up, is what waking costs *this* program --
  * the thread's own CPU, the context switches, and the caches and TLB the
  * program refills after it -- so that the sampler's added CPU per sample
- * can be set beside it with the walk as the only difference.  (bench_wake
+ * can be set beside it with the walk as the only difference.
+ * BENCH_WAKER_WAIT=nanosleep waits with clock_nanosleep instead: one
+ * system call a wake-up, what a no-op thread would do, and what the
+ * sampler's futex wait costs since #36 round 4 (the condition variable,
+ * the default, is two: its mutex's unlock after a timed wait is a
+ * FUTEX_WAKE).  (bench_wake
  * busy measures the same beside a C loop over 256 KiB, whose working set
  * is not the interpreter's.)
  *
@@ -24,19 +30,21 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 
 #include "bench_ticker.h"
 
 static _Atomic long wakes;
 static long rate;
+static int nanosleep_mode;
 
 static void *waker(void *unused)
 {
     (void)unused;
     struct ticker t;
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    ticker_init(&t, rate, 0);
+    ticker_init(&t, rate, nanosleep_mode);
     for (;;) {
         ticker_wait(&t);
         atomic_fetch_add_explicit(&wakes, 1, memory_order_relaxed);
@@ -50,6 +58,8 @@ __attribute__((constructor)) static void waker_start(void)
     rate = r ? atol(r) : 0;
     if (rate <= 0)
         return;
+    const char *w = getenv("BENCH_WAKER_WAIT");
+    nanosleep_mode = w != NULL && strcmp(w, "nanosleep") == 0;
     pthread_t t;
     pthread_attr_t a;
     pthread_attr_init(&a);

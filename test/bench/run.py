@@ -61,7 +61,10 @@ Items (--only takes their names, comma-separated):
                and the primary, plus any 3.15)
   floor    14. issue #36's pinned 10 kHz target alone: added CPU per sample
                beside a no-op thread waking at 10 kHz in the same program
-               (test/bench/libwaker.c, preloaded in our place), 15 shuffled
+               (test/bench/libwaker.c, preloaded in our place; twice: its
+               thread waiting on a condition variable, two system calls a
+               wake-up as the sampler's wait was, and with clock_nanosleep,
+               one, as its futex wait is since #36 round 4), 15 shuffled
                rounds of ~1.2 s, judged on the paired difference and its
                standard error (item 1 shows the same at every rate)
 
@@ -195,11 +198,13 @@ class Ctx:
         self.n += 1
         return os.path.join(self.tmp, "%s.%d" % (what, self.n))
 
-    def waker_env(self, rate, out):
+    def waker_env(self, rate, out, wait="cond"):
         """Environment of a run with the in-process floor: libwaker's bare
-        thread waking at rate inside the program, no profiler."""
+        thread waking at rate inside the program (waiting the way wait
+        says: cond or nanosleep), no profiler."""
         env = base_env()
-        env.update(LD_PRELOAD=self.libwaker, BENCH_WAKER_RATE=str(rate), BENCH_WAKER_OUT=out)
+        env.update(LD_PRELOAD=self.libwaker, BENCH_WAKER_RATE=str(rate), BENCH_WAKER_OUT=out,
+                   BENCH_WAKER_WAIT=wait)
         return env
 
     def env(self, rate=None, stats=None, output=True):
@@ -259,23 +264,40 @@ def busy_floor_once(ctx, rate, pin, millions=100):
     return json.loads(p.stdout)
 
 
-def waker_once(ctx, py, iters, rate, pin):
+def waker_once(ctx, py, iters, rate, pin, wait="cond"):
     """The workload with libwaker's thread waking at rate inside it:
     (wall s, process CPU s, wake-ups)."""
     out = ctx.path("wakes")
-    wall, cpu, _ = run([py, WORKLOAD, "cpu", str(iters)], ctx.waker_env(rate, out), pin=pin)
+    wall, cpu, _ = run([py, WORKLOAD, "cpu", str(iters)], ctx.waker_env(rate, out, wait), pin=pin)
     with open(out) as f:
         wakes = int(f.read())
     os.unlink(out)
     return wall, cpu, wakes
 
 
+def inproc_floor(rows, base, r, key, prefix):
+    """The in-process floor of the waker rows[key] beside ours at rate r:
+    its added CPU per wake-up, and ours minus it paired round by round
+    (both share the round's unprofiled run, so its noise cancels)."""
+    wk = rows[key]
+    floor, se = pooled_per_sample([c - b for c, b in zip(wk["cpu"], base["cpu"])], wk["samples"])
+    paired = [((c - b) / max(n, 1) - (w - b) / max(m, 1)) * 1e9 for c, w, b, n, m in
+              zip(rows[r]["cpu"], wk["cpu"], base["cpu"], rows[r]["samples"], wk["samples"])]
+    return {prefix + "_ns_per_wake": floor, prefix + "_se_ns": se,
+            "over_" + prefix + "_ns": statistics.mean(paired),
+            "over_" + prefix + "_se_ns": (statistics.stdev(paired) / math.sqrt(len(paired))
+                                          if len(paired) > 1 else float("inf"))}
+
+
 def bench_slowdown(ctx, py, pins=(False, True), reps=5, target_s=0.6, rates=(100, 1000, 10000),
-                   peers_too=True):
+                   peers_too=True, waker_waits=("cond",)):
+    """waker_waits: the in-process floors run beside ours (libwaker's
+    cond, the default, and nanosleep; keys inproc_floor and
+    inproc_<wait>_floor)."""
     iters = calibrate(ctx, py, target_s)
     rates = [None] + list(rates)
     peers = [("peer", r) for r in rates[1:]] if peers_too and peer_argv(100) else []
-    wakers = [("waker", r) for r in rates[1:]]
+    wakers = [("waker", r) if w == "cond" else ("waker", r, w) for r in rates[1:] for w in waker_waits]
     res = {}
     for pin in pins:
         rows = {r: {"wall": [], "cpu": [], "sampler_cpu": [], "samples": []} for r in rates + peers + wakers}
@@ -292,7 +314,7 @@ def bench_slowdown(ctx, py, pins=(False, True), reps=5, target_s=0.6, rates=(100
                 busy[r].append((b["process_cpu_ns"] - b0["process_cpu_ns"]) / max(b["wakes"], 1))
             for r in order:
                 if isinstance(r, tuple) and r[0] == "waker":
-                    wall, cpu, wakes = waker_once(ctx, py, iters, r[1], pin)
+                    wall, cpu, wakes = waker_once(ctx, py, iters, r[1], pin, r[2] if len(r) > 2 else "cond")
                     rows[r]["wall"].append(wall)
                     rows[r]["cpu"].append(cpu)
                     rows[r]["samples"].append(wakes)
@@ -327,24 +349,18 @@ def bench_slowdown(ctx, py, pins=(False, True), reps=5, target_s=0.6, rates=(100
                      zip(rows[r]["cpu"], base["cpu"], rows[r]["samples"])]
             pooled, se = pooled_per_sample([c - b for c, b in zip(rows[r]["cpu"], base["cpu"])],
                                            rows[r]["samples"])
-            # The in-process floor (libwaker): the same program, the same
+            # The in-process floors (libwaker): the same program, the same
             # rounds, a bare thread waking at the rate instead of ours.
-            wk = rows[("waker", r)]
-            in_floor, in_se = pooled_per_sample([c - b for c, b in zip(wk["cpu"], base["cpu"])],
-                                                wk["samples"])
-            # Ours per sample over the floor per wake-up, round by round:
-            # both share the round's unprofiled run, so its noise cancels.
-            paired = [((c - b) / max(n, 1) - (w - b) / max(m, 1)) * 1e9 for c, w, b, n, m in
-                      zip(rows[r]["cpu"], wk["cpu"], base["cpu"], rows[r]["samples"], wk["samples"])]
+            inproc = inproc_floor(rows, base, r, ("waker", r), "inproc_floor")
+            for w in waker_waits:
+                if w != "cond":
+                    inproc.update(inproc_floor(rows, base, r, ("waker", r, w), "inproc_%s_floor" % w))
             out.setdefault("per_sample", {})[str(r)] = {
                 "added_cpu_ns_per_sample": med(added), "spread": spread(added, "%.0f"),
                 "pooled_ns_per_sample": pooled, "pooled_se_ns": se,
                 "floor_cpu_ns_per_wake": med(floor[r]), "floor_spread": spread(floor[r], "%.0f"),
                 "busy_floor_ns_per_wake": med(busy[r]), "busy_floor_spread": spread(busy[r], "%.0f"),
-                "inproc_floor_ns_per_wake": in_floor, "inproc_floor_se_ns": in_se,
-                "over_inproc_floor_ns": statistics.mean(paired),
-                "over_inproc_floor_se_ns": (statistics.stdev(paired) / math.sqrt(len(paired))
-                                            if len(paired) > 1 else float("inf"))}
+                **inproc}
         for r in rates[1:]:
             # Ratios pair each profiled run with the unprofiled run of the
             # same repetition, so that slow phases of the machine cancel.
@@ -851,7 +867,8 @@ def items(ctx, results, pythons, primary, args, q):
         # below the 10 % it is judged by.
         ("floor", put("floor", lambda: bench_slowdown(ctx, py, pins=(True,), reps=5 if q else 15,
                                                       target_s=0.5 if q else 1.2, rates=(10000,),
-                                                      peers_too=False))),
+                                                      peers_too=False,
+                                                      waker_waits=("cond", "nanosleep")))),
         ("versions", put("versions", lambda: bench_versions(ctx, pythons, primary, q))),
     ]
 
@@ -1003,13 +1020,13 @@ def per_sample_row(place, r, x):
         x["floor_cpu_ns_per_wake"] / 1e3, tgt, ok if tgt else "")
 
 
-def inproc_judgement(x):
+def inproc_judgement(x, prefix="inproc_floor"):
     """Issue #36's pinned target against the in-process floor: ours per
     sample within 10 % of libwaker's per wake-up.  Judged on the paired
     difference and its standard error: met when even two standard errors
     above it stay within the margin, not met when two below it do not,
     otherwise the rounds cannot tell (said, with the figures)."""
-    floor, over, se = x["inproc_floor_ns_per_wake"], x["over_inproc_floor_ns"], x["over_inproc_floor_se_ns"]
+    floor, over, se = x[prefix + "_ns_per_wake"], x["over_" + prefix + "_ns"], x["over_" + prefix + "_se_ns"]
     margin = (TARGETS["pinned_per_sample_x_floor"] - 1) * floor
     if not floor > 0 or se != se:
         return "noise", "not judged (noise)"
@@ -1022,14 +1039,15 @@ def inproc_judgement(x):
     return ratio, "not settled (two standard errors reach both sides)"
 
 
-def inproc_row(place, r, x):
-    """One row of the table against the in-process floor."""
-    ratio, ok = inproc_judgement(x)
+def inproc_row(place, r, x, prefix="inproc_floor", wait="cond"):
+    """One row of the table against an in-process floor (its wait: cond,
+    or nanosleep for prefix inproc_nanosleep_floor)."""
+    ratio, ok = inproc_judgement(x, prefix)
     tgt = "<= %.2f x floor" % TARGETS["pinned_per_sample_x_floor"] if place == "pinned" else ""
-    return "| %s | %s Hz | %.1f us +- %.1f | %.1f us +- %.1f | %+.1f us +- %.1f | %s | %s | %s |" % (
-        place, r, x["pooled_ns_per_sample"] / 1e3, x["pooled_se_ns"] / 1e3,
-        x["inproc_floor_ns_per_wake"] / 1e3, x["inproc_floor_se_ns"] / 1e3,
-        x["over_inproc_floor_ns"] / 1e3, x["over_inproc_floor_se_ns"] / 1e3, ratio, tgt, ok if tgt else "")
+    return "| %s | %s Hz | %s | %.1f us +- %.1f | %.1f us +- %.1f | %+.1f us +- %.1f | %s | %s | %s |" % (
+        place, r, wait, x["pooled_ns_per_sample"] / 1e3, x["pooled_se_ns"] / 1e3,
+        x[prefix + "_ns_per_wake"] / 1e3, x[prefix + "_se_ns"] / 1e3,
+        x["over_" + prefix + "_ns"] / 1e3, x["over_" + prefix + "_se_ns"] / 1e3, ratio, tgt, ok if tgt else "")
 
 
 def inproc_table(L, slow, rates=("100", "1000", "10000")):
@@ -1044,11 +1062,17 @@ def inproc_table(L, slow, rates=("100", "1000", "10000")):
              "*in the same process* (test/bench/libwaker.c preloaded into the same workload in place of "
              "libpysample, in the same shuffled rounds), added process CPU per wake-up; then ours minus "
              "it, paired round by round, +- standard errors.  Ratio: ours / floor with its two-standard-"
-             "error range; met when the whole range is within 10 %.")
+             "error range; met when the whole range is within 10 %.  The floor's wait: cond, a condition "
+             "variable (two system calls a wake-up); nanosleep, clock_nanosleep (one, as the sampler's "
+             "futex wait since #36 round 4).")
     L.append("")
-    table_head(L, "| placement | rate | ours: added CPU per sample | in-process floor per wake-up | ours - floor | ratio (range) | target | |")
+    table_head(L, "| placement | rate | floor's wait | ours: added CPU per sample | in-process floor per wake-up | ours - floor | ratio (range) | target | |")
     for place, r in rows:
-        L.append(inproc_row(place, r, slow[place]["per_sample"][r]))
+        x = slow[place]["per_sample"][r]
+        L.append(inproc_row(place, r, x))
+        for k in sorted(x):
+            if k.startswith("inproc_") and k.endswith("_floor_ns_per_wake") and k != "inproc_floor_ns_per_wake":
+                L.append(inproc_row(place, r, x, k[:-len("_ns_per_wake")], k[len("inproc_"):-len("_floor_ns_per_wake")]))
 
 
 def render(R):
