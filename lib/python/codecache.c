@@ -47,14 +47,31 @@
  *
  * The cache is bounded (set-associative, least recently used way replaced),
  * so programs that create code without end cannot grow it.
+ *
+ * What a hit touches (issue #36: the sampler's tick starts on caches its
+ * sleep left cold, so each line it touches is a miss).  A set is four
+ * one-line entries and a line of their line tables, side by side
+ * (codecache.h).  A lookup compares the ways' addresses in order, and the
+ * walk takes everything it needs from the entry that matches: a hit of
+ * the first way reads one line.  The ways' recency is kept in the first
+ * way's line, which every lookup reads, and written only when it changes
+ * (a set whose code objects take turns); nothing else is written by a
+ * hit but the line memo, when the frame's address changed.  The table is
+ * mapped, not allocated and cleared: its 1.25 MB are touched page by page,
+ * as code objects fall in them.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "python/codecache.h"
 #include "memory/memread.h"
 #include "python/pystr.h"
 #include "util/tickpath.h"
+
+_Static_assert(sizeof(struct ps_code_entry) == 64, "an entry is one line");
+_Static_assert(PS_ROLE_COUNT <= 2, "an entry keeps 2 role bits");
+_Static_assert(sizeof(struct ps_code_set) == 64 * (1 + PS_CODECACHE_WAYS), "a set is 5 lines");
 
 /* Line tables larger than this are not decoded (the frame keeps line 0). */
 #define PS_MAX_LINETABLE (1u << 20)
@@ -65,27 +82,48 @@ int ps_codecache_init(struct ps_codecache *c, size_t max_entries)
     size_t sets = 64;
     while (sets * PS_CODECACHE_WAYS < max_entries)
         sets *= 2;
-    /* Aligned as its entries are (codecache.h): calloc promises 16 bytes. */
-    size_t bytes = sets * PS_CODECACHE_WAYS * sizeof *c->e;
-    c->e = aligned_alloc(_Alignof(struct ps_code_entry), bytes);
-    if (c->e != NULL)
-        memset(c->e, 0, bytes);
-    if (c->e == NULL)
+    /* Zero pages, aligned to a page (the sets are to a line), touched only
+     * where code objects fall: a set of zeros is a set of empty ways. */
+    void *p = mmap(NULL, sets * sizeof *c->set, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
         return -1;
+    c->set = p;
     c->sets = sets;
     return 0;
 }
 
-static void drop(struct ps_code_entry *e)
+void ps_codecache_free(struct ps_codecache *c)
 {
-    free(e->ranges);
-    memset(e, 0, sizeof *e);
+    if (c->set == NULL)
+        return;
+    ps_codecache_clear(c);
+    munmap(c->set, c->sets * sizeof *c->set);
+    memset(c, 0, sizeof *c);
 }
 
+/* Empties way w of s; the first way's line keeps the set's recency. */
+static void drop(struct ps_code_set *s, int w)
+{
+    uint8_t ages = s->way[0].ages;
+    free(s->lines.ranges[w]);
+    s->lines.ranges[w] = NULL;
+    s->lines.nranges[w] = 0;
+    memset(&s->way[w], 0, sizeof s->way[w]);
+    s->way[0].ages = ages;
+}
+
+/* Only the ways in use are written: a set never used stays a zero page. */
 void ps_codecache_clear(struct ps_codecache *c)
 {
-    for (size_t i = 0; i < c->sets * PS_CODECACHE_WAYS; i++)
-        drop(&c->e[i]);
+    for (size_t i = 0; i < c->sets; i++) {
+        struct ps_code_set *s = &c->set[i];
+        for (int w = 0; w < PS_CODECACHE_WAYS; w++)
+            if (s->way[w].valid)
+                drop(s, w);
+        if (s->way[0].ages != 0)
+            s->way[0].ages = 0;
+    }
 }
 
 static void snapshot_id(const struct ps_layout *L, uintptr_t addr, const uint8_t *snap,
@@ -102,13 +140,14 @@ static void snapshot_id(const struct ps_layout *L, uintptr_t addr, const uint8_t
     memcpy(&id->firstlineno, snap + L->co_firstlineno, sizeof id->firstlineno);
 }
 
-/* Field by field: cheaper than memcmp of the struct (and blind to its
- * padding); the line table's address, the likeliest to differ, first. */
-static int same_id(const struct ps_code_id *a, const struct ps_code_id *b)
+/* Field by field: cheaper than memcmp (and blind to padding); the line
+ * table's address, the likeliest to differ, first.  e's nunits is 32 bits:
+ * a code object of more units never has an entry (refill). */
+static int same_id(const struct ps_code_entry *e, const struct ps_code_id *b)
 {
-    return a->linetable == b->linetable && a->filename == b->filename &&
-           a->name == b->name && a->qualname == b->qualname && a->nunits == b->nunits &&
-           a->firstlineno == b->firstlineno;
+    return e->id.linetable == b->linetable && e->id.filename == b->filename &&
+           e->id.name == b->name && e->id.qualname == b->qualname &&
+           e->id.nunits == b->nunits && e->id.firstlineno == b->firstlineno;
 }
 
 /* The registered classifiers, by role bit (ps_code_classify_with). */
@@ -130,10 +169,11 @@ static uint8_t classify(const char *name, const char *file)
     return roles;
 }
 
-/* Reads names and the line table into e.  0 or -1. */
-static int fill(struct ps_code_entry *e, const struct ps_python *py,
+/* Reads names and the line table into way w of set st.  0 or -1. */
+static int fill(struct ps_code_set *st, int w, const struct ps_python *py,
                 struct ps_symtab *syms, int lines)
 {
+    struct ps_code_entry *e = &st->way[w];
     const struct ps_layout *L = &py->L;
     static char name[PS_STR_MAX * 4 + 1], file[PS_STR_MAX * 4 + 1];
     uintptr_t nameobj = e->id.qualname ? e->id.qualname : e->id.name;
@@ -148,14 +188,12 @@ static int fill(struct ps_code_entry *e, const struct ps_python *py,
     e->skip = strcmp(file, "<shim>") == 0 ||
               (strcmp(file, "__init__") == 0 && strcmp(name, "__init__") == 0);
 
-    e->roles = classify(name, file);
+    e->roles = classify(name, file) & 3u;
 
     e->func = ps_sym_python(syms, name, file);
     if (e->func == PS_ID_NONE)
         return -1;
 
-    e->nranges = 0;
-    e->ranges = NULL;
     if (!lines)
         return 0;
     uint8_t *tab;
@@ -174,37 +212,90 @@ static int fill(struct ps_code_entry *e, const struct ps_python *py,
         free(r);
         return -1;
     }
-    e->ranges = r;
-    e->nranges = (uint32_t)n;
+    st->lines.ranges[w] = r;
+    st->lines.nranges[w] = (uint32_t)n;
     return 0;
 }
 
-/* The miss path: victim (the set's least recently used way) is refilled
- * for id.  Out of line: the hit path is what runs for nearly every frame. */
+/* Way w was used: the ways more recent than it age by one, and it
+ * becomes the most recent.  The ages of the ways in use stay distinct
+ * (from 3 down), and an unused way has 0 unless a refill of it failed; a
+ * full set's 0 is its least recently used way.  Written only on a change. */
+static inline void touch(struct ps_code_set *st, int w)
+{
+    unsigned ages = st->way[0].ages, a = (ages >> (2 * w)) & 3u;
+    if (a == 3u)
+        return;
+    unsigned next = 0;
+    for (int v = 0; v < PS_CODECACHE_WAYS; v++) {
+        unsigned av = (ages >> (2 * v)) & 3u;
+        av = v == w ? 3u : av > a ? av - 1 : av;
+        next |= av << (2 * v);
+    }
+    st->way[0].ages = (uint8_t)next;
+}
+
+/* The way a miss refills: one that held this address (its code object
+ * was freed and the address reused: that entry can never hit again), else
+ * an empty one, else the least recently used. */
+static int victim_of(const struct ps_code_set *st, int stale)
+{
+    if (stale >= 0)
+        return stale;
+    for (int w = 0; w < PS_CODECACHE_WAYS; w++)
+        if (!st->way[w].valid)
+            return w;
+    int v = 0;
+    unsigned ages = st->way[0].ages;
+    for (int w = 1; w < PS_CODECACHE_WAYS; w++)
+        if (((ages >> (2 * w)) & 3u) < ((ages >> (2 * v)) & 3u))
+            v = w;
+    return v;
+}
+
+static int32_t line_of(const struct ps_code_set *st, const struct ps_code_entry *e,
+                       int64_t addr);
+
+/* The miss path: way w of st is refilled for id.  Out of line: the hit
+ * path is what runs for nearly every frame. */
 static __attribute__((noinline)) struct ps_code_entry *
-refill(struct ps_codecache *c, struct ps_code_entry *victim, const struct ps_code_id *id,
+refill(struct ps_codecache *c, struct ps_code_set *st, int w, const struct ps_code_id *id,
        const struct ps_python *py, struct ps_symtab *syms, int lines)
 {
     c->misses++;
-    drop(victim);
-    victim->id = *id;
-    if (fill(victim, py, syms, lines) != 0) {
-        drop(victim);
+    drop(st, w);
+    /* nunits is kept in 32 bits (the entry is one line): more would not
+     * compare exactly, so such a code object is not cached (its frames
+     * are dropped, as for a code object that cannot be read). */
+    if (id->nunits < INT32_MIN || id->nunits > INT32_MAX)
+        return NULL;
+    struct ps_code_entry *e = &st->way[w];
+    e->id.addr = id->addr;
+    e->id.filename = id->filename;
+    e->id.name = id->name;
+    e->id.qualname = id->qualname;
+    e->id.linetable = id->linetable;
+    e->id.nunits = (int32_t)id->nunits;
+    e->id.firstlineno = id->firstlineno;
+    e->way = (uint8_t)w;
+    if (fill(st, w, py, syms, lines) != 0) {
+        drop(st, w);
         return NULL;
     }
-    victim->valid = 1;
-    victim->stamp = c->clock;
-    victim->memo_addr = INT64_MIN;
-    return victim;
+    e->memo_addr = -1;
+    e->memo_line = line_of(st, e, -1);
+    e->valid = 1;
+    touch(st, w);
+    return e;
 }
 
 /*
  * Code objects made together (a module's, a class's functions) sit a few
  * hundred bytes apart, and a walk meets them together: their sets follow
  * their addresses (bits 8 and up, in order) so that a walk's entries share
- * a few pages of the table instead of taking one page each (16384 entries
- * of ~104 bytes: 1.7 MB, ~420 pages, each a TLB miss for the tick that
- * starts cold after its sleep).  The 1 MiB region the address is in is
+ * a few pages of the table instead of taking one page each (4096 sets of
+ * 320 bytes: 1.25 MB, 320 pages, each a TLB miss for the tick that starts
+ * cold after its sleep).  The 1 MiB region the address is in is
  * hashed and added, so that objects at one offset of different regions
  * (arenas, heaps) spread over the sets as a hash would spread them.
  */
@@ -222,32 +313,47 @@ PS_TICK_PATH struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
     struct ps_code_id id;
     snapshot_id(&py->L, addr, snap, &id);
 
-    struct ps_code_entry *ways = &c->e[ps_code_set(c, addr) * PS_CODECACHE_WAYS];
-    struct ps_code_entry *victim = &ways[0];
-    c->clock++;
+    struct ps_code_set *st = &c->set[ps_code_set(c, addr)];
+    int stale = -1;
     for (int w = 0; w < PS_CODECACHE_WAYS; w++) {
-        struct ps_code_entry *e = &ways[w];
-        if (e->valid && e->id.addr == addr && same_id(&e->id, &id)) {
-            e->stamp = c->clock;
-            c->hits++;
-            return e;
+        struct ps_code_entry *e = &st->way[w];
+        if (e->id.addr != addr) {
+            if (!e->valid)
+                break;  /* filled in order: one past a hole costs a miss */
+            continue;
         }
-        if (!e->valid || e->stamp < victim->stamp)
-            victim = e;
-        if (!e->valid)
-            break;
+        if (!same_id(e, &id)) {
+            stale = w;
+            continue;
+        }
+        touch(st, w);
+        c->hits++;
+        return e;
     }
-    return refill(c, victim, &id, py, syms, lines);
+    return refill(c, st, victim_of(st, stale), &id, py, syms, lines);
+}
+
+/* The line of addr in e, of set st. */
+static int32_t line_of(const struct ps_code_set *st, const struct ps_code_entry *e,
+                       int64_t addr)
+{
+    int line = ps_linetable_lookup(st->lines.ranges[e->way], st->lines.nranges[e->way], addr,
+                                   e->id.firstlineno);
+    /* No location (compiler-generated instructions): the function's first
+     * line is the most useful thing to show. */
+    return line < 0 ? e->id.firstlineno : line;
 }
 
 PS_TICK_PATH int32_t ps_code_line_lookup(struct ps_code_entry *e, int64_t addr)
 {
-    int line = ps_linetable_lookup(e->ranges, e->nranges, addr, e->id.firstlineno);
-    /* No location (compiler-generated instructions): the function's first
-     * line is the most useful thing to show. */
-    if (line < 0)
-        line = e->id.firstlineno;
-    e->memo_addr = addr;
-    e->memo_line = line;
+    /* e - e->way is its set's first way, at the set's start. */
+    const struct ps_code_set *st = (const struct ps_code_set *)(const void *)(e - e->way);
+    int32_t line = line_of(st, e, addr);
+    /* The memo holds addresses of 32 bits (those of every code object
+     * that has an entry); a larger one is looked up each time. */
+    if (addr >= INT32_MIN && addr <= INT32_MAX) {
+        e->memo_addr = (int32_t)addr;
+        e->memo_line = line;
+    }
     return line;
 }

@@ -32,43 +32,66 @@ typedef int (*ps_code_classifier)(const char *name, const char *file);
  * ps_code_resolve. */
 void ps_code_classify_with(unsigned role, ps_code_classifier fn);
 
-/* What identifies a code object beyond its address (see codecache.c). */
+/* What identifies a code object beyond its address, as read from its
+ * current bytes (see codecache.c). */
 struct ps_code_id {
     uintptr_t addr, filename, name, qualname, linetable;
     int64_t nunits;
     int32_t firstlineno;
 };
 
-/* Two cache lines, 64-byte aligned (issue #36: a tick starts on cold
- * caches, and a 104-byte entry anywhere straddled 2-3 lines): the first
- * holds what a lookup compares and what the walk takes from a hit, the
- * second what a hit writes (stamp) and the line memo. */
+/*
+ * One cache line, 64-byte aligned: what a lookup compares and everything
+ * the walk takes from a hit (issue #36: a tick starts on cold caches, and
+ * a hit of a set's first way is then this one line, read, nothing written
+ * unless the line memo changes).  The line table's ranges, which only a
+ * memo miss needs, are in the set's last line (struct ps_code_set).
+ */
 struct ps_code_entry {
-    _Alignas(64) struct ps_code_id id;
+    _Alignas(64) struct {
+        uintptr_t addr, filename, name, qualname, linetable;
+        int32_t nunits;         /* code objects of more units are not cached */
+        int32_t firstlineno;
+    } id;
     uint32_t func;              /* symbol of (qualname, filename) */
-    uint8_t skip;               /* interpreter shim: not shown */
-    uint8_t roles;              /* PS_ROLE_* bits (ps_code_classify_with) */
-    uint8_t valid;
-    uint64_t stamp;             /* last use, for replacement */
-    uint32_t nranges;
-    struct ps_lt_range *ranges; /* owned */
     /* The last address looked up and its line (ps_code_line): a frame
      * that is not the innermost one sits at the same call instruction
-     * tick after tick.  INT64_MIN: none yet. */
-    int64_t memo_addr;
+     * tick after tick.  Always a true pair: it starts as address -1 and
+     * that address's line. */
+    int32_t memo_addr;
     int32_t memo_line;
+    unsigned skip : 1;          /* interpreter shim: not shown */
+    unsigned roles : 2;         /* PS_ROLE_* bits (ps_code_classify_with) */
+    uint8_t valid;
+    uint8_t way;                /* its index in its set */
+    /* In a set's first way only: the four ways' recency, 2 bits each (3:
+     * the most recent, 0: the next to go).  The first way's line is read
+     * by every lookup of the set; a hit writes this only if it changes. */
+    uint8_t ages;
 };
 
 #define PS_CODECACHE_WAYS 4
 
+/* A set: four entries, then the ways' line tables, 320 bytes in a row. */
+struct ps_code_set {
+    struct ps_code_entry way[PS_CODECACHE_WAYS];
+    struct {
+        _Alignas(64) struct ps_lt_range *ranges[PS_CODECACHE_WAYS]; /* owned */
+        uint32_t nranges[PS_CODECACHE_WAYS];
+    } lines;
+};
+
 struct ps_codecache {
-    struct ps_code_entry *e;  /* sets * WAYS entries */
+    struct ps_code_set *set;  /* sets of them, mapped: pages touched lazily */
     size_t sets;              /* power of two */
-    uint64_t clock;
     uint64_t hits, misses;
 };
 
+/* A table of at least max_entries entries, none of its pages touched: 0
+ * or -1. */
 int ps_codecache_init(struct ps_codecache *c, size_t max_entries);
+/* Clears c and unmaps its table. */
+void ps_codecache_free(struct ps_codecache *c);
 /* The set of c that the code object at addr is kept in (codecache.c says
  * how it is chosen). */
 size_t ps_code_set(const struct ps_codecache *c, uintptr_t addr);

@@ -175,7 +175,7 @@ static void walk_fix_open(struct walk_fix *f)
 static void walk_fix_close(struct walk_fix *f)
 {
     ps_codecache_clear(&f->cc);
-    free(f->cc.e);
+    ps_codecache_free(&f->cc);
     ps_symtab_free(&f->syms);
 }
 
@@ -582,7 +582,7 @@ static void test_codecache_bounds(uintptr_t file)
         CHECK_EQ_INT(c.misses - m, 6);        /* ... but the one replaced */
     }
     ps_codecache_clear(&c);
-    free(c.e);
+    ps_codecache_free(&c);
     ps_symtab_free(&syms);
 }
 
@@ -593,8 +593,7 @@ static int table_pages(const struct ps_codecache *c, uintptr_t base, uintptr_t s
     size_t pages[64];
     int np = 0;
     for (int i = 0; i < n && i < 64; i++) {
-        size_t off = ps_code_set(c, base + (uintptr_t)i * step) * PS_CODECACHE_WAYS *
-                     sizeof(struct ps_code_entry);
+        size_t off = ps_code_set(c, base + (uintptr_t)i * step) * sizeof(struct ps_code_set);
         int seen = 0;
         for (int k = 0; k < np; k++)
             seen |= pages[k] == off / 4096;
@@ -626,7 +625,7 @@ static void test_codecache_sets(void)
         distinct += !seen;
     }
     CHECK(distinct >= 56);
-    free(c.e);
+    ps_codecache_free(&c);
 }
 
 /*
@@ -958,7 +957,7 @@ int main(void)
     test_batch_words();
 
     ps_codecache_clear(&cc);
-    free(cc.e);
+    ps_codecache_free(&cc);
     ps_stacktab_free(&t);
     ps_symtab_free(&syms);
     return check_failures != 0;
