@@ -91,8 +91,8 @@ long ps_gettid(void);
  * longer in the process's thread count or /proc/self/task), 0 while it
  * still holds it.  A joined thread may still be held for a moment: the
  * join returns when the kernel clears the thread's tid, before it takes
- * the thread out of the count (forkpause.c).  1 as well where that
- * cannot be known.
+ * the thread out of the count (sampler.c, forkpause.c).  1 as well
+ * where that cannot be known.
  */
 int ps_thread_released(long tid);
 

@@ -16,7 +16,7 @@
  * joined and then released: pthread_join returns when the kernel clears
  * the thread's tid, before it takes the thread out of the count, and a
  * traced thread stays counted until its tracer waits for it; so
- * ps_sampler_pause waits, at most 100 ms, until the kernel no longer has
+ * ps_sampler_stop waits, at most 100 ms, until the kernel no longer has
  * the thread (sampler.c).  If the open fails, it starts again at once;
  * if the stream is never closed, the next fopen() anywhere, or the next
  * fork, starts it again.  A fork that is not os.fork() (subprocess, a C

@@ -159,6 +159,30 @@ int ps_sampler_start(int rate_hz)
     return ps_sampler_start_thread();
 }
 
+/* How long a joined thread may take to leave the kernel's thread count.
+ * Normally microseconds; a preempted exit on a loaded machine, a few
+ * scheduler periods (ms); held by a tracer that has not waited for it
+ * yet, as long as the tracer likes.  100 ms covers the first two with
+ * room, and is the most an os.fork() or a pysample_stop() ever waits for
+ * the third (docs/processes.md). */
+#define PS_RELEASE_WAIT_NS 100000000ull
+
+/* The joined thread tid out of the kernel's count, or the bound passed.
+ * Joined is not yet uncounted: pthread_join returns when the kernel clears
+ * the thread's tid (CLONE_CHILD_CLEARTID, as it gives up its memory), and
+ * only after that is the thread taken out of the process's thread count
+ * (that CPython reads after os.fork(): forkpause.c) and thread list (that
+ * unshare(CLONE_NEWUSER) wants empty after pysample_stop():
+ * docs/troubleshooting.md). */
+static void wait_released(long tid)
+{
+    uint64_t until = ps_now_ns() + PS_RELEASE_WAIT_NS;
+    while (!ps_thread_released(tid) && ps_now_ns() < until) {
+        struct timespec nap = { 0, 50000 };
+        nanosleep(&nap, NULL);
+    }
+}
+
 void ps_sampler_stop(void)
 {
     /* Stopped while out for a fork's thread count: it stays out. */
@@ -176,6 +200,9 @@ void ps_sampler_stop(void)
     pthread_mutex_lock(&sampler.join_lock);
     if (ps_sampler_alive()) {
         pthread_join(sampler.thread, NULL);
+        /* The tid is the joined thread's (written by it before it ran,
+         * read after the join), taken so that nobody waits for it again. */
+        wait_released(atomic_exchange(&sampler.tid, 0));
         ps_sampler_move(PS_SAMPLER_ENDED, PS_SAMPLER_OFF);
     }
     pthread_mutex_unlock(&sampler.join_lock);
@@ -197,39 +224,13 @@ int ps_sampler_end_bounded(long ms)
     return 1;
 }
 
-/* How long a paused thread may take to leave the kernel's thread count
- * after its join.  Normally microseconds; a preempted exit on a loaded
- * machine, a few scheduler periods (ms); held by a tracer that has not
- * waited for it yet, as long as the tracer likes.  100 ms covers the
- * first two with room, and is the most an os.fork() ever waits for the
- * third (docs/processes.md). */
-#define PS_RELEASE_WAIT_NS 100000000ull
-
-/* The joined thread tid out of the kernel's count, or the bound passed. */
-static void wait_released(long tid)
-{
-    uint64_t until = ps_now_ns() + PS_RELEASE_WAIT_NS;
-    while (!ps_thread_released(tid) && ps_now_ns() < until) {
-        struct timespec nap = { 0, 50000 };
-        nanosleep(&nap, NULL);
-    }
-}
-
 int ps_sampler_pause(void)
 {
     if (!ps_sampler_may_read())
         return 0;
+    /* Joined and released (ps_sampler_stop): out of the kernel's count. */
     ps_sampler_stop();
-    if (ps_sampler_move(PS_SAMPLER_OFF, PS_SAMPLER_PAUSED) != 0)
-        return 0;
-    /* Joined is not yet uncounted: pthread_join returns when the kernel
-     * clears the thread's tid (CLONE_CHILD_CLEARTID, as it gives up its
-     * memory), and only after that is the thread taken out of the
-     * process's thread count that CPython is about to read.  The tid is
-     * the joined thread's (written by it before it ran, read after the
-     * join) and is taken, so that no later pause waits for it again. */
-    wait_released(atomic_exchange(&sampler.tid, 0));
-    return 1;
+    return ps_sampler_move(PS_SAMPLER_OFF, PS_SAMPLER_PAUSED) == 0;
 }
 
 void ps_sampler_resume(int restart)

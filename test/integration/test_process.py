@@ -1081,16 +1081,37 @@ def test_user_namespace_after_pysample_stop(ctx):
     fails with EINVAL while the sampler thread exists (the kernel wants a
     single-threaded process), works after pysample_stop(), and sampling
     resumes with pysample_start(0), before and after in one profile."""
+    userns_scenario(ctx)
+
+
+def userns_scenario(ctx, wrap=()):
     probe = subprocess.run([ctx.python, "-c", "import ctypes; "
                             "print(ctypes.CDLL(None).unshare(0x10000000))"],
                            env=ctx.env(preload=False), capture_output=True, text=True, timeout=60)
     if probe.stdout.strip() != "0":
         ctx.skip("user namespaces are not available here")
-    run = Run(ctx, [ctx.program("proc_userns.py")], True).finish()
+    run = Run(ctx, [ctx.program("proc_userns.py")], True, wrap=wrap).finish()
+    if run.rc == 125 and "slowreap:" in run.stderr:
+        ctx.skip("ptrace not permitted: %s" % run.stderr.strip().splitlines()[-1])
     ctx.check(run.rc == 0 and run.stdout == "plain 22\nstopped 0\nrestarted 0\n"
               and not harness.our_messages(run.stderr), describe(run))
-    p = check_files(ctx, run, [pid_file(run.proc.pid)])[pid_file(run.proc.pid)]
+    # Wrapped, the program is the tracer's child: one profile, its own.
+    name = pid_file(run.proc.pid) if not wrap else (run.files + ["none"])[0]
+    ctx.check(re.match(r"prof\.\d+\.txt$", name), "files %r" % run.files)
+    p = check_files(ctx, run, [name])[name]
     check_has(ctx, p, ["before_unshare", "after_unshare"])
+
+
+@harness.not_emulated("qemu-user does not let one program trace another's threads")
+def test_user_namespace_after_pysample_stop_slow_reap(ctx):
+    """The same with every thread traced and reaped 25 ms after it ends
+    (slowreap.c, as in test_fork_warning_after_a_slow_reap): the joined
+    sampler thread stays in the kernel's thread list until then, and
+    pysample_stop() must return only once it is out (sampler.c,
+    wait_released), or the unshare fails with EINVAL."""
+    if not sys.platform.startswith("linux"):
+        ctx.skip("ptrace and user namespaces are Linux's")
+    userns_scenario(ctx, wrap=[_slowreap(ctx), "25"])
 
 
 def test_fork_children_timelines(ctx):
