@@ -24,6 +24,12 @@ enum ps_native_mode { PS_NATIVE_OFF = 0, PS_NATIVE_ON, PS_NATIVE_ALL };
 
 struct ps_config {
     char output[4096];    /* template from PYSAMPLE_OUTPUT; "" = profiling off */
+    char stats_path[1024]; /* PYSAMPLE_STATS (stats.c): "" = none; a measuring aid */
+    char control_dir[256]; /* PYSAMPLE_CONTROL_DIR: socket directory; "" = abstract name */
+    /* The numbers last, after the strings (which settings.c's copy for
+     * the ticks, `now`, keeps empty): a tick reads only these, and they
+     * end the object, right before the tick's other globals in their
+     * section (util/tickpath.h; issue #36). */
     int rate_hz;
     enum ps_mode mode;
     int lines;            /* 0: aggregate per function */
@@ -34,9 +40,7 @@ struct ps_config {
     int flush_interval_s; /* 0: only at exit */
     int max_stacks;
     int file_mode;
-    char stats_path[1024]; /* PYSAMPLE_STATS (stats.c): "" = none; a measuring aid */
     int arm;              /* PYSAMPLE_ARM: answer `pysample ... --pid` (control.c) */
-    char control_dir[256]; /* PYSAMPLE_CONTROL_DIR: socket directory; "" = abstract name */
     double cpu_budget;    /* PYSAMPLE_CPU_BUDGET as a share of one core; 0 = none */
     int max_threads_per_tick; /* PYSAMPLE_MAX_THREADS_PER_TICK; 0 = all */
     int verbose;          /* PYSAMPLE_VERBOSE: also note a smaller shortfall of the rate */

@@ -15,7 +15,9 @@
 #include "util/tickpath.h"
 
 static struct ps_config process;
-static struct ps_config now;
+/* Read by every tick: its numbers last (config.h), right before the
+ * tick's other globals (tickpath.h). */
+PS_TICK_DATA static struct ps_config now;
 
 struct ps_config *ps_settings_edit(void)
 {

@@ -84,8 +84,8 @@
 #include "platform/sigview.h"
 #include "util/tickpath.h"
 
-static _Atomic int handlers_installed;   /* we have put ours in, once */
-static int direct_disabled_by_env;       /* PYSAMPLE_READ_MODE=syscall|pipe|file */
+PS_TICK_DATA static _Atomic int handlers_installed;   /* we have put ours in, once */
+PS_TICK_DATA static int direct_disabled_by_env;       /* PYSAMPLE_READ_MODE=syscall|pipe|file */
 
 /*
  * The program's view of SIGSEGV or SIGBUS while ours is installed: the

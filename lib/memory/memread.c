@@ -40,27 +40,27 @@
 
 #define PS_YIELD_WAIT_NS 2000000000ull
 
-static _Atomic int read_mode = PS_READ_SYSCALL;
-static _Atomic int direct_forbidden;     /* given up the direct path for good */
+PS_TICK_DATA static _Atomic int read_mode = PS_READ_SYSCALL;
+PS_TICK_DATA static _Atomic int direct_forbidden;     /* given up the direct path for good */
 
 /* The read in flight: guard_owner is the reading thread's pthread_self()
  * (0: none), taken with a compare-and-swap so that two readers can never
  * share guard_env.  The handler reads both on the faulting thread. */
-static _Atomic uintptr_t guard_owner;
-static sigjmp_buf guard_env;
+PS_TICK_DATA static _Atomic uintptr_t guard_owner;
+PS_TICK_DATA static sigjmp_buf guard_env;
 /* 1 only while the guard's owner is inside the copy itself: a fault
  * anywhere else on that thread (our own code between reads, malloc) is a
  * real crash and must not be jumped out of.  Written and read by the same
  * thread (the handler runs on the faulting thread), so compiler fences
  * are all the ordering it needs. */
-static volatile sig_atomic_t in_copy;
+PS_TICK_DATA static volatile sig_atomic_t in_copy;
 /* Where the handler jumps from a fault in the copy: guard_env (the read's
  * own recovery point, copy_guarded) or the scope's (ps_read_in_scope).
  * Set by the guard's owner before it sets in_copy, read by the handler on
  * the same thread, like in_copy. */
-static sigjmp_buf *volatile jump_to = &guard_env;
+PS_TICK_DATA static sigjmp_buf *volatile jump_to = &guard_env;
 /* The guard owner's read scope (ps_read_scope), or NULL. */
-static sigjmp_buf *scope_env;
+PS_TICK_DATA static sigjmp_buf *scope_env;
 
 static uintptr_t self_id(void)
 {

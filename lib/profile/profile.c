@@ -28,7 +28,7 @@
  * handler that wants the write interrupted (profile.h). */
 #define PS_TABLES_WAIT_MS 5000
 
-static struct {
+PS_TICK_DATA static struct {
     pthread_mutex_t lock;
     int ready;
     struct ps_profile p;

@@ -39,7 +39,9 @@ struct ps_sample_bufs {
     /* native stacks (PYSAMPLE_NATIVE, native.h) */
     uint8_t *entry;             /* per scratch frame: first of its eval call */
     struct ps_pyframe *pyframes;
-    uintptr_t pcs[PS_NATIVE_MAX];
+    uintptr_t *pcs;             /* PS_NATIVE_MAX: allocated, not here, so that
+                                 * its 4 KiB do not split the context's hot
+                                 * fields over two pages (issue #36) */
     struct ps_unwind_rules *rules;  /* the unwinder's rule cache (unwind.c) */
     struct ps_native_names *names;  /* native frames' names (merge.c) */
 };

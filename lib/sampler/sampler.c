@@ -36,8 +36,9 @@
 #include "sampler/tick.h"
 #include "settings.h"
 #include "util/message.h"
+#include "util/tickpath.h"
 
-static struct {
+PS_TICK_DATA static struct {
     /* The thread's context (context.h): the interpreter and what the
      * loop and the tick keep from one tick to the next, passed down its
      * calls. */

@@ -36,7 +36,7 @@
 #include "util/message.h"
 #include "util/tickpath.h"
 
-static struct {
+PS_TICK_DATA static struct {
     _Atomic uint64_t count[PS_COUNT_N];
     _Atomic int64_t cpu_ns;
     _Atomic uint64_t active_ns; /* wall time spent sampling, all runs ... */

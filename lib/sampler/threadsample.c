@@ -69,9 +69,11 @@ int ps_threadsample_setup(struct ps_sampler_ctx *ctx)
     if (cfg->native) {
         b->entry = calloc(frames, 1);
         b->pyframes = malloc(frames * sizeof *b->pyframes);
+        b->pcs = malloc(PS_NATIVE_MAX * sizeof *b->pcs);
         b->rules = ps_unwind_rules_new();
         b->names = ps_native_names_new();
-        if (b->entry == NULL || b->pyframes == NULL || b->rules == NULL || b->names == NULL)
+        if (b->entry == NULL || b->pyframes == NULL || b->pcs == NULL || b->rules == NULL ||
+            b->names == NULL)
             return -1;
     }
     return 0;
