@@ -69,15 +69,13 @@ static size_t slot_for(struct walk_codes *wc, uintptr_t code)
     if (wc->code[j] == code || wc->code[j] == 0)
         return j;
     /* Both taken: the older occupant first, then the other. */
-    size_t older = wc->read_no[j] < wc->read_no[i] ? j : i;
+    size_t older = wc->slot[j].read_no < wc->slot[i].read_no ? j : i;
     size_t pair[2] = { older, older == i ? j : i };
     for (int n = 0; n < 2; n++) {
         size_t k = pair[n], to = other_slot(wc->code[k], k);
         if (wc->code[to] == 0) {
             wc->code[to] = wc->code[k];
-            wc->read_no[to] = wc->read_no[k];
-            wc->ce[to] = wc->ce[k];
-            wc->words[to] = wc->words[k];
+            wc->slot[to] = wc->slot[k];
             return k;
         }
     }
@@ -92,9 +90,7 @@ static void code_checked(struct walk_codes *wc, uintptr_t code, struct ps_code_e
         return;
     size_t i = slot_for(wc, code);
     wc->code[i] = code;
-    wc->read_no[i] = read_no;
-    wc->ce[i] = ce;
-    wc->words[i] = words;
+    wc->slot[i] = (struct walk_code){ .read_no = read_no, .ce = ce, .words = words };
 }
 
 /* The code object at code, read now (after the frame that points to it

@@ -17,9 +17,10 @@
  * many frames): code address -> entry and frame size, and when its bytes
  * were read (a count of this walk's reads).  A slot is only trusted for a
  * frame whose bytes were copied before that read.  code[] is emptied (0)
- * for each walk, 512 bytes; a slot's other fields are only read where
- * code[] holds its code.  (Those fields in one struct a slot touch fewer
- * cache lines, but cost 2.5 instructions a frame: 163 against 160.)
+ * for each walk, 512 bytes; a slot's other fields (slot[]) are only read
+ * where code[] holds its code.  (code[] in that struct too would touch
+ * fewer lines still, but emptying it would then write all 64 slots, and
+ * it cost 2.5 instructions a frame: 163 against 160.)
  *
  * 64 slots, a code object in one of two chosen by different bits of its
  * hash (code_slot, code_slot2); a full pair makes room by moving one of
@@ -34,12 +35,20 @@
  */
 #define PS_WALK_CODES 64
 
+/* What a slot keeps of its code object, read only where code[] holds
+ * it: one struct, so that a walk's ten code objects write ten of them on
+ * ~10 lines of the sampler's stack, not three arrays' ~22 (issue #36; the
+ * walk starts on caches its sleep left cold). */
+struct walk_code {
+    uint64_t read_no;                           /* the read that checked it */
+    struct ps_code_entry *ce;
+    uint64_t words;
+};
+
 struct walk_codes {
     uint64_t reads;                             /* reads made by this walk so far */
     uintptr_t code[PS_WALK_CODES];              /* 0: an empty slot */
-    uint64_t read_no[PS_WALK_CODES];            /* the read that checked it */
-    struct ps_code_entry *ce[PS_WALK_CODES];
-    uint64_t words[PS_WALK_CODES];
+    struct walk_code slot[PS_WALK_CODES];
 };
 
 /* A code object's two slots: the top 6 bits of a multiplicative hash,
@@ -79,10 +88,11 @@ static inline struct ps_code_entry *checked_code(const struct walk_codes *wc, ui
     }
     /* The entry may have been replaced since (another code object's miss
      * took its way): its address says so. */
-    if (wc->read_no[i] <= frame_read || !wc->ce[i]->valid || wc->ce[i]->id.addr != code)
+    const struct walk_code *k = &wc->slot[i];
+    if (k->read_no <= frame_read || !k->ce->valid || k->ce->id.addr != code)
         return NULL;
-    *words = wc->words[i];
-    return wc->ce[i];
+    *words = k->words;
+    return k->ce;
 }
 
 /* The code object at code, read now (after the frame that points to it
