@@ -300,7 +300,7 @@ def test_fork_warning_after_a_slow_reap(ctx):
     """The sampler thread leaves CPython's thread count for os.fork()
     (forkpause.c) by being joined; but a joined thread is still counted
     until the kernel releases it, a moment later (sampler.c,
-    ps_sampler_pause).  Every thread of the program is traced here
+    ps_sampler_stop).  Every thread of the program is traced here
     (slowreap.c) and reaped only 25 ms after it ends, so that moment lasts
     25 ms each time: without waiting for the release, all three forks
     warn.  The library must not add a warning, and the parent still has

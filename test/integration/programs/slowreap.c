@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,12 @@ int main(int argc, char **argv)
     }
     if (pid == 0)
         return child(argv + 2);
+    /* DELAY_MS must be DELAY_MS on a loaded machine too (the library waits
+     * 100 ms at most): the tracer, which only sleeps and waits, runs
+     * before ordinary threads where it may (root, as CI); the program
+     * keeps its own policy. */
+    struct sched_param sp = { .sched_priority = 1 };
+    sched_setscheduler(0, SCHED_FIFO, &sp);
     int rc = start(pid);
     if (rc >= 0)
         return rc;
