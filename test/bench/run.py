@@ -270,7 +270,7 @@ def waker_once(ctx, py, iters, rate, pin, wait="cond"):
     out = ctx.path("wakes")
     wall, cpu, _ = run([py, WORKLOAD, "cpu", str(iters)], ctx.waker_env(rate, out, wait), pin=pin)
     with open(out) as f:
-        wakes = int(f.read())
+        wakes = int(f.readline())  # then the thread's own CPU (ns)
     os.unlink(out)
     return wall, cpu, wakes
 
