@@ -363,7 +363,7 @@ int ps_mem_handlers_installed(void)
 
 /* The sampler thread's own (ps_mem_tick runs there only, and in the unit
  * test's single thread). */
-static struct {
+PS_TICK_DATA static struct {
     uint64_t last_ns;       /* 0: never checked */
     unsigned ticks;         /* since the last check */
 } check_sched;
