@@ -70,7 +70,6 @@
 #include "util/tickpath.h"
 
 _Static_assert(sizeof(struct ps_code_entry) == 64, "an entry is one line");
-_Static_assert(PS_ROLE_COUNT <= 2, "an entry keeps 2 role bits");
 _Static_assert(sizeof(struct ps_code_set) == 64 * (1 + PS_CODECACHE_WAYS), "a set is 5 lines");
 
 /* Line tables larger than this are not decoded (the frame keeps line 0). */
@@ -119,7 +118,7 @@ void ps_codecache_clear(struct ps_codecache *c)
     for (size_t i = 0; i < c->sets; i++) {
         struct ps_code_set *s = &c->set[i];
         for (int w = 0; w < PS_CODECACHE_WAYS; w++)
-            if (s->way[w].valid)
+            if (s->way[w].id.addr != 0)
                 drop(s, w);
         if (s->way[0].ages != 0)
             s->way[0].ages = 0;
@@ -188,7 +187,7 @@ static int fill(struct ps_code_set *st, int w, const struct ps_python *py,
     e->skip = strcmp(file, "<shim>") == 0 ||
               (strcmp(file, "__init__") == 0 && strcmp(name, "__init__") == 0);
 
-    e->roles = classify(name, file) & 3u;
+    e->roles = classify(name, file);
 
     e->func = ps_sym_python(syms, name, file);
     if (e->func == PS_ID_NONE)
@@ -243,7 +242,7 @@ static int victim_of(const struct ps_code_set *st, int stale)
     if (stale >= 0)
         return stale;
     for (int w = 0; w < PS_CODECACHE_WAYS; w++)
-        if (!st->way[w].valid)
+        if (st->way[w].id.addr == 0)
             return w;
     int v = 0;
     unsigned ages = st->way[0].ages;
@@ -284,7 +283,6 @@ refill(struct ps_codecache *c, struct ps_code_set *st, int w, const struct ps_co
     }
     e->memo_addr = -1;
     e->memo_line = line_of(st, e, -1);
-    e->valid = 1;
     touch(st, w);
     return e;
 }
@@ -318,7 +316,7 @@ PS_TICK_PATH struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
     for (int w = 0; w < PS_CODECACHE_WAYS; w++) {
         struct ps_code_entry *e = &st->way[w];
         if (e->id.addr != addr) {
-            if (!e->valid)
+            if (e->id.addr == 0)
                 break;  /* filled in order: one past a hole costs a miss */
             continue;
         }

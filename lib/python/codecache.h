@@ -49,7 +49,8 @@ struct ps_code_id {
  */
 struct ps_code_entry {
     _Alignas(64) struct {
-        uintptr_t addr, filename, name, qualname, linetable;
+        uintptr_t addr;         /* 0: an empty way */
+        uintptr_t filename, name, qualname, linetable;
         int32_t nunits;         /* code objects of more units are not cached */
         int32_t firstlineno;
     } id;
@@ -60,9 +61,8 @@ struct ps_code_entry {
      * that address's line. */
     int32_t memo_addr;
     int32_t memo_line;
-    unsigned skip : 1;          /* interpreter shim: not shown */
-    unsigned roles : 2;         /* PS_ROLE_* bits (ps_code_classify_with) */
-    uint8_t valid;
+    uint8_t skip;               /* interpreter shim: not shown */
+    uint8_t roles;              /* PS_ROLE_* bits (ps_code_classify_with) */
     uint8_t way;                /* its index in its set */
     /* In a set's first way only: the four ways' recency, 2 bits each (3:
      * the most recent, 0: the next to go).  The first way's line is read

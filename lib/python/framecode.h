@@ -87,9 +87,9 @@ static inline struct ps_code_entry *checked_code(const struct walk_codes *wc, ui
             return NULL;
     }
     /* The entry may have been replaced since (another code object's miss
-     * took its way): its address says so. */
+     * took its way) or emptied: its address says so (0 when empty). */
     const struct walk_code *k = &wc->slot[i];
-    if (k->read_no <= frame_read || !k->ce->valid || k->ce->id.addr != code)
+    if (k->read_no <= frame_read || k->ce->id.addr != code)
         return NULL;
     *words = k->words;
     return k->ce;

@@ -25,7 +25,7 @@ int main(void)
     uint64_t st[] = { ps_frame(PS_SYM_TRUNCATED, PS_LINE_NONE), ps_frame(f, 3) };
     CHECK_EQ_INT(ps_stacktab_add(&p->tab, th, st, 2, 2), 0);
     /* stands for a resolved code object */
-    p->cc.set[0].way[0].valid = 1;
+    p->cc.set[0].way[0].id.addr = 1;
     p->cc.set[0].way[0].func = f;
     ps_profile_unlock();
     char *out = text();
@@ -41,7 +41,7 @@ int main(void)
     CHECK_EQ_INT(p->tab.used, 0);
     CHECK_EQ_INT(ps_sym_python(&p->syms, "f", "app.py"), f);
     CHECK_EQ_INT(ps_sym_label(&p->syms, 5, "MainThread"), th);
-    CHECK_EQ_INT(p->cc.set[0].way[0].valid, 1);
+    CHECK_EQ_INT(p->cc.set[0].way[0].id.addr, 1);
     /* The ids still name the same symbols: a stack made with them before
      * the reset prints the same after it. */
     CHECK_EQ_INT(ps_stacktab_add(&p->tab, th, st, 2, 1), 0);
@@ -65,7 +65,7 @@ int main(void)
     CHECK_EQ_INT(ps_profile_reset(), 0);
     p = ps_profile_lock();
     CHECK(!ps_symtab_refused(&p->syms));
-    CHECK_EQ_INT(p->cc.set[0].way[0].valid, 0);
+    CHECK_EQ_INT(p->cc.set[0].way[0].id.addr, 0);
     uint32_t again = ps_sym_python(&p->syms, "gen4999", "gen.py");
     CHECK(again != PS_SYM_FUNCS_FULL);
     uint64_t st2[] = { ps_frame(again, 1) };
