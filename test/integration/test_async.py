@@ -106,6 +106,9 @@ def test_running_and_waiting_share(ctx):
     check_chains_possible(ctx, p)
 
 
+@harness.not_emulated("qemu-user stretches the tick's look at the running task and its walk "
+                       "of the thread, one after the other, to many 0.05 ms steps: 3-5 % of "
+                       "samples unmarked, failed twice in one CI run, on retry in another")
 def test_short_steps_keep_their_marker(ctx):
     """Forty tasks in steps of 0.05 ms (issue #35: 6 of 28 samples of a
     running task had no marker).  The tick reads the tasks, and which one
