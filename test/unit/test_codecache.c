@@ -17,46 +17,13 @@
 #include "python/codecache.h"
 #include "util/symtab.h"
 
-struct fake_str {
-    int64_t refcnt;
-    uintptr_t type;
-    int64_t length;
-    int64_t hash;
-    uint32_t state;
-    uint32_t pad;
-    char data[32];
-};
-
-struct fake_code {
-    int64_t refcnt;
-    uintptr_t type;
-    uintptr_t filename, name, linetable;
-    int64_t nunits;
-    int32_t firstlineno;
-    int32_t pad;
-};
-
-static char code_type;
+#include "fake_layout.h"
 
 static const struct ps_layout layout = {
     .hexversion = 0x030B0000,
     .minor = 11,
-    .ob_type = offsetof(struct fake_code, type),
-    .co_read = sizeof(struct fake_code),
-    .co_filename = offsetof(struct fake_code, filename),
-    .co_name = offsetof(struct fake_code, name),
-    .co_qualname = PS_NOFIELD,
-    .co_linetable = offsetof(struct fake_code, linetable),
-    .co_firstlineno = offsetof(struct fake_code, firstlineno),
+    FAKE_OBJECT_FIELDS,
     .co_nunits = offsetof(struct fake_code, nunits),
-    .str_length = offsetof(struct fake_str, length),
-    .str_state = offsetof(struct fake_str, state),
-    .str_ascii_data = offsetof(struct fake_str, data),
-    .str_compact_data = offsetof(struct fake_str, data),
-    .st_kind_shift = 2,
-    .st_compact_bit = 5,
-    .st_ascii_bit = 6,
-    .st_ready_bit = 7,
 };
 
 static struct ps_python py;
@@ -65,25 +32,11 @@ static struct fake_str file_str, name_str;
 enum { N = 4000 };
 static struct fake_code codes[N];
 
-static uintptr_t make_str(struct fake_str *s, const char *text)
+/* c as f in app.py at firstline, 40 code units long (codes[] and a reuse). */
+static void make_f(struct fake_code *c, int firstline)
 {
-    memset(s, 0, sizeof *s);
-    s->refcnt = 1;
-    s->length = (int64_t)strlen(text);
-    s->state = (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7);  /* kind 1, compact, ascii */
-    memcpy(s->data, text, strlen(text));
-    return (uintptr_t)s;
-}
-
-static void make_code(struct fake_code *c, int firstline)
-{
-    memset(c, 0, sizeof *c);
-    c->refcnt = 1;
-    c->type = (uintptr_t)&code_type;
-    c->name = (uintptr_t)&name_str;
-    c->filename = (uintptr_t)&file_str;
+    make_code(c, (uintptr_t)&name_str, (uintptr_t)&file_str, firstline);
     c->nunits = 40;
-    c->firstlineno = firstline;
 }
 
 static struct ps_code_entry *resolve(struct ps_codecache *c, struct ps_symtab *syms,
@@ -202,7 +155,7 @@ static void test_reused_address(struct ps_symtab *syms)
     for (int i = 1; i <= 4; i++)
         CHECK(resolve(&c, syms, same[i % 4]) != NULL);  /* same[0] most recent */
     int old_line = same[0]->firstlineno;
-    make_code(same[0], old_line + 1000);
+    make_f(same[0], old_line + 1000);
     uint64_t m = c.misses;
     struct ps_code_entry *e = resolve(&c, syms, same[0]);
     CHECK(e != NULL);
@@ -212,7 +165,7 @@ static void test_reused_address(struct ps_symtab *syms)
     for (int i = 1; i < 4; i++)
         CHECK(resolve(&c, syms, same[i]) != NULL);
     CHECK_EQ_INT(c.misses, m + 1);  /* the other three all still there */
-    make_code(same[0], old_line);
+    make_f(same[0], old_line);
     ps_codecache_free(&c);
 }
 
@@ -244,7 +197,7 @@ int main(void)
     make_str(&file_str, "app.py");
     make_str(&name_str, "f");
     for (int i = 0; i < N; i++)
-        make_code(&codes[i], i);
+        make_f(&codes[i], i);
     struct ps_symtab syms;
     CHECK_EQ_INT(ps_symtab_init(&syms, 1000), 0);
 

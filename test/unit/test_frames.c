@@ -4,7 +4,8 @@
  * aggregation of what they produce, on fake
  * interpreter memory built here: frame objects chained through f_back,
  * code objects whose type is "the" code type, and compact ASCII str
- * objects, laid out by a layout of our own (3.9-style frame objects).
+ * objects (fake_layout.h), laid out by a layout of our own (3.9-style
+ * frame objects).
  * Everything is read through ps_read(), as in a real process.
  */
 #include <errno.h>
@@ -23,27 +24,10 @@
 #include "profile/stacktab.h"
 #include "util/symtab.h"
 
-/* The fake objects.  Offsets in the layout below are offsetof these. */
-struct fake_str {
-    int64_t refcnt;
-    uintptr_t type;
-    int64_t length;
-    int64_t hash;
-    uint32_t state;
-    uint32_t pad;
-    char data[64];
-};
+#include "fake_layout.h"
 
-struct fake_code {
-    int64_t refcnt;
-    uintptr_t type;
-    uintptr_t filename, name, linetable;
-    int32_t firstlineno;
-    int32_t stacksize, nlocalsplus;  /* 3.11+ layout only (test_data_stack) */
-    int32_t pad;
-};
-
-/* A 3.11+-style frame on a data stack: FAKE_SPECIALS bytes, then locals. */
+/* The fake frames (the code and str objects are fake_layout.h's).
+ * A 3.11+-style frame on a data stack: FAKE_SPECIALS bytes, then locals. */
 struct fake_iframe {
     uintptr_t code, previous, instr;
     int8_t owner;
@@ -58,8 +42,6 @@ struct fake_frame {
     int32_t pad;
 };
 
-static char code_type;  /* its address is PyCode_Type */
-
 static const struct ps_layout layout = {
     .hexversion = 0x03090000,
     .minor = 9,
@@ -71,13 +53,7 @@ static const struct ps_layout layout = {
     .fr_pos = offsetof(struct fake_frame, lasti),
     .fr_owner = PS_NOFIELD,
     .fr_tlbc_index = PS_NOFIELD,
-    .ob_type = offsetof(struct fake_code, type),
-    .co_read = sizeof(struct fake_code),
-    .co_filename = offsetof(struct fake_code, filename),
-    .co_name = offsetof(struct fake_code, name),
-    .co_qualname = PS_NOFIELD,
-    .co_linetable = offsetof(struct fake_code, linetable),
-    .co_firstlineno = offsetof(struct fake_code, firstlineno),
+    FAKE_OBJECT_FIELDS,
     .co_nunits = PS_NOFIELD,
     .co_code_adaptive = PS_NOFIELD,
     .co_tlbc = PS_NOFIELD,
@@ -85,14 +61,6 @@ static const struct ps_layout layout = {
     .co_nlocalsplus = PS_NOFIELD,
     .fr_specials = PS_NOFIELD,
     .fr_is_entry = PS_NOFIELD,
-    .str_length = offsetof(struct fake_str, length),
-    .str_state = offsetof(struct fake_str, state),
-    .str_ascii_data = offsetof(struct fake_str, data),
-    .str_compact_data = offsetof(struct fake_str, data),
-    .st_kind_shift = 2,
-    .st_compact_bit = 5,
-    .st_ascii_bit = 6,
-    .st_ready_bit = 7,
 };
 
 static struct ps_python py;
@@ -102,26 +70,6 @@ static int walk_from(struct ps_walk_req rq, uintptr_t frame, struct ps_walk_res 
 {
     rq.frame = frame;
     return ps_walk(&rq, res);
-}
-
-static uintptr_t make_str(struct fake_str *s, const char *text)
-{
-    memset(s, 0, sizeof *s);
-    s->refcnt = 1;
-    s->length = (int64_t)strlen(text);
-    s->state = (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7);  /* kind 1, compact, ascii, ready */
-    memcpy(s->data, text, strlen(text));
-    return (uintptr_t)s;
-}
-
-static void make_code(struct fake_code *c, uintptr_t name, uintptr_t file, int firstline)
-{
-    memset(c, 0, sizeof *c);
-    c->refcnt = 1;
-    c->type = (uintptr_t)&code_type;
-    c->name = name;
-    c->filename = file;
-    c->firstlineno = firstline;
 }
 
 static void make_frame(struct fake_frame *f, struct fake_frame *back, struct fake_code *code)
