@@ -412,6 +412,61 @@ PS_TICK_PATH int ps_read_chain_in_scope(const struct ps_chain *c, uintptr_t src)
     return chain_read(c, src);
 }
 
+/* The words outside a scope: one ps_read() of the record (on the
+ * syscall path one system call, as the whole-object read was). */
+static __attribute__((noinline)) int words_read(uint64_t *dst, uintptr_t src, size_t len,
+                                                const uint32_t *off)
+{
+    uint8_t one[PS_WORDS_MAX_LEN];
+    if (ps_read(one, src, len) != 0)
+        return -1;
+    for (unsigned i = 0; i < PS_WORDS; i++)
+        memcpy(&dst[i], one + off[i], sizeof dst[i]);
+    return 0;
+}
+
+PS_TICK_PATH sigjmp_buf *ps_read_scope_held(void)
+{
+    if (scope_env != NULL && atomic_load_explicit(&guard_owner, memory_order_relaxed) == self_id())
+        return scope_env;
+    return NULL;
+}
+
+/* In the scope: jump_to and in_copy set once around all the loads
+ * (copy_jumping_to's order), no call between the checks and the loads.
+ * Out of line (noinline, like copy_in_scope and chain_in_scope), so that
+ * no load moves out of its window into a caller. */
+PS_TICK_PATH __attribute__((noinline)) int ps_read_words_in_scope(uint64_t *dst, uintptr_t src,
+                                                                size_t len, const uint32_t *off,
+                                                                sigjmp_buf *scope)
+{
+    /* 8 <= len <= PS_WORDS_MAX_LEN, and range_worth_reading(src, len) > 0
+     * in one compare (as chain_next): 4096 <= src <= PS_ADDR_LIMIT - len,
+     * both sides unsigned. */
+    if (len - 8u > PS_WORDS_MAX_LEN - 8u || src - 4096u > PS_ADDR_LIMIT - 4096u - len)
+        return -1;
+    /* Only the scope's thread has it (ps_read_scope_held), and it is
+     * still set: ps_read_in_scope's test, without the thread's id. */
+    if (scope == NULL || scope != scope_env)
+        return words_read(dst, src, len, off);
+    jump_to = scope;
+    in_copy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    _Static_assert(PS_WORDS == 9, "ps_read_words_in_scope loads 9 words");
+    dst[0] = guarded_word(src + off[0]);
+    dst[1] = guarded_word(src + off[1]);
+    dst[2] = guarded_word(src + off[2]);
+    dst[3] = guarded_word(src + off[3]);
+    dst[4] = guarded_word(src + off[4]);
+    dst[5] = guarded_word(src + off[5]);
+    dst[6] = guarded_word(src + off[6]);
+    dst[7] = guarded_word(src + off[7]);
+    dst[8] = guarded_word(src + off[8]);
+    atomic_signal_fence(memory_order_seq_cst);
+    in_copy = 0;
+    return 0;
+}
+
 PS_TICK_PATH int ps_read(void *dst, uintptr_t src, size_t n)
 {
     int r = range_worth_reading(src, n);

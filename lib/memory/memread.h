@@ -138,6 +138,39 @@ struct ps_chain {
 };
 int ps_read_chain_in_scope(const struct ps_chain *c, uintptr_t src);
 
+/*
+ * Words of one record read in one go (the walk's code objects,
+ * framecode.c): the 8 bytes at src + off[i] into dst[i], for each of the
+ * PS_WORDS offsets, each off[i] + 8 <= len (the caller's to keep: the
+ * range checked is [src, src + len)).  In a scope, one of the scope's
+ * reads: a fault jumps to the scope's point, in_copy is set around the
+ * loads alone, and only the words wanted are loaded, with no call to
+ * memcpy and no buffer of len bytes (a 3.13 code object's read was 144
+ * bytes copied for 9 words, then taken out of the copy one by one).
+ * Outside a scope, one ps_read() of the record's len bytes (at most
+ * PS_WORDS_MAX_LEN), the words taken from that copy.  0, or -1 if the
+ * record is not readable (len out of bounds as well).
+ *
+ * scope: ps_read_scope_held()'s answer, taken once by the caller inside
+ * its scope (the walk: once a walk, not once a read); the read is a
+ * scoped one only while that scope is still the one set.  What the check
+ * saves is the thread's id on every read (a call, and the registers kept
+ * across it: a third of the read); it is as safe, because only the
+ * scope's own thread ever has it: any other gets NULL.
+ *
+ * A fixed count: its one user reads 9 words (framecode.c, CW_COUNT), and
+ * a count given at run time cost a jump table and its check on every
+ * read.
+ */
+#define PS_WORDS 9
+#define PS_WORDS_MAX_LEN 1024
+int ps_read_words_in_scope(uint64_t *dst, uintptr_t src, size_t len, const uint32_t *off,
+                           sigjmp_buf *scope);
+
+/* The calling thread's read scope, where ps_read_in_scope would read in
+ * it (ps_read_scope set it in this thread's batch), else NULL. */
+sigjmp_buf *ps_read_scope_held(void);
+
 /* Convenience: one pointer-sized word. */
 static inline int ps_read_ptr(uintptr_t src, uintptr_t *out)
 {

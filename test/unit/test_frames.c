@@ -9,6 +9,7 @@
  * Everything is read through ps_read(), as in a real process.
  */
 #include <errno.h>
+#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -762,6 +763,71 @@ static void test_batch_words(void)
     munmap(map, 4096);
 }
 
+/*
+ * The code object's words (memread.h, ps_read_words_in_scope): the words
+ * at the offsets given, from one record; outside a scope one read of the
+ * record's bytes, so a record that passes a page's end is unreadable; in
+ * the thread's own scope (ps_read_scope_held) a fault jumps to the
+ * scope's point; a scope that has ended is never jumped to (the read goes
+ * ps_read's way and fails).
+ */
+static void test_code_words(void)
+{
+    uint8_t *map = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(map != MAP_FAILED);
+    CHECK_EQ_INT(munmap(map + 4096, 4096), 0);
+    uint8_t *rec = map + 4096 - 128;
+    for (int i = 0; i < 128; i++)
+        rec[i] = (uint8_t)i;
+    const uint32_t off[PS_WORDS] = { 0, 8, 16, 120, 4, 60, 64, 100, 112 };
+    uint64_t w[PS_WORDS];
+    CHECK(ps_read_scope_held() == NULL);
+    CHECK_EQ_INT(ps_read_words_in_scope(w, (uintptr_t)rec, 128, off, NULL), 0);
+    for (int i = 0; i < PS_WORDS; i++) {
+        uint64_t want;
+        memcpy(&want, rec + off[i], sizeof want);
+        CHECK_EQ_INT(w[i], want);
+    }
+    /* One byte too many, or too few to hold a word, or a record below
+     * the first page: unreadable. */
+    CHECK_EQ_INT(ps_read_words_in_scope(w, (uintptr_t)rec + 1, 128, off, NULL), -1);
+    CHECK_EQ_INT(ps_read_words_in_scope(w, (uintptr_t)rec, 7, off, NULL), -1);
+    CHECK_EQ_INT(ps_read_words_in_scope(w, 0x800, 128, off, NULL), -1);
+
+    ps_mem_enable_direct();
+    int held = ps_mem_batch_begin();
+    if (!held) {
+        printf("test_code_words: no direct path here, scope part skipped\n");
+        munmap(map, 4096);
+        return;
+    }
+    static sigjmp_buf env;
+    static volatile int jumped;
+    static sigjmp_buf *volatile scope;
+    jumped = 0;
+    if (sigsetjmp(env, 0) == 0) {
+        ps_read_scope(&env);
+        scope = ps_read_scope_held();
+        CHECK(scope == &env);
+        CHECK_EQ_INT(ps_read_words_in_scope(w, (uintptr_t)rec, 128, off, scope), 0);
+        CHECK_EQ_INT(w[3], 0x7f7e7d7c7b7a7978ull);
+        /* The last word lies past the page's end: the loads fault. */
+        const uint32_t past[PS_WORDS] = { 0, 0, 0, 0, 0, 0, 0, 0, 128 };
+        ps_read_words_in_scope(w, (uintptr_t)rec, 136, past, scope);
+        ps_read_scope_end();
+    } else {
+        ps_read_scope_end();
+        jumped = 1;
+    }
+    CHECK_EQ_INT(jumped, 1);
+    /* The scope ended: its handle is no longer one. */
+    CHECK(ps_read_scope_held() == NULL);
+    CHECK_EQ_INT(ps_read_words_in_scope(w, (uintptr_t)rec, 136, off, scope), -1);
+    CHECK_EQ_INT(ps_read_words_in_scope(w, (uintptr_t)rec, 128, off, scope), 0);
+    ps_mem_batch_end(held);
+    munmap(map, 4096);
+}
+
 int main(void)
 {
     CHECK_EQ_INT(ps_mem_init(), 0);
@@ -903,6 +969,7 @@ int main(void)
     test_walk_fault(&cc, &syms, &fr[2], &c_f);
     test_frame_batch(&cc, &syms, file);
     test_batch_words();
+    test_code_words();
 
     ps_codecache_clear(&cc);
     ps_codecache_free(&cc);
