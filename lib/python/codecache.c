@@ -9,9 +9,10 @@
  * An address alone proves nothing: functions made by exec() or lambdas in a
  * loop are freed, and a new code object may land at the same address.  So
  * every lookup compares, besides the address, the identity snapshot taken
- * from the *current* bytes of the object (the caller copies them for the
- * type check anyway): the pointers to co_filename, co_name, co_qualname and
- * the line table, co_firstlineno and the bytecode length.  A new code object
+ * from the *current* bytes of the object (the walk reads them with its
+ * type: framecode.h; codecache.h, enum ps_code_word): the pointers to
+ * co_filename, co_name, co_qualname and the line table, co_firstlineno
+ * and the bytecode length.  A new code object
  * at the same address owns a new line table object; for all of these to
  * match, the new object would need the same names, the same first line, the
  * same length, and a line table allocated at exactly the old one's address
@@ -35,6 +36,12 @@
  * been overtaken.  Skipping that read (trusting a cached entry because the
  * frame's code pointer is unchanged) is what would break the guarantee, and
  * is not done.
+ *
+ * A read may find its entry without the set's lookup: the walk compares
+ * the words it read with the entry its own earlier read of the same code
+ * object found (framecode.h).  That is the same comparison, of bytes
+ * read now, with the entry the lookup would have found; nothing is
+ * trusted for having matched before.
  *
  * Within one walk, one read of a code object serves the frames whose bytes
  * were copied *before* it (framecode.h, struct walk_codes: a recursive stack
@@ -125,28 +132,20 @@ void ps_codecache_clear(struct ps_codecache *c)
     }
 }
 
-static void snapshot_id(const struct ps_layout *L, uintptr_t addr, const uint8_t *snap,
-                        struct ps_code_id *id)
+/* The identity words of the code object whose L.co_read bytes are snap
+ * (codecache.h): what the walk reads of the object itself, taken here from
+ * a whole copy (ps_code_resolve's callers). */
+static void snapshot_words(const struct ps_layout *L, const uint8_t *snap, uint64_t *w)
 {
-    id->addr = addr;
-    id->filename = ps_ptr_at(snap, L->co_filename);
-    id->name = ps_ptr_at(snap, L->co_name);
-    id->qualname = ps_ptr_at(snap, L->co_qualname);
-    id->linetable = ps_ptr_at(snap, L->co_linetable);
-    id->nunits = 0;
+    w[PS_CODE_FILENAME] = ps_ptr_at(snap, L->co_filename);
+    w[PS_CODE_NAME] = ps_ptr_at(snap, L->co_name);
+    w[PS_CODE_QUALNAME] = ps_ptr_at(snap, L->co_qualname);
+    w[PS_CODE_LINETABLE] = ps_ptr_at(snap, L->co_linetable);
+    w[PS_CODE_NUNITS] = 0;
     if (L->co_nunits != PS_NOFIELD)
-        memcpy(&id->nunits, snap + L->co_nunits, sizeof id->nunits);
-    memcpy(&id->firstlineno, snap + L->co_firstlineno, sizeof id->firstlineno);
-}
-
-/* Field by field: cheaper than memcmp (and blind to padding); the line
- * table's address, the likeliest to differ, first.  e's nunits is 32 bits:
- * a code object of more units never has an entry (refill). */
-static int same_id(const struct ps_code_entry *e, const struct ps_code_id *b)
-{
-    return e->id.linetable == b->linetable && e->id.filename == b->filename &&
-           e->id.name == b->name && e->id.qualname == b->qualname &&
-           e->id.nunits == b->nunits && e->id.firstlineno == b->firstlineno;
+        memcpy(&w[PS_CODE_NUNITS], snap + L->co_nunits, sizeof w[PS_CODE_NUNITS]);
+    w[PS_CODE_FIRSTLINENO] = 0;
+    memcpy(&w[PS_CODE_FIRSTLINENO], snap + L->co_firstlineno, sizeof(int32_t));
 }
 
 /* The registered classifiers, by role bit (ps_code_classify_with). */
@@ -216,24 +215,6 @@ static int fill(struct ps_code_set *st, int w, const struct ps_python *py,
     return 0;
 }
 
-/* Way w was used: the ways more recent than it age by one, and it
- * becomes the most recent.  The ages of the ways in use stay distinct
- * (from 3 down), and an unused way has 0 unless a refill of it failed; a
- * full set's 0 is its least recently used way.  Written only on a change. */
-static inline void touch(struct ps_code_set *st, int w)
-{
-    unsigned ages = st->way[0].ages, a = (ages >> (2 * w)) & 3u;
-    if (a == 3u)
-        return;
-    unsigned next = 0;
-    for (int v = 0; v < PS_CODECACHE_WAYS; v++) {
-        unsigned av = (ages >> (2 * v)) & 3u;
-        av = v == w ? 3u : av > a ? av - 1 : av;
-        next |= av << (2 * v);
-    }
-    st->way[0].ages = (uint8_t)next;
-}
-
 /* The way a miss refills: one that held this address (its code object
  * was freed and the address reused: that entry can never hit again), else
  * an empty one, else the least recently used. */
@@ -258,7 +239,7 @@ static int32_t line_of(const struct ps_code_set *st, const struct ps_code_entry 
 /* The miss path: way w of st is refilled for id.  Out of line: the hit
  * path is what runs for nearly every frame. */
 static __attribute__((noinline)) struct ps_code_entry *
-refill(struct ps_codecache *c, struct ps_code_set *st, int w, const struct ps_code_id *id,
+refill(struct ps_codecache *c, struct ps_code_set *st, int w, uintptr_t addr, const uint64_t *id,
        const struct ps_python *py, struct ps_symtab *syms, int lines)
 {
     c->misses++;
@@ -266,16 +247,17 @@ refill(struct ps_codecache *c, struct ps_code_set *st, int w, const struct ps_co
     /* nunits is kept in 32 bits (the entry is one line): more would not
      * compare exactly, so such a code object is not cached (its frames
      * are dropped, as for a code object that cannot be read). */
-    if (id->nunits < INT32_MIN || id->nunits > INT32_MAX)
+    int64_t nunits = (int64_t)id[PS_CODE_NUNITS];
+    if (nunits < INT32_MIN || nunits > INT32_MAX)
         return NULL;
     struct ps_code_entry *e = &st->way[w];
-    e->id.addr = id->addr;
-    e->id.filename = id->filename;
-    e->id.name = id->name;
-    e->id.qualname = id->qualname;
-    e->id.linetable = id->linetable;
-    e->id.nunits = (int32_t)id->nunits;
-    e->id.firstlineno = id->firstlineno;
+    e->id.addr = addr;
+    e->id.filename = id[PS_CODE_FILENAME];
+    e->id.name = id[PS_CODE_NAME];
+    e->id.qualname = id[PS_CODE_QUALNAME];
+    e->id.linetable = id[PS_CODE_LINETABLE];
+    e->id.nunits = (int32_t)nunits;
+    e->id.firstlineno = ps_code_lo32(id[PS_CODE_FIRSTLINENO]);
     e->way = (uint8_t)w;
     if (fill(st, w, py, syms, lines) != 0) {
         drop(st, w);
@@ -283,52 +265,48 @@ refill(struct ps_codecache *c, struct ps_code_set *st, int w, const struct ps_co
     }
     e->memo_addr = -1;
     e->memo_line = line_of(st, e, -1);
-    touch(st, w);
+    ps_code_touch(st, w);
     return e;
 }
 
-/*
- * Code objects made together (a module's, a class's functions) sit a few
- * hundred bytes apart, and a walk meets them together: their sets follow
- * their addresses (bits 8 and up, in order) so that a walk's entries share
- * a few pages of the table instead of taking one page each (4096 sets of
- * 320 bytes: 1.25 MB, 320 pages, each a TLB miss for the tick that starts
- * cold after its sleep).  The 1 MiB region the address is in is
- * hashed and added, so that objects at one offset of different regions
- * (arenas, heaps) spread over the sets as a hash would spread them.
- */
-PS_TICK_PATH size_t ps_code_set(const struct ps_codecache *c, uintptr_t addr)
+/* Out of line, for the tests (codecache.h, ps_code_set_of). */
+size_t ps_code_set(const struct ps_codecache *c, uintptr_t addr)
 {
-    size_t region = (size_t)((uint64_t)(addr >> 20) * 0x9E3779B97F4A7C15ull >> 32);
-    return ((size_t)(addr >> 8) + region) & (c->sets - 1);
+    return ps_code_set_of(c, addr);
 }
 
-PS_TICK_PATH struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
-                                      const struct ps_python *py,
-                                      struct ps_symtab *syms, int lines,
-                                      uintptr_t addr, const uint8_t *snap)
+PS_TICK_PATH struct ps_code_entry *ps_code_resolve_words(struct ps_codecache *c,
+                                                        const struct ps_python *py,
+                                                        struct ps_symtab *syms, int lines,
+                                                        uintptr_t addr, const uint64_t *w)
 {
-    struct ps_code_id id;
-    snapshot_id(&py->L, addr, snap, &id);
-
-    struct ps_code_set *st = &c->set[ps_code_set(c, addr)];
+    struct ps_code_set *st = &c->set[ps_code_set_of(c, addr)];
     int stale = -1;
-    for (int w = 0; w < PS_CODECACHE_WAYS; w++) {
-        struct ps_code_entry *e = &st->way[w];
+    for (int v = 0; v < PS_CODECACHE_WAYS; v++) {
+        struct ps_code_entry *e = &st->way[v];
         if (e->id.addr != addr) {
             if (e->id.addr == 0)
                 break;  /* filled in order: one past a hole costs a miss */
             continue;
         }
-        if (!same_id(e, &id)) {
-            stale = w;
+        if (!ps_code_same(e, addr, w)) {
+            stale = v;
             continue;
         }
-        touch(st, w);
+        ps_code_touch(st, v);
         c->hits++;
         return e;
     }
-    return refill(c, st, victim_of(st, stale), &id, py, syms, lines);
+    return refill(c, st, victim_of(st, stale), addr, w, py, syms, lines);
+}
+
+struct ps_code_entry *ps_code_resolve(struct ps_codecache *c, const struct ps_python *py,
+                                      struct ps_symtab *syms, int lines, uintptr_t addr,
+                                      const uint8_t *snap)
+{
+    uint64_t w[PS_CODE_ID_WORDS];
+    snapshot_words(&py->L, snap, w);
+    return ps_code_resolve_words(c, py, syms, lines, addr, w);
 }
 
 /* The line of addr in e, of set st. */

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "python/linetable.h"
 #include "python/runtime.h"
@@ -33,12 +34,24 @@ typedef int (*ps_code_classifier)(const char *name, const char *file);
 void ps_code_classify_with(unsigned role, ps_code_classifier fn);
 
 /* What identifies a code object beyond its address, as read from its
- * current bytes (see codecache.c). */
-struct ps_code_id {
-    uintptr_t addr, filename, name, qualname, linetable;
-    int64_t nunits;
-    int32_t firstlineno;
+ * current bytes (see codecache.c): words in this order, each the 8 bytes
+ * at its field (framecode.c reads them so, memread.h ps_read_words_in_scope),
+ * 0 for a field the version does not have.  co_firstlineno is an int:
+ * only its own 4 bytes, the first of its word, are compared (ps_code_lo32);
+ * ob_size (the code units) is a whole word. */
+enum ps_code_word {
+    PS_CODE_LINETABLE, PS_CODE_FILENAME, PS_CODE_NAME, PS_CODE_QUALNAME, PS_CODE_NUNITS,
+    PS_CODE_FIRSTLINENO,
+    PS_CODE_ID_WORDS
 };
+
+/* The int in the first 4 bytes of word w (as they lay in memory). */
+static inline int32_t ps_code_lo32(uint64_t w)
+{
+    int32_t v;
+    memcpy(&v, &w, sizeof v);
+    return v;
+}
 
 /*
  * One cache line, 64-byte aligned: what a lookup compares and everything
@@ -70,6 +83,19 @@ struct ps_code_entry {
     uint8_t ages;
 };
 
+/* Whether e is the entry of the code object at addr whose identity words
+ * are w (the comparison every hit makes, codecache.c): field by field,
+ * the line table's address, the likeliest to differ, first.  e's nunits
+ * is 32 bits: a code object of more units never has an entry (refill). */
+static inline int ps_code_same(const struct ps_code_entry *e, uintptr_t addr, const uint64_t *w)
+{
+    return e->id.addr == addr && e->id.linetable == w[PS_CODE_LINETABLE] &&
+           e->id.filename == w[PS_CODE_FILENAME] && e->id.name == w[PS_CODE_NAME] &&
+           e->id.qualname == w[PS_CODE_QUALNAME] &&
+           (int64_t)e->id.nunits == (int64_t)w[PS_CODE_NUNITS] &&
+           e->id.firstlineno == ps_code_lo32(w[PS_CODE_FIRSTLINENO]);
+}
+
 #define PS_CODECACHE_WAYS 4
 
 /* A set: four entries, then the ways' line tables, 320 bytes in a row. */
@@ -92,9 +118,61 @@ struct ps_codecache {
 int ps_codecache_init(struct ps_codecache *c, size_t max_entries);
 /* Clears c and unmaps its table. */
 void ps_codecache_free(struct ps_codecache *c);
-/* The set of c that the code object at addr is kept in (codecache.c says
- * how it is chosen). */
+/*
+ * The set of c that the code object at addr is kept in.  Code objects
+ * made together (a module's, a class's functions) sit a few hundred bytes
+ * apart, and a walk meets them together: their sets follow their
+ * addresses (bits 8 and up, in order) so that a walk's entries share a
+ * few pages of the table instead of taking one page each (4096 sets of
+ * 320 bytes: 1.25 MB, 320 pages, each a TLB miss for the tick that starts
+ * cold after its sleep).  The 1 MiB region the address is in is hashed
+ * and added, so that objects at one offset of different regions (arenas,
+ * heaps) spread over the sets as a hash would spread them.
+ */
+static inline size_t ps_code_set_of(const struct ps_codecache *c, uintptr_t addr)
+{
+    size_t region = (size_t)((uint64_t)(addr >> 20) * 0x9E3779B97F4A7C15ull >> 32);
+    return ((size_t)(addr >> 8) + region) & (c->sets - 1);
+}
 size_t ps_code_set(const struct ps_codecache *c, uintptr_t addr);
+
+/* Way w of st was used: the ways more recent than it age by one, and it
+ * becomes the most recent.  The ages of the ways in use stay distinct
+ * (from 3 down), and an unused way has 0 unless a refill of it failed; a
+ * full set's 0 is its least recently used way.  Written only on a change. */
+static inline void ps_code_touch(struct ps_code_set *st, int w)
+{
+    unsigned ages = st->way[0].ages, a = (ages >> (2 * w)) & 3u;
+    if (a == 3u)
+        return;
+    unsigned next = 0;
+    for (int v = 0; v < PS_CODECACHE_WAYS; v++) {
+        unsigned av = (ages >> (2 * v)) & 3u;
+        av = v == w ? 3u : av > a ? av - 1 : av;
+        next |= av << (2 * v);
+    }
+    st->way[0].ages = (uint8_t)next;
+}
+
+/* The hit path of ps_code_resolve_words, for the walk to inline: the
+ * entry of the code object at addr with identity words w, its recency
+ * touched, or NULL, for ps_code_resolve_words to look again and refill
+ * (a miss: a few a run).  Counts nothing. */
+static inline struct ps_code_entry *ps_code_hit(struct ps_codecache *c, uintptr_t addr,
+                                                const uint64_t *w)
+{
+    struct ps_code_set *st = &c->set[ps_code_set_of(c, addr)];
+    for (int v = 0; v < PS_CODECACHE_WAYS; v++) {
+        struct ps_code_entry *e = &st->way[v];
+        if (ps_code_same(e, addr, w)) {
+            ps_code_touch(st, v);
+            return e;
+        }
+        if (e->id.addr == 0)
+            break;  /* filled in order (ps_code_resolve_words) */
+    }
+    return NULL;
+}
 void ps_codecache_clear(struct ps_codecache *c);
 
 /*
@@ -108,6 +186,12 @@ struct ps_code_entry *ps_code_resolve(struct ps_codecache *c,
                                             const struct ps_python *py,
                                             struct ps_symtab *syms, int lines,
                                             uintptr_t addr, const uint8_t *snap);
+
+/* The same from the identity words w (enum ps_code_word) read from the
+ * object's current bytes, the walk's way (framecode.c). */
+struct ps_code_entry *ps_code_resolve_words(struct ps_codecache *c, const struct ps_python *py,
+                                            struct ps_symtab *syms, int lines, uintptr_t addr,
+                                            const uint64_t *w);
 
 /* Line for an address in the format's unit (firstlineno if unknown).  The
  * memo is checked inline (a caller frame sits at the same call instruction
