@@ -30,22 +30,6 @@ __attribute__((noinline)) int64_t ps_framecode_tlbc_addr(const struct ps_layout 
     return INT64_MIN;
 }
 
-/* Words a frame of the code whose snapshot is co takes on the data stack
- * (3.11+: FRAME_SPECIALS_SIZE, the words before localsplus, + co_nlocalsplus
- * + co_stacksize, which is co_framesize where that exists), or 0 where there
- * is no data stack (3.9/3.10). */
-static uint64_t frame_words(const struct walk_plan *p, const uint8_t *co)
-{
-    int32_t stacksize, nlocalsplus;
-    if (!p->has_words)
-        return 0;
-    memcpy(&stacksize, co + p->co_stacksize, sizeof stacksize);
-    memcpy(&nlocalsplus, co + p->co_nlocalsplus, sizeof nlocalsplus);
-    if (stacksize < 0 || nlocalsplus < 0)
-        return 0;
-    return p->specials_words + (uint64_t)stacksize + (uint64_t)nlocalsplus;
-}
-
 /* The other slot of the code object in slot k (framecode.h, code_slot2). */
 static size_t other_slot(uintptr_t code, size_t k)
 {
@@ -82,41 +66,101 @@ static size_t slot_for(struct walk_codes *wc, uintptr_t code)
     return older;
 }
 
-/* Keeps code's entry in wc, where slot_for says. */
-static void code_checked(struct walk_codes *wc, uintptr_t code, struct ps_code_entry *ce,
-                         uint64_t words, uint64_t read_no)
+/* Words a frame of the code whose words are w takes on the data stack
+ * (3.11+: FRAME_SPECIALS_SIZE, the words before localsplus, + co_nlocalsplus
+ * + co_stacksize, which is co_framesize where that exists), or 0 where there
+ * is no data stack (3.9/3.10). */
+static inline uint64_t frame_words(const struct walk_plan *p, const uint64_t *w)
 {
-    if (wc == NULL)
-        return;
-    size_t i = slot_for(wc, code);
-    wc->code[i] = code;
-    wc->slot[i] = (struct walk_code){ .read_no = read_no, .ce = ce, .words = words };
+    if (!p->has_words)
+        return 0;
+    int32_t stacksize = ps_code_lo32(w[CW_STACKSIZE]);
+    int32_t nlocalsplus = ps_code_lo32(w[CW_NLOCALSPLUS]);
+    if (stacksize < 0 || nlocalsplus < 0)
+        return 0;
+    return p->specials_words + (uint64_t)stacksize + (uint64_t)nlocalsplus;
 }
 
-/* The code object at code, read now (after the frame that points to it
- * was copied): 1 with *cep and *words set, 0 for an entry frame's None
- * (3.13+), or a PS_WALK_ error.  Out of line: in a deep walk most frames
- * are served by walk_codes, and its 1 KiB buffer stays off the walk's
- * stack. */
-PS_TICK_PATH __attribute__((noinline)) int ps_framecode_read(const struct walk_plan *p, struct walk_codes *wc,
-                                                uintptr_t code, struct ps_code_entry **cep,
-                                                uint64_t *words)
+/* The rest of ps_framecode_read where its own path does not serve: a
+ * frame on its own (wc NULL), a code object whose two slots are both
+ * taken by others, or one the cache's hit path did not find (a miss,
+ * refilled).  Keeps code's entry in wc's slot as that path does. */
+static __attribute__((noinline)) int framecode_miss(const struct walk_plan *p,
+                                                    struct walk_codes *wc, uintptr_t code,
+                                                    const uint64_t *w, uint64_t n,
+                                                    struct ps_code_entry **cep)
 {
-    uint8_t co[1024];
-    uintptr_t type;
-    if (ps_read_in_scope(co, code, p->co_read) != 0)
+    struct ps_code_entry *ce;
+    if (wc == NULL) {
+        ce = ps_code_resolve_words(p->cc, p->py, p->syms, p->lines, code, w);
+        if (ce == NULL)
+            return PS_WALK_UNREADABLE;
+    } else {
+        uint64_t read_no = ++wc->reads;
+        size_t i = slot_for(wc, code);
+        ce = wc->code[i] == code ? wc->slot[i].ce : NULL;
+        if (ce == NULL || !ps_code_same(ce, code, w))
+            ce = ps_code_resolve_words(p->cc, p->py, p->syms, p->lines, code, w);
+        else
+            p->cc->hits++;
+        if (ce == NULL)
+            return PS_WALK_UNREADABLE;
+        wc->code[i] = code;
+        wc->slot[i] = (struct walk_code){ .read_no = read_no, .ce = ce, .words = n };
+    }
+    *cep = ce;
+    return 1;
+}
+
+PS_TICK_PATH __attribute__((noinline)) int ps_framecode_read(const struct walk_plan *p,
+                                                          struct walk_codes *wc, uintptr_t code,
+                                                          struct ps_code_entry **cep,
+                                                          uint64_t *words)
+{
+    _Static_assert(CW_COUNT == PS_WORDS, "a code object is read in one ps_read_words_in_scope");
+    uint64_t w[CW_COUNT];
+    if (ps_read_words_in_scope(w, code, p->co_read, p->co_word, p->scope) != 0)
         return PS_WALK_UNREADABLE;
-    uint64_t read_no = wc != NULL ? ++wc->reads : 0;
-    memcpy(&type, co + p->ob_type, sizeof type);
-    if (type != p->code_type) {
+    if (w[CW_TYPE] != p->code_type) {
         /* 3.13+ entry frames hold None; elsewhere this is a frame that
          * was popped and reused while we looked. */
         return p->none_is_entry ? 0 : PS_WALK_INCONSISTENT;
     }
-    *words = frame_words(p, co);
-    *cep = ps_code_resolve(p->cc, p->py, p->syms, p->lines, code, co);
-    if (*cep == NULL)
-        return PS_WALK_UNREADABLE;
-    code_checked(wc, code, *cep, *words, read_no);
+    if (p->co_lacks) {
+        w[PS_CODE_QUALNAME] &= p->keep_qualname;
+        w[PS_CODE_NUNITS] &= p->keep_nunits;
+    }
+    uint64_t n = frame_words(p, w);
+    *words = n;
+    struct ps_code_entry *ce;
+    if (wc == NULL) {
+        /* 3.9/3.10's first frames, read one at a time, and a frame on
+         * its own: no slot, the cache's hit path. */
+        ce = ps_code_hit(p->cc, code, w);
+        if (ce == NULL)
+            return framecode_miss(p, wc, code, w, n, cep);
+        p->cc->hits++;
+        *cep = ce;
+        return 1;
+    }
+    /* Its slot: its own or an empty one of its two (else the miss path
+     * makes room: slot_for). */
+    uint64_t h = code_hash(code);
+    size_t i = code_slot(h);
+    if (wc->code[i] != code && wc->code[i] != 0) {
+        i = code_slot2(h);
+        if (wc->code[i] != code && wc->code[i] != 0)
+            return framecode_miss(p, wc, code, w, n, cep);
+    }
+    ce = wc->code[i] == code ? wc->slot[i].ce : NULL;
+    if (ce == NULL || !ps_code_same(ce, code, w)) {
+        ce = ps_code_hit(p->cc, code, w);
+        if (ce == NULL)
+            return framecode_miss(p, wc, code, w, n, cep);
+    }
+    p->cc->hits++;
+    wc->code[i] = code;
+    wc->slot[i] = (struct walk_code){ .read_no = ++wc->reads, .ce = ce, .words = n };
+    *cep = ce;
     return 1;
 }

@@ -95,11 +95,31 @@ static inline struct ps_code_entry *checked_code(const struct walk_codes *wc, ui
     return k->ce;
 }
 
-/* The code object at code, read now (after the frame that points to it
+/*
+ * The code object at code, read now (after the frame that points to it
  * was copied): 1 with *cep and *words set, 0 for an entry frame's None
- * (3.13+), or a PS_WALK_ error.  Out of line: in a deep walk most frames
- * are served by walk_codes, and its 1 KiB buffer stays off the walk's
- * stack. */
+ * (3.13+), or a PS_WALK_ error.  wc may be NULL (a frame on its own, and
+ * 3.9/3.10's first frames, read one at a time).  Out of line: in a deep
+ * walk most frames are served by walk_codes (inlined into the walk, it
+ * saved ~30 instructions a read but cost the deep walk's loop 2 a frame).
+ *
+ * What one read costs (issue #36 item 3: 11 a 10-frame walk, 56 in a
+ * 1000-deep one on 3.13).  Only the object's words the walk uses are
+ * read, in the walk's scope, straight into an array of them
+ * (ps_read_words_in_scope), not co_read bytes into a 1 KiB buffer to be
+ * picked apart after.  They are compared with an entry as read: where the
+ * walk's table already holds this code object from an earlier read (read
+ * too late for this frame), that read's entry is compared first, and a
+ * match is the entry the cache's lookup would have found (the one of its
+ * set with this address and identity) without the lookup; its recency is
+ * then left as that earlier lookup of the walk set it.  Else the cache's
+ * hit path, inlined (ps_code_hit); only a miss, or a code object whose
+ * two slots are both taken, goes further out of line.  (Counting the
+ * walk's hits in wc, to add them to the cache's count once a walk, cost
+ * the 3.9/3.10 batch loop 5 instructions a frame: counted as before.)
+ * The read itself is never skipped: every frame's identity is still
+ * compared with bytes read after the frame was (codecache.c).
+ */
 int ps_framecode_read(const struct walk_plan *p, struct walk_codes *wc, uintptr_t code,
                       struct ps_code_entry **cep, uint64_t *words);
 

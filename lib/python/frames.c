@@ -477,8 +477,9 @@ PS_TICK_PATH static __attribute__((noinline)) int walk_frames(const struct ps_wa
 /*
  * One recovery point per walk.  The walk's own reads of the
  * frames (frame_read, 3.9/3.10's chain reads: batch_fill) and of the
- * code objects (ps_framecode_read) are
- * ps_read_in_scope() reads: a fault in one of them jumps
+ * code objects (ps_framecode_read) are the scope's reads
+ * (ps_read_in_scope, ps_read_chain_in_scope, ps_read_words_in_scope, with
+ * the scope the plan took): a fault in one of them jumps
  * here and the walk is reported unreadable, exactly what that read's
  * -1 would have led to (a failed frame or code object read ends the walk
  * so), without a sigsetjmp per read.  The chunk headers' reads, rare, are
@@ -493,14 +494,18 @@ PS_TICK_PATH static __attribute__((noinline)) int walk_frames(const struct ps_wa
  * undefined and walk_thread() discards or rewrites on its retry; *res is
  * only written once the walk has ended without a fault.
  * What is shared -- the code cache and the symbol table -- is only changed
- * inside ps_code_resolve(), and no scoped read runs there: its own reads
- * (refill: names, line table) are plain ps_read()s that recover by
+ * inside ps_code_resolve_words(), and no scoped read runs there: its own
+ * reads (refill: names, line table) are plain ps_read()s that recover by
  * themselves, as does the 3.14t bytecode lookup (ps_framecode_tlbc_addr).
+ * Outside it the walk writes the cache only by single stores made
+ * between its reads, never during one: a hit's recency byte
+ * (ps_code_hit), a line memo (ps_code_line), the hit count.
  * No lock is taken and nothing is allocated by the walk outside
- * ps_code_resolve().
+ * ps_code_resolve_words().
  * So a jump never leaves shared state half-updated; what it abandons is
  * the walk.  A change that makes the walk write shared state outside
- * ps_code_resolve, or call a scoped read from inside it, breaks this.
+ * ps_code_resolve_words but by such stores, or call a scoped read from
+ * inside it, breaks this.
  */
 PS_TICK_PATH int ps_walk(const struct ps_walk_req *rq, struct ps_walk_res *res)
 {

@@ -32,6 +32,11 @@ static int within(uint32_t off, uint32_t width, uint32_t n)
     return off != PS_NOFIELD && (uint64_t)off + width <= n;
 }
 
+static inline uint32_t max32(uint32_t a, uint32_t b)
+{
+    return a > b ? a : b;
+}
+
 PS_TICK_PATH int ps_walk_plan_init(struct walk_plan *p, const struct ps_python *py,
                                    struct ps_codecache *cc, struct ps_symtab *syms, int lines)
 {
@@ -42,6 +47,24 @@ PS_TICK_PATH int ps_walk_plan_init(struct walk_plan *p, const struct ps_python *
         !within(L->ob_type, 8, L->co_read) ||
         (L->fr_owner != PS_NOFIELD && !within(L->fr_owner, 1, L->fr_read)) ||
         (L->fr_is_entry != PS_NOFIELD && !within(L->fr_is_entry, 1, L->fr_read)))
+        return PS_WALK_UNREADABLE;
+    /* The code object's words (framecode.c), straight-line, once a walk
+     * (with the scope, 125 instructions more a plan on 3.13.0, 166 -> 291,
+     * what one code read saves; a loop over the nine cost 11 more): a
+     * field the version lacks is read at ob_type's offset, then masked
+     * (keep_), or not used (the two ints but with has_words).  All must
+     * lie within co_read, as ps_read_words_in_scope needs: checked on the
+     * largest (PS_NOFIELD, for one of the four that must be there, is
+     * above any co_read). */
+    const uint32_t t = L->ob_type;
+    const uint32_t qualname = L->co_qualname != PS_NOFIELD ? L->co_qualname : t;
+    const uint32_t nunits = L->co_nunits != PS_NOFIELD ? L->co_nunits : t;
+    const uint32_t stacksize = L->co_stacksize != PS_NOFIELD ? L->co_stacksize : t;
+    const uint32_t nlocalsplus = L->co_nlocalsplus != PS_NOFIELD ? L->co_nlocalsplus : t;
+    uint32_t top = max32(max32(max32(L->co_linetable, L->co_filename),
+                               max32(L->co_name, L->co_firstlineno)),
+                         max32(max32(qualname, nunits), max32(stacksize, nlocalsplus)));
+    if ((uint64_t)top + 8 > L->co_read)
         return PS_WALK_UNREADABLE;
     int interp = L->frame_kind == PS_FRAMES_INTERP, owner = L->fr_owner != PS_NOFIELD;
     /* frame_words() below: all four are needed for a frame's size. */
@@ -55,7 +78,16 @@ PS_TICK_PATH int ps_walk_plan_init(struct walk_plan *p, const struct ps_python *
         .code_type = py->code_type,
         /* No owner field (3.9/3.10): byte 0 against a bound no int8 reaches. */
         .fr_owner = owner ? L->fr_owner : 0, .first_native = owner ? L->owner_first_native : 128,
-        .co_stacksize = L->co_stacksize, .co_nlocalsplus = L->co_nlocalsplus,
+        .co_word = {
+            [PS_CODE_LINETABLE] = L->co_linetable, [PS_CODE_FILENAME] = L->co_filename,
+            [PS_CODE_NAME] = L->co_name, [PS_CODE_QUALNAME] = qualname,
+            [PS_CODE_NUNITS] = nunits, [PS_CODE_FIRSTLINENO] = L->co_firstlineno,
+            [CW_TYPE] = t, [CW_STACKSIZE] = stacksize, [CW_NLOCALSPLUS] = nlocalsplus,
+        },
+        .keep_qualname = L->co_qualname != PS_NOFIELD ? ~(uint64_t)0 : 0,
+        .keep_nunits = L->co_nunits != PS_NOFIELD ? ~(uint64_t)0 : 0,
+        .co_lacks = L->co_qualname == PS_NOFIELD || L->co_nunits == PS_NOFIELD,
+        .scope = ps_read_scope_held(),
         .specials_words = has_words ? L->fr_specials / 8u : 0, .has_words = (uint8_t)has_words,
         .co_code_adaptive = L->co_code_adaptive,
         .objects = L->frame_kind == PS_FRAMES_OBJECT, .interp = (uint8_t)interp,

@@ -8,7 +8,17 @@
 
 #include <stdint.h>
 
+#include "memory/memread.h"
+#include "python/codecache.h"
 #include "python/frames.h"
+
+/* The words of a code object the walk reads (framecode.c), their order
+ * in walk_plan.co_word: the identity (codecache.h, enum ps_code_word),
+ * then the type and the two ints of a frame's size (3.11+). */
+enum {
+    CW_TYPE = PS_CODE_ID_WORDS, CW_STACKSIZE, CW_NLOCALSPLUS,
+    CW_COUNT
+};
 
 /*
  * The walk's plan: what the walk and resolve() use of the layout, taken
@@ -31,7 +41,17 @@ struct walk_plan {
     uint32_t fr_is_entry;          /* PS_NOFIELD but on 3.11 */
     int first_native;              /* owner >= this: not a Python frame (128: never) */
     uintptr_t code_tag_mask, code_type;
-    uint32_t co_stacksize, co_nlocalsplus, co_code_adaptive;
+    uint32_t co_code_adaptive;
+    /* Offsets of the code object's words (CW_*, PS_CODE_*), each within
+     * co_read; a field the version lacks is read at ob_type's, and its
+     * word then masked to 0 (keep_: ~0 where the field exists; of the
+     * identity's, only co_qualname and ob_size may be missing). */
+    uint32_t co_word[CW_COUNT];
+    uint64_t keep_qualname, keep_nunits;
+    uint8_t co_lacks;              /* either is missing (3.9/3.10): mask them */
+    /* The walk's read scope (ps_read_scope_held, taken with the plan, in
+     * ps_walk's scope), or NULL: the code objects' reads (framecode.c). */
+    sigjmp_buf *scope;
     uint64_t specials_words;       /* FRAME_SPECIALS_SIZE in words */
     uint8_t objects;               /* 3.9/3.10: frame objects, refcount checks */
     uint8_t interp;                /* 3.11+: data-stack frames */
