@@ -141,7 +141,9 @@ def check_tool(ctx, res, what):
 def check_program_unchanged(ctx, armed, rc, out, err):
     ctx.check(rc == 7, "armed program exited with %s, expected 7" % rc, err[-2000:])
     ctx.check(out.strip().endswith("done 1"), "armed program's output changed: %r" % out[-300:])
-    ctx.check("pysample:" not in err and "Traceback" not in err and "Warning" not in err,
+    # The achieved-rate note is the library's one allowed line (harness.RATE_NOTE):
+    # a CI machine loaded to 15 once starved the sampler to 6.5 ticks a second.
+    ctx.check(not harness.our_messages(err) and "Traceback" not in err and "Warning" not in err,
               "armed program printed something", err[-2000:])
 
 
@@ -983,7 +985,7 @@ def test_sessions_keep_no_timeline(ctx):
             break
     grown = _rss_kb(a.pid) - before
     rc, text, err = a.finish()
-    ctx.check(rc == 7 and "pysample:" not in err, "program unchanged", rc, err[-2000:])
+    ctx.check(rc == 7 and not harness.our_messages(err), "program unchanged", rc, err[-2000:])
     ctx.check(most >= 100000, "sessions took only %d samples" % most)
     print("    %d samples in a session, the process grew %d kB" % (most, grown), flush=True)
     ctx.check(grown * 1024 < most * 16 // 4, "the process grew %d kB over sessions of up to %d samples: "
@@ -1219,7 +1221,8 @@ def test_shared_control_directory_plants(ctx):
     after = sorted(os.listdir(d))
     ctx.check(set(before) <= set(after), "planted names were removed", before, after)
     rc, text, err = a.finish()
-    ctx.check(rc == 7 and "pysample:" not in err and os.path.exists(out), "the program ran and wrote", rc, err)
+    ctx.check(rc == 7 and not harness.our_messages(err) and os.path.exists(out),
+              "the program ran and wrote", rc, err)
     for sock in (stuck, filler, victim):
         sock.close()
 
