@@ -255,7 +255,7 @@ static inline int walk_begin(struct walk *w, struct walk_plan *plan, struct span
     sp->base = sp->buf;
     wc->reads = 0;
     memset(wc->code, 0, sizeof wc->code);
-    int rc = ps_walk_plan_init(plan, rq->py, rq->cc, rq->syms, rq->lines);
+    int rc = ps_walk_plan_take(plan, rq);
     if (rc != 0)
         return rc;
     /* 3.9/3.10 read a frame alone, after any code object read before it:

@@ -10,6 +10,8 @@
 #include "python/runtime.h"
 #include "util/symtab.h"
 
+struct walk_plan;  /* walkplan.h: what a walk takes of the layout */
+
 /* Errors a walk reports (the sampler counts them). */
 enum { PS_WALK_UNREADABLE = -1, PS_WALK_INCONSISTENT = -2 };
 
@@ -43,6 +45,10 @@ struct ps_walk_req {
      * C-stack shim), else 0.  The outermost frame of a walk that reached
      * the root is always one. */
     uint8_t *entry;
+    /* py's plan made once (ps_walk_plan_make), or NULL: the walk makes it
+     * from the layout (ps_walk_plan_init), as a plan made for another
+     * interpreter is not used either. */
+    const struct walk_plan *plan;
 };
 
 /* What a walk found.  out, addrs and entry hold n frames each; after an

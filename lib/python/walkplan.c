@@ -99,3 +99,26 @@ PS_TICK_PATH int ps_walk_plan_init(struct walk_plan *p, const struct ps_python *
     };
     return 0;
 }
+
+int ps_walk_plan_make(struct walk_plan *p, const struct ps_python *py)
+{
+    int rc = ps_walk_plan_init(p, py, NULL, NULL, 0);
+    if (rc != 0)
+        *p = (struct walk_plan){ .py = NULL };
+    p->scope = NULL;  /* each walk takes its own (ps_walk_plan_take) */
+    return rc;
+}
+
+PS_TICK_PATH int ps_walk_plan_take(struct walk_plan *p, const struct ps_walk_req *rq)
+{
+    if (rq->plan == NULL || rq->plan->py == NULL || rq->plan->py != rq->py)
+        return ps_walk_plan_init(p, rq->py, rq->cc, rq->syms, rq->lines);
+    *p = *rq->plan;
+    p->cc = rq->cc;
+    p->syms = rq->syms;
+    p->lines = rq->lines;
+    /* The scope is the walk's own (ps_walk's), never the one, if any,
+     * held where the plan was made. */
+    p->scope = ps_read_scope_held();
+    return 0;
+}

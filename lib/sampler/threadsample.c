@@ -55,6 +55,9 @@ int ps_threadsample_setup(struct ps_sampler_ctx *ctx)
     /* The walk reports max_depth frames at most; two more spare. */
     size_t frames = (size_t)cfg->max_depth + 2;
     ps_threadinfo_setup(&ctx->threads);
+    /* A layout the walk cannot use leaves no plan: each walk then finds
+     * so itself and is counted unreadable, as before. */
+    (void)ps_walk_plan_make(&b->plan, &ctx->py);
     b->room = stack_room(cfg);
     b->scratch = malloc(frames * sizeof *b->scratch);
     /* one more: the [gc] frame on top of a full stack */
@@ -119,7 +122,7 @@ static void python_walk(struct ps_tick_ctx *t, uintptr_t frame, struct ps_walk_r
     ps_walk(&(struct ps_walk_req){ .py = &t->sampler->py, .cc = &t->p->cc, .syms = &t->p->syms,
                                    .lines = ps_settings()->lines, .frame = frame,
                                    .max = ps_settings()->max_depth, .out = b->scratch,
-                                   .addrs = b->addrs, .entry = b->entry },
+                                   .addrs = b->addrs, .entry = b->entry, .plan = &b->plan },
             res);
 }
 

@@ -20,6 +20,7 @@
 #include "python/codecache.h"
 #include "python/framebatch.h"
 #include "python/frames.h"
+#include "python/walkplan.h"
 #include "memory/memread.h"
 #include "profile/render.h"
 #include "profile/stacktab.h"
@@ -182,6 +183,27 @@ static void test_data_stack(uintptr_t file)
     struct fake_iframe *exit_ = iframe_at(at + 8 * words_of(&c_small), locked, &c_exit, 0);
     CHECK_EQ_INT(walk_from(rq, (uintptr_t)exit_, &res), 3);
     CHECK_EQ_INT(out[0] >> 32, ps_sym_python(syms, "__exit__", "app.py"));
+
+    /* The plan made once (the sampler's, walkplan.h) walks as the one a
+     * walk makes; one made for another interpreter is not taken, and a
+     * layout no walk can use makes none. */
+    struct walk_plan made;
+    uint64_t own[3];
+    memcpy(own, out, sizeof own);
+    CHECK_EQ_INT(ps_walk_plan_make(&made, &ipy), 0);
+    CHECK(made.scope == NULL);
+    struct ps_walk_req rq_made = rq;
+    rq_made.plan = &made;
+    memset(out, 0, sizeof out);
+    CHECK_EQ_INT(walk_from(rq_made, (uintptr_t)exit_, &res), 3);
+    CHECK(memcmp(own, out, sizeof own) == 0);
+    struct ps_python unusable = ipy;
+    unusable.L.fr_read = 4096;
+    rq_made.py = &unusable;
+    CHECK_EQ_INT(walk_from(rq_made, (uintptr_t)exit_, &res), PS_WALK_UNREADABLE);
+    CHECK_EQ_INT(ps_walk_plan_make(&made, &unusable), PS_WALK_UNREADABLE);
+    rq_made.py = &ipy;
+    CHECK_EQ_INT(walk_from(rq_made, (uintptr_t)exit_, &res), 3);
 
     /* Entry marks (native stacks, merge.c): a C-stack shim (owner 3 here)
      * begins an evaluation-loop call, so the frame before it was that
