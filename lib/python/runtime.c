@@ -184,3 +184,25 @@ PS_TICK_PATH int ps_python_finalizing(const struct ps_python *py)
         return 0;
     return f != 0;
 }
+
+PS_TICK_PATH int ps_python_heads(const struct ps_python *py, uintptr_t *head)
+{
+    const struct ps_layout *L = &py->L;
+    uint32_t fin = L->rt_finalizing, first = L->rt_interp_head;
+    uint32_t lo = fin < first ? fin : first, hi = (fin < first ? first : fin) + 8;
+    uintptr_t f;
+    *head = 0;
+    if (hi - lo > PS_RT_HEADS_SPAN) {
+        if (ps_read_ptr(py->runtime + first, head) != 0)
+            *head = 0;
+        return ps_python_finalizing(py);
+    }
+    /* A failed read is our read path's, as in ps_python_finalizing: not
+     * finalizing, and no interpreter listed this tick. */
+    uint8_t buf[PS_RT_HEADS_SPAN];
+    if (ps_read(buf, py->runtime + lo, hi - lo) != 0)
+        return 0;
+    memcpy(head, buf + (first - lo), sizeof *head);
+    memcpy(&f, buf + (fin - lo), sizeof f);
+    return f != 0;
+}

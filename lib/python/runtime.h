@@ -61,4 +61,13 @@ int ps_python_ready(const struct ps_python *py);
 /* 1 once the runtime reports it is finalizing: stop reading. */
 int ps_python_finalizing(const struct ps_python *py);
 
+/*
+ * A tick's first look at _PyRuntime: ps_python_finalizing's answer, and
+ * the first interpreter into *head (0 if it cannot be read).  One read
+ * where the two fields lie within PS_RT_HEADS_SPAN bytes of each other
+ * (16-24 bytes apart in every layout known, on one line), else two.
+ */
+#define PS_RT_HEADS_SPAN 64
+int ps_python_heads(const struct ps_python *py, uintptr_t *head);
+
 #endif

@@ -10,16 +10,23 @@
 #include "python/threadstates.h"
 #include "util/tickpath.h"
 
-PS_TICK_PATH int ps_tstates_begin(struct ps_tstate_iter *it, const struct ps_python *py)
+PS_TICK_PATH int ps_tstates_begin_at(struct ps_tstate_iter *it, const struct ps_python *py,
+                                     uintptr_t head)
 {
-    const struct ps_layout *L = &py->L;
     memset(it, 0, sizeof *it);
     it->py = py;
-    if (L->ts_read > PS_TS_MAX)
+    if (py->L.ts_read > PS_TS_MAX)
         return -1;
-    if (ps_read_ptr(py->runtime + L->rt_interp_head, &it->next_interp) != 0)
-        it->next_interp = 0;
+    it->next_interp = head;
     return 0;
+}
+
+int ps_tstates_begin(struct ps_tstate_iter *it, const struct ps_python *py)
+{
+    uintptr_t head;
+    if (ps_read_ptr(py->runtime + py->L.rt_interp_head, &head) != 0)
+        head = 0;
+    return ps_tstates_begin_at(it, py, head);
 }
 
 /* Moves to the next interpreter's first thread state; 0 if there is none. */

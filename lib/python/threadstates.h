@@ -28,6 +28,10 @@ struct ps_tstate_iter {
  * state does not fit PS_TS_MAX (then nothing is listed). */
 int ps_tstates_begin(struct ps_tstate_iter *it, const struct ps_python *py);
 
+/* The same, at the first interpreter head, read by the caller
+ * (ps_python_heads: the tick reads it with the finalizing flag). */
+int ps_tstates_begin_at(struct ps_tstate_iter *it, const struct ps_python *py, uintptr_t head);
+
 /*
  * Copies the next thread state (L.ts_read bytes) into ts and returns its
  * address, or 0 at the end.  A thread state that cannot be read ends its

@@ -161,8 +161,10 @@ PS_TICK_PATH int ps_tick(struct ps_sampler_ctx *ctx, int all, uint64_t cpu_perio
     t.p = ps_profile_lock();
     ps_timeline_tick(&t.p->tl, t.now);
     int batch = ps_mem_batch_begin();
-    int finalizing = ps_python_finalizing(&ctx->py);
-    int listed = !finalizing && ps_tstates_begin(&it, &ctx->py) == 0;
+    /* Whether it finalizes and where its interpreters begin: one read. */
+    uintptr_t head;
+    int finalizing = ps_python_heads(&ctx->py, &head);
+    int listed = !finalizing && ps_tstates_begin_at(&it, &ctx->py, head) == 0;
     if (listed) {
         if (ctx->tasks != NULL)
             ps_tasks_clear(ctx->tasks);
