@@ -29,17 +29,54 @@ int ps_tstates_begin(struct ps_tstate_iter *it, const struct ps_python *py)
     return ps_tstates_begin_at(it, py, head);
 }
 
+/* Fields of an interpreter read together when they lie within this many
+ * bytes: next, threads.head and id are 32 (3.9), 56 (3.11) and 88 (3.13)
+ * bytes from first to last, on the same one or two lines either way. */
+#define PS_IS_HEADS_SPAN 128
+
+/* it->interp's first thread state, the next interpreter and the id (-1
+ * where the layout has none: is_id 0 is next's place, not an id's).  One
+ * read where the three lie within PS_IS_HEADS_SPAN bytes (each ps_read()
+ * is ~125 instructions), else one each as before.  0, or -1 if the list's
+ * links cannot be read. */
+static int interp_heads(struct ps_tstate_iter *it, const struct ps_layout *L)
+{
+    uint32_t head = L->is_threads_head, next = L->is_next, id = L->is_id;
+    int has_id = id != PS_NOFIELD && id != 0;
+    uint32_t lo = head < next ? head : next, hi = (head < next ? next : head) + 8;
+    if (has_id && id < lo)
+        lo = id;
+    if (has_id && id + 8 > hi)
+        hi = id + 8;
+    if (hi - lo <= PS_IS_HEADS_SPAN) {
+        uint8_t buf[PS_IS_HEADS_SPAN];
+        if (ps_read(buf, it->interp + lo, hi - lo) != 0)
+            return -1;
+        memcpy(&it->tsp, buf + (head - lo), sizeof it->tsp);
+        memcpy(&it->next_interp, buf + (next - lo), sizeof it->next_interp);
+        if (has_id)
+            memcpy(&it->interp_id, buf + (id - lo), sizeof it->interp_id);
+        return 0;
+    }
+    if (ps_read_ptr(it->interp + head, &it->tsp) != 0 ||
+        ps_read_ptr(it->interp + next, &it->next_interp) != 0)
+        return -1;
+    if (has_id && ps_read(&it->interp_id, it->interp + id, sizeof it->interp_id) != 0)
+        it->interp_id = -1;
+    return 0;
+}
+
 /* Moves to the next interpreter's first thread state; 0 if there is none. */
 static int next_interp(struct ps_tstate_iter *it)
 {
-    const struct ps_layout *L = &it->py->L;
     it->interp = it->next_interp;
     it->tsp = 0;
     it->nthreads = 0;
+    it->interp_id = -1;
     if (it->interp == 0 || it->ninterps++ >= PS_MAX_INTERPS)
         return 0;
-    if (ps_read_ptr(it->interp + L->is_threads_head, &it->tsp) != 0 ||
-        ps_read_ptr(it->interp + L->is_next, &it->next_interp) != 0) {
+    if (interp_heads(it, &it->py->L) != 0) {
+        it->tsp = 0;
         it->next_interp = 0;
         return 0;
     }

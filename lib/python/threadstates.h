@@ -22,6 +22,7 @@ struct ps_tstate_iter {
     uintptr_t interp, next_interp, tsp;
     int ninterps, nthreads;
     unsigned torn;  /* lists cut short: a thread state did not point back */
+    int64_t interp_id;  /* interp's id (0: the main one), -1 where unknown */
 };
 
 /* Starts at the runtime's first interpreter.  -1 if the layout's thread

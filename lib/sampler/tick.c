@@ -65,16 +65,6 @@ int ps_tick_setup(struct ps_sampler_ctx *ctx)
     return 0;
 }
 
-/* The interpreter's id, or -1 where this layout has none or it cannot be
- * read. */
-static int64_t interp_id(const struct ps_layout *L, uintptr_t interp)
-{
-    int64_t id;
-    if (L->is_id == PS_NOFIELD || L->is_id == 0 || ps_read(&id, interp + L->is_id, sizeof id) != 0)
-        return -1;
-    return id;
-}
-
 /*
  * The root frame "interp <id>" of stacks from an interpreter other than
  * the main one (docs/format.md), or PS_ID_NONE for the main interpreter
@@ -90,15 +80,15 @@ static uint32_t interp_frame(struct ps_profile *p, int64_t id)
     return ps_sym_marker(&p->syms, name);
 }
 
-/* A new interpreter's threads begin: its root frame, its GIL's holder
- * (PYSAMPLE_GIL), the thread collecting its garbage, if any (the [gc]
- * frame, interpstate.h), and whether the asyncio tasks (those of the main
- * interpreter, id 0) are read when its first thread is sampled.  Once per
- * interpreter per tick. */
-static void enter_interp(struct ps_tick_ctx *t, uintptr_t interp)
+/* A new interpreter's threads begin (id: -1 where this layout has none
+ * or it could not be read; ps_tstates_next reads it with the list's
+ * links): its root frame, its GIL's holder (PYSAMPLE_GIL), the thread
+ * collecting its garbage, if any (the [gc] frame, interpstate.h), and
+ * whether the asyncio tasks (those of the main interpreter, id 0) are
+ * read when its first thread is sampled.  Once per interpreter per tick. */
+static void enter_interp(struct ps_tick_ctx *t, uintptr_t interp, int64_t id)
 {
     const struct ps_python *py = &t->sampler->py;
-    int64_t id = interp_id(&py->L, interp);
     t->interp = interp;
     t->interp_func = interp_frame(t->p, id);
     t->gil_holder = t->sampler->gil_only && !t->all ? ps_gil_holder(py, interp) : 0;
@@ -120,7 +110,7 @@ static void sample_threads(struct ps_tick_ctx *t, struct ps_tstate_iter *it)
     while ((tsp = ps_tstates_next(it, ts)) != 0) {
         if (it->interp != interp) {
             interp = it->interp;
-            enter_interp(t, interp);
+            enter_interp(t, interp, it->interp_id);
         }
         /* PYSAMPLE_GIL: one thread per interpreter at most, so the
          * PYSAMPLE_MAX_THREADS_PER_TICK subset has nothing to spare. */
