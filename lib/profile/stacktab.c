@@ -72,6 +72,8 @@ static int stacks_grow(struct ps_stacktab *t)
     free(t->slots);
     t->slots = ns;
     t->cap = ncap;
+    /* The stacks moved: no memo names their slots any more. */
+    memset(t->memo, 0, sizeof t->memo);
     return 0;
 }
 
@@ -86,11 +88,46 @@ static int frames_append(struct ps_stacktab *t, const uint64_t *frames, uint32_t
     return 0;
 }
 
+/* Counts count more on the stack in slot j, and remembers it as label's
+ * last. */
+static inline void count_on(struct ps_stacktab *t, size_t j, uint32_t label, uint64_t count)
+{
+    struct ps_stack *s = &t->slots[j];
+    s->count += count;
+    t->total += count;
+    t->memo[label % PS_STACK_MEMO] = (uint32_t)j + 1;
+    ps_timeline_add(t->tl, s->id, count);
+}
+
+/* The slot of label's last stack if frames[0..depth) is that stack, else
+ * -1.  The innermost frame first: a thread that moved on differs there
+ * most often, and is turned away before the whole stack is compared.  A
+ * match is the stack the hash would have found: every stack is in the
+ * table once, and the compare is the probe's. */
+static inline long memo_slot(const struct ps_stacktab *t, uint32_t label, const uint64_t *frames,
+                             uint32_t depth)
+{
+    uint32_t m = t->memo[label % PS_STACK_MEMO];
+    if (m == 0 || depth == 0)
+        return -1;
+    const struct ps_stack *s = &t->slots[m - 1];
+    const uint64_t *had = t->frames + s->off;
+    if (s->label != label || s->depth != depth || had[depth - 1] != frames[depth - 1] ||
+        memcmp(had, frames, (depth - 1) * sizeof *frames) != 0)
+        return -1;
+    return (long)(m - 1);
+}
+
 /* overflow: frames is the thread's "table full" stack, which may go past
  * max_stacks (one per label, and labels are bounded: symtab.h). */
 PS_TICK_PATH static int add(struct ps_stacktab *t, uint32_t label, const uint64_t *frames, uint32_t depth,
                uint64_t count, int overflow)
 {
+    long k = memo_slot(t, label, frames, depth);
+    if (k >= 0) {
+        count_on(t, (size_t)k, label, count);
+        return 0;
+    }
     uint64_t h = hash_stack(label, frames, depth);
     size_t j = h & (t->cap - 1);
     for (;;) {
@@ -99,9 +136,7 @@ PS_TICK_PATH static int add(struct ps_stacktab *t, uint32_t label, const uint64_
             break;
         if (s->hash == (uint32_t)h && s->label == label && s->depth == depth &&
             memcmp(t->frames + s->off, frames, depth * sizeof *frames) == 0) {
-            s->count += count;
-            t->total += count;
-            ps_timeline_add(t->tl, s->id, count);
+            count_on(t, j, label, count);
             return 0;
         }
         j = (j + 1) & (t->cap - 1);
@@ -134,6 +169,7 @@ PS_TICK_PATH static int add(struct ps_stacktab *t, uint32_t label, const uint64_
     s->off = t->nframes - depth;
     t->used++;
     t->total += count;
+    t->memo[label % PS_STACK_MEMO] = (uint32_t)j + 1;
     ps_timeline_add(t->tl, s->id, count);
     return 0;
 }

@@ -22,6 +22,8 @@
 
 #include "profile/timeline.h"
 
+#define PS_STACK_MEMO 16
+
 struct ps_stack {
     uint32_t hash;    /* the low half of hash_stack's (the slot needs no more) */
     uint32_t id;      /* the stacks in the order they came: 0, 1, ... (timeline.h) */
@@ -42,6 +44,11 @@ struct ps_stacktab {
     uint64_t overflowed; /* samples that went to the "table full" stack */
     uint64_t full_frame; /* the frame of that stack */
     struct ps_timeline *tl; /* each sample counted is recorded here too (NULL: not) */
+    /* The slot (+ 1; 0: none) of the stack last counted on each label, by
+     * label % PS_STACK_MEMO: a thread sampled where it was last time (an
+     * idle one, every tick) is found by comparing its frames with that
+     * stack's, without hashing them and probing (stacktab.c). */
+    uint32_t memo[PS_STACK_MEMO];
 };
 
 int ps_stacktab_init(struct ps_stacktab *t, size_t max_stacks, uint64_t full_frame);

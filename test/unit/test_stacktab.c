@@ -1,5 +1,6 @@
 /* Unit test: stack aggregation -- identical stacks counted once, per
- * thread; clearing; the stack limit and its marker; growth. */
+ * thread; clearing; the stack limit and its marker; growth; each
+ * thread's last stack found again. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +86,41 @@ int main(void)
     CHECK_EQ_INT(t.total, 100000);
     uint64_t probe[] = { ps_frame(7, 4321), ps_frame(7, 4321 * 7) };
     CHECK_EQ_INT(count_of(&t, 1, probe, 2), 2);
+    ps_stacktab_free(&t);
+
+    /* Each label's last stack (the memo, stacktab.h): labels 3 and
+     * 3 + PS_STACK_MEMO share an entry; s4 differs from s1 only at the
+     * root; a stack counted again after the table grew (its slot moved)
+     * is still the one stack. */
+    CHECK_EQ_INT(ps_stacktab_init(&t, 1000000, FULL), 0);
+    uint64_t s4[] = { ps_frame(10, 99), ps_frame(11, 3) };
+    uint32_t la = 3, lb = 3 + PS_STACK_MEMO;
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ_INT(ps_stacktab_add(&t, la, s1, 2, 1), 0);
+        CHECK_EQ_INT(ps_stacktab_add(&t, la, s1, 2, 1), 0);
+        CHECK_EQ_INT(ps_stacktab_add(&t, lb, s1, 2, 1), 0);
+        CHECK_EQ_INT(ps_stacktab_add(&t, la, s4, 2, 1), 0);
+        CHECK_EQ_INT(ps_stacktab_add(&t, la, s2, 2, 1), 0);
+        CHECK_EQ_INT(ps_stacktab_add(&t, la, s1, 1, 1), 0);
+    }
+    CHECK_EQ_INT(t.used, 5);
+    CHECK_EQ_INT(count_of(&t, la, s1, 2), 8);
+    CHECK_EQ_INT(count_of(&t, lb, s1, 2), 4);
+    CHECK_EQ_INT(count_of(&t, la, s4, 2), 4);
+    CHECK_EQ_INT(count_of(&t, la, s2, 2), 4);
+    CHECK_EQ_INT(count_of(&t, la, s1, 1), 4);
+    size_t cap = t.cap;
+    for (int i = 0; i < 5000; i++) {
+        uint64_t s[] = { ps_frame(8, i) };
+        CHECK_EQ_INT(ps_stacktab_add(&t, 5, s, 1, 1), 0);
+    }
+    CHECK(t.cap > cap);
+    CHECK_EQ_INT(ps_stacktab_add(&t, la, s1, 1, 1), 0);
+    CHECK_EQ_INT(ps_stacktab_add(&t, 5, s1, 1, 1), 0);
+    CHECK_EQ_INT(t.used, 5006);
+    CHECK_EQ_INT(count_of(&t, la, s1, 1), 5);
+    CHECK_EQ_INT(count_of(&t, 5, s1, 1), 1);
+    CHECK_EQ_INT(t.total, 24 + 5000 + 2);
     ps_stacktab_free(&t);
     CHECK_DONE();
 }
