@@ -275,29 +275,33 @@ size_t ps_code_set(const struct ps_codecache *c, uintptr_t addr)
     return ps_code_set_of(c, addr);
 }
 
+PS_TICK_PATH struct ps_code_entry *ps_code_miss_words(struct ps_codecache *c,
+                                                     const struct ps_python *py,
+                                                     struct ps_symtab *syms, int lines,
+                                                     uintptr_t addr, const uint64_t *w)
+{
+    struct ps_code_set *st = &c->set[ps_code_set_of(c, addr)];
+    /* A way with this address whose identity differs (ps_code_hit found
+     * none that matches): its code object was freed and the address
+     * reused, and the refill takes its place. */
+    int stale = -1;
+    for (int v = 0; v < PS_CODECACHE_WAYS && st->way[v].id.addr != 0; v++)
+        if (st->way[v].id.addr == addr)
+            stale = v;
+    return refill(c, st, victim_of(st, stale), addr, w, py, syms, lines);
+}
+
 PS_TICK_PATH struct ps_code_entry *ps_code_resolve_words(struct ps_codecache *c,
                                                         const struct ps_python *py,
                                                         struct ps_symtab *syms, int lines,
                                                         uintptr_t addr, const uint64_t *w)
 {
-    struct ps_code_set *st = &c->set[ps_code_set_of(c, addr)];
-    int stale = -1;
-    for (int v = 0; v < PS_CODECACHE_WAYS; v++) {
-        struct ps_code_entry *e = &st->way[v];
-        if (e->id.addr != addr) {
-            if (e->id.addr == 0)
-                break;  /* filled in order: one past a hole costs a miss */
-            continue;
-        }
-        if (!ps_code_same(e, addr, w)) {
-            stale = v;
-            continue;
-        }
-        ps_code_touch(st, v);
+    struct ps_code_entry *e = ps_code_hit(c, addr, w);
+    if (e != NULL) {
         c->hits++;
         return e;
     }
-    return refill(c, st, victim_of(st, stale), addr, w, py, syms, lines);
+    return ps_code_miss_words(c, py, syms, lines, addr, w);
 }
 
 struct ps_code_entry *ps_code_resolve(struct ps_codecache *c, const struct ps_python *py,

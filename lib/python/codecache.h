@@ -193,6 +193,13 @@ struct ps_code_entry *ps_code_resolve_words(struct ps_codecache *c, const struct
                                             struct ps_symtab *syms, int lines, uintptr_t addr,
                                             const uint64_t *w);
 
+/* Its miss path alone, for a caller whose ps_code_hit found nothing (the
+ * walk, framecode.c): the entry refilled for addr and w (out of line: a
+ * few a run), or NULL. */
+struct ps_code_entry *ps_code_miss_words(struct ps_codecache *c, const struct ps_python *py,
+                                         struct ps_symtab *syms, int lines, uintptr_t addr,
+                                         const uint64_t *w);
+
 /* Line for an address in the format's unit (firstlineno if unknown).  The
  * memo is checked inline (a caller frame sits at the same call instruction
  * tick after tick); the ranges never change while the entry lives, so the

@@ -81,32 +81,24 @@ static inline uint64_t frame_words(const struct walk_plan *p, const uint64_t *w)
     return p->specials_words + (uint64_t)stacksize + (uint64_t)nlocalsplus;
 }
 
-/* The rest of ps_framecode_read where its own path does not serve: a
- * frame on its own (wc NULL), a code object whose two slots are both
- * taken by others, or one the cache's hit path did not find (a miss,
- * refilled).  Keeps code's entry in wc's slot as that path does. */
+/* The rest of ps_framecode_read where its own path found no entry: the
+ * cache's hit path found none (hit_tried: a miss, refilled), or, with wc,
+ * the code object's two slots are both taken by others and the hit path
+ * was not tried yet.  Keeps code's entry in wc where slot_for says. */
 static __attribute__((noinline)) int framecode_miss(const struct walk_plan *p,
                                                     struct walk_codes *wc, uintptr_t code,
                                                     const uint64_t *w, uint64_t n,
-                                                    struct ps_code_entry **cep)
+                                                    struct ps_code_entry **cep, int hit_tried)
 {
-    struct ps_code_entry *ce;
-    if (wc == NULL) {
-        ce = ps_code_resolve_words(p->cc, p->py, p->syms, p->lines, code, w);
-        if (ce == NULL)
-            return PS_WALK_UNREADABLE;
-    } else {
-        uint64_t read_no = ++wc->reads;
+    struct ps_code_entry *ce =
+        hit_tried ? ps_code_miss_words(p->cc, p->py, p->syms, p->lines, code, w)
+                  : ps_code_resolve_words(p->cc, p->py, p->syms, p->lines, code, w);
+    if (ce == NULL)
+        return PS_WALK_UNREADABLE;
+    if (wc != NULL) {
         size_t i = slot_for(wc, code);
-        ce = wc->code[i] == code ? wc->slot[i].ce : NULL;
-        if (ce == NULL || !ps_code_same(ce, code, w))
-            ce = ps_code_resolve_words(p->cc, p->py, p->syms, p->lines, code, w);
-        else
-            p->cc->hits++;
-        if (ce == NULL)
-            return PS_WALK_UNREADABLE;
         wc->code[i] = code;
-        wc->slot[i] = (struct walk_code){ .read_no = read_no, .ce = ce, .words = n };
+        wc->slot[i] = (struct walk_code){ .read_no = ++wc->reads, .ce = ce, .words = n };
     }
     *cep = ce;
     return 1;
@@ -138,7 +130,7 @@ PS_TICK_PATH __attribute__((noinline)) int ps_framecode_read(const struct walk_p
          * its own: no slot, the cache's hit path. */
         ce = ps_code_hit(p->cc, code, w);
         if (ce == NULL)
-            return framecode_miss(p, wc, code, w, n, cep);
+            return framecode_miss(p, wc, code, w, n, cep, 1);
         p->cc->hits++;
         *cep = ce;
         return 1;
@@ -150,13 +142,13 @@ PS_TICK_PATH __attribute__((noinline)) int ps_framecode_read(const struct walk_p
     if (wc->code[i] != code && wc->code[i] != 0) {
         i = code_slot2(h);
         if (wc->code[i] != code && wc->code[i] != 0)
-            return framecode_miss(p, wc, code, w, n, cep);
+            return framecode_miss(p, wc, code, w, n, cep, 0);
     }
     ce = wc->code[i] == code ? wc->slot[i].ce : NULL;
     if (ce == NULL || !ps_code_same(ce, code, w)) {
         ce = ps_code_hit(p->cc, code, w);
         if (ce == NULL)
-            return framecode_miss(p, wc, code, w, n, cep);
+            return framecode_miss(p, wc, code, w, n, cep, 1);
     }
     p->cc->hits++;
     wc->code[i] = code;
